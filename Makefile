@@ -1,0 +1,53 @@
+# changelake — the two set-up commands are `make demo` and `make test` (see README.md).
+VENV   ?= .venv
+PYTHON ?= python3
+BIN    := $(VENV)/bin
+
+.PHONY: setup system-deps venv demo test test-unit dev services-up services-down validate bench clean
+
+setup: system-deps venv
+
+system-deps:
+	@bash scripts/install-system-deps.sh
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/pip install -q --upgrade pip
+	@$(BIN)/pip install -q -e '.[test]'
+	@touch $@
+
+## The main job on the local services: both pipelines, the aggregation, the checks.
+demo: setup
+	@$(BIN)/changelake services up
+	@$(BIN)/changelake demo
+
+## The whole test suite against real Kafka and MariaDB started for the tests.
+test: setup
+	@$(BIN)/dagster definitions validate -w workspace.yaml >/dev/null
+	@$(BIN)/pytest -q -p no:cacheprovider
+
+test-unit: venv
+	@$(BIN)/pytest -q -m "not integration" tests/unit
+
+## The Dagster UI on http://127.0.0.1:3000 with the local services.
+dev: setup
+	@$(BIN)/changelake services up
+	@eval "$$($(BIN)/changelake services env)"; DAGSTER_HOME=$${DAGSTER_HOME:-$(CURDIR)/.state/dagster}; mkdir -p $$DAGSTER_HOME; \
+	  export DAGSTER_HOME; $(BIN)/dagster dev -w workspace.yaml
+
+services-up: venv
+	@$(BIN)/changelake services up
+services-down: venv
+	@$(BIN)/changelake services down
+
+validate: venv
+	@$(BIN)/dagster definitions validate -w workspace.yaml
+
+bench: setup
+	@for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean:
+	@$(BIN)/changelake services down 2>/dev/null || true
+	rm -rf .state

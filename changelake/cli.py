@@ -1,0 +1,85 @@
+"""The ``changelake`` command line.
+
+    changelake services up|down|status|env     local Kafka + MariaDB (see changelake.services)
+    changelake pipeline run FILE.yaml [--until-caught-up]
+    changelake changelog ...                   print a topic as a changelog (+I/-U/+U/-D)
+    changelake demo                            the main job, end to end on the local services
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+
+from changelake.errors import ChangelakeError
+
+__all__ = ["main"]
+
+
+def _services(args: argparse.Namespace) -> int:
+    from changelake.services import Services
+
+    services = Services.local()
+    if args.action == "up":
+        services.up()
+        for name, state in services.status().items():
+            print(f"{name}: {state}")
+    elif args.action == "down":
+        services.down()
+        print("stopped")
+    elif args.action == "status":
+        status = services.status()
+        for name, state in status.items():
+            print(f"{name}: {state}")
+        return 0 if all(s.startswith("up") for s in status.values()) else 1
+    elif args.action == "env":
+        for key, value in services.env().items():
+            print(f"export {key}={shlex.quote(value)}")
+    return 0
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="changelake", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    services = sub.add_parser("services", help="start/stop the local Kafka and MariaDB")
+    services.add_argument("action", choices=["up", "down", "status", "env"])
+    services.set_defaults(func=_services)
+
+    try:
+        from changelake.commands import pipeline as pipeline_cmd
+
+        pipeline_cmd.register(sub)
+    except ImportError:  # pragma: no cover - during construction only
+        pass
+    try:
+        from changelake.commands import changelog as changelog_cmd
+
+        changelog_cmd.register(sub)
+    except ImportError:  # pragma: no cover
+        pass
+    try:
+        from changelake.commands import demo as demo_cmd
+
+        demo_cmd.register(sub)
+    except ImportError:  # pragma: no cover
+        pass
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``changelake`` script. Returns the process exit code."""
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except ChangelakeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

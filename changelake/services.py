@@ -1,0 +1,517 @@
+"""Local services: a real Apache Kafka 4.x broker (KRaft, one node) and a real MariaDB server.
+
+Used alike by ``changelake services up|down|status|env``, the demo, the test fixtures and CI.
+
+* Kafka: the broker's jars are fetched from Maven Central by Maven from ``kafka/pom.xml``
+  (``mvn dependency:copy-dependencies``) into a cache folder, then run with the machine's Java on
+  127.0.0.1 (one node acting as broker and controller).
+* MariaDB: Debian's ``mariadb-server`` (installed by ``make`` when missing), started with its own
+  data directory, ``log_bin``, ``binlog_format=ROW``, ``binlog_row_image=FULL``,
+  ``binlog_row_metadata=FULL`` and a ``server_id``.
+
+Each service keeps its files in ``<state_dir>/<service>/`` (pid file, data, logs, ports). ``up`` is
+idempotent: a healthy server is reused, a dead one restarted. A service that cannot start raises
+:class:`ServiceError` with one line saying what failed and how to fix it, after stopping whatever it
+had started.
+
+The MariaDB password of the local server is generated once and kept in
+``<state_dir>/mariadb/password`` (mode 0600); it is printed only by ``services env``, for a shell.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from changelake.errors import ChangelakeError
+
+__all__ = [
+    "ServiceError",
+    "KafkaService",
+    "MariaDBService",
+    "Services",
+    "default_state_dir",
+    "free_port",
+]
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+KAFKA_POM = REPO_ROOT / "kafka" / "pom.xml"
+
+
+class ServiceError(ChangelakeError):
+    """A local service could not be started or reached. The message says what to do."""
+
+
+def default_state_dir() -> Path:
+    """``$CHANGELAKE_STATE_DIR`` or ``<repo>/.state``."""
+    return Path(os.environ.get("CHANGELAKE_STATE_DIR", REPO_ROOT / ".state")).resolve()
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _port_open(port: int, host: str = "127.0.0.1") -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def _pid_alive(pid_file: Path) -> int | None:
+    try:
+        pid = int(pid_file.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return None
+    # A zombie (exited child not yet reaped) is not alive.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            if f.read().split(")")[-1].split()[0] == "Z":
+                return None
+    except OSError:
+        pass
+    return pid
+
+
+def _stop_pid(pid_file: Path, timeout_s: float = 30.0) -> None:
+    pid = _pid_alive(pid_file)
+    if pid is None:
+        pid_file.unlink(missing_ok=True)
+        return
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except OSError:
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and _pid_alive(pid_file):
+        time.sleep(0.2)
+    if _pid_alive(pid_file):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    pid_file.unlink(missing_ok=True)
+
+
+def _tail(path: Path, lines: int = 5) -> str:
+    try:
+        return " | ".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def _require_port_free(port: int, what: str, env_var: str) -> None:
+    if _port_open(port):
+        raise ServiceError(
+            f"{what}: port 127.0.0.1:{port} is already taken by another program; "
+            f"stop it or choose another port with {env_var}=<port>"
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Kafka
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class KafkaService:
+    """One Apache Kafka node (broker + KRaft controller) on 127.0.0.1.
+
+    Attributes:
+        home: folder for this broker's pid file, data and log.
+        port: the PLAINTEXT listener port (clients' bootstrap).
+        controller_port: the KRaft controller listener port.
+        libs_dir: where the broker jars are cached (shared by every broker).
+    """
+
+    home: Path
+    port: int = 19092
+    controller_port: int = 19093
+    libs_dir: Path | None = None
+    heap: str = "768m"
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.home / "kafka.pid"
+
+    @property
+    def log_file(self) -> Path:
+        return self.home / "kafka.log"
+
+    def _libs(self) -> Path:
+        return self.libs_dir or Path(
+            os.environ.get("CHANGELAKE_KAFKA_LIBS", Path.home() / ".cache" / "changelake" / "kafka-libs")
+        )
+
+    def fetch_jars(self) -> Path:
+        """Fetch the broker jars with Maven into the cache (once; safe across concurrent callers).
+
+        Raises:
+            ServiceError: Maven is missing or cannot reach Maven Central.
+        """
+        import fcntl
+
+        libs = self._libs()
+        marker = libs / ".complete"
+        pom = KAFKA_POM.read_text()
+        if marker.exists() and marker.read_text() == pom:
+            return libs
+        if shutil.which("mvn") is None:
+            raise ServiceError("Kafka: Maven ('mvn') is not installed; install it with: apt-get install -y maven")
+        libs.parent.mkdir(parents=True, exist_ok=True)
+        with open(libs.parent / ".kafka-libs.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if marker.exists() and marker.read_text() == pom:
+                return libs
+            staging = libs.parent / f".kafka-libs-{os.getpid()}"
+            shutil.rmtree(staging, ignore_errors=True)
+            proc = subprocess.run(
+                ["mvn", "-q", "-B", "-f", str(KAFKA_POM), "dependency:copy-dependencies", f"-DoutputDirectory={staging}"],
+                capture_output=True,
+                text=True,
+            )
+            if proc.returncode != 0:
+                shutil.rmtree(staging, ignore_errors=True)
+                detail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
+                raise ServiceError(
+                    "Kafka: Maven could not fetch the broker jars from Maven Central "
+                    f"({' | '.join(detail)}); check the network or the Maven proxy settings and retry"
+                )
+            (staging / ".complete").write_text(pom)
+            shutil.rmtree(libs, ignore_errors=True)
+            staging.rename(libs)
+        return libs
+
+    def is_healthy(self) -> bool:
+        return _pid_alive(self.pid_file) is not None and _port_open(self.port)
+
+    def start(self, timeout_s: float = 90.0) -> None:
+        """Start the broker unless a healthy one runs; wait until it serves metadata."""
+        if self.is_healthy():
+            return
+        self.stop()
+        if shutil.which("java") is None:
+            raise ServiceError("Kafka: Java is not installed; install it with: apt-get install -y default-jre-headless")
+        _require_port_free(self.port, "Kafka", "CHANGELAKE_KAFKA_PORT")
+        _require_port_free(self.controller_port, "Kafka controller", "CHANGELAKE_KAFKA_CONTROLLER_PORT")
+        libs = self.fetch_jars()
+        self.home.mkdir(parents=True, exist_ok=True)
+        data = self.home / "data"
+        props = self.home / "server.properties"
+        props.write_text(
+            "\n".join(
+                [
+                    "process.roles=broker,controller",
+                    "node.id=1",
+                    f"controller.quorum.voters=1@127.0.0.1:{self.controller_port}",
+                    f"listeners=PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+                    f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}",
+                    "controller.listener.names=CONTROLLER",
+                    "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                    "inter.broker.listener.name=PLAINTEXT",
+                    f"log.dirs={data}",
+                    "num.partitions=1",
+                    "offsets.topic.replication.factor=1",
+                    "offsets.topic.num.partitions=4",
+                    "transaction.state.log.replication.factor=1",
+                    "transaction.state.log.min.isr=1",
+                    "transaction.state.log.num.partitions=4",
+                    "group.initial.rebalance.delay.ms=0",
+                    "auto.create.topics.enable=true",
+                    "log.cleaner.backoff.ms=1000",
+                    "",
+                ]
+            )
+        )
+        log4j = self.home / "log4j2.properties"
+        log4j.write_text(
+            "rootLogger.level=WARN\nrootLogger.appenderRef.stdout.ref=STDOUT\n"
+            "appender.stdout.type=Console\nappender.stdout.name=STDOUT\n"
+            "appender.stdout.layout.type=PatternLayout\nappender.stdout.layout.pattern=[%d] %p %m (%c)%n\n"
+            "logger.kafka.name=kafka.server.KafkaRaftServer\nlogger.kafka.level=INFO\n"
+        )
+        classpath = f"{libs}/*"
+        java = ["java", f"-Xmx{self.heap}", f"-Dlog4j2.configurationFile={log4j}", "-cp", classpath]
+        if not (data / "meta.properties").exists():
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            fmt = subprocess.run(
+                java + ["kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props)],
+                capture_output=True,
+                text=True,
+            )
+            if fmt.returncode != 0:
+                raise ServiceError(f"Kafka: formatting the KRaft storage failed: {fmt.stderr.strip()[-300:]}")
+        with open(self.log_file, "ab") as log:
+            proc = subprocess.Popen(
+                java + ["kafka.Kafka", str(props)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        self.pid_file.write_text(str(proc.pid))
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                self.pid_file.unlink(missing_ok=True)
+                raise ServiceError(f"Kafka exited at start (code {proc.returncode}): {_tail(self.log_file)}")
+            if _port_open(self.port) and self._serves_metadata():
+                return
+            time.sleep(0.5)
+        self.stop()
+        raise ServiceError(f"Kafka did not become ready within {timeout_s:.0f} s: {_tail(self.log_file)}")
+
+    def _serves_metadata(self) -> bool:
+        from confluent_kafka.admin import AdminClient
+
+        try:
+            md = AdminClient({"bootstrap.servers": self.bootstrap_servers}).list_topics(timeout=3)
+            return bool(md.brokers)
+        except Exception:
+            return False
+
+    def stop(self) -> None:
+        _stop_pid(self.pid_file)
+
+
+# --------------------------------------------------------------------------------------------
+# MariaDB
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class MariaDBService:
+    """A MariaDB server with row-based binlog, own data directory, on 127.0.0.1.
+
+    Attributes:
+        home: folder for data, binlogs, socket, pid file and error log.
+        port: TCP port.
+        user: the account created for changelake (all privileges, incl. replication).
+    """
+
+    home: Path
+    port: int = 13306
+    user: str = "changelake"
+    server_id: int = 1
+
+    @property
+    def pid_file(self) -> Path:
+        return self.home / "mariadb.pid"
+
+    @property
+    def socket_path(self) -> Path:
+        return self.home / "mysqld.sock"
+
+    @property
+    def log_file(self) -> Path:
+        return self.home / "error.log"
+
+    @property
+    def password(self) -> str:
+        """The generated password of ``user`` (kept in ``home/password``, mode 0600)."""
+        path = self.home / "password"
+        if not path.exists():
+            self.home.mkdir(parents=True, exist_ok=True)
+            path.write_text(secrets.token_urlsafe(18))
+            path.chmod(0o600)
+        return path.read_text().strip()
+
+    def is_healthy(self) -> bool:
+        return _pid_alive(self.pid_file) is not None and _port_open(self.port)
+
+    @staticmethod
+    def _binary(*names: str) -> str | None:
+        for name in names:
+            found = shutil.which(name) or (f"/usr/sbin/{name}" if Path(f"/usr/sbin/{name}").exists() else None)
+            if found:
+                return found
+        return None
+
+    def start(self, timeout_s: float = 60.0) -> None:
+        """Start MariaDB unless a healthy one runs; create the user; wait until it accepts logins."""
+        if self.is_healthy():
+            return
+        self.stop()
+        mariadbd = self._binary("mariadbd", "mysqld")
+        install_db = self._binary("mariadb-install-db", "mysql_install_db")
+        if mariadbd is None or install_db is None:
+            raise ServiceError(
+                "MariaDB: the server is not installed; install it with: apt-get install -y mariadb-server"
+            )
+        _require_port_free(self.port, "MariaDB", "CHANGELAKE_MYSQL_PORT")
+        self.home.mkdir(parents=True, exist_ok=True)
+        datadir = self.home / "data"
+        if not (datadir / "mysql").exists():
+            proc = subprocess.run(
+                [
+                    install_db,
+                    "--no-defaults",
+                    f"--datadir={datadir}",
+                    "--user=root",
+                    "--auth-root-authentication-method=socket",
+                    "--skip-test-db",
+                ],
+                capture_output=True,
+                text=True,
+            )
+            if proc.returncode != 0:
+                shutil.rmtree(datadir, ignore_errors=True)
+                raise ServiceError(f"MariaDB: initialising the data directory failed: {proc.stderr.strip()[-300:]}")
+        args = [
+            mariadbd,
+            "--no-defaults",
+            f"--datadir={datadir}",
+            f"--port={self.port}",
+            "--bind-address=127.0.0.1",
+            f"--socket={self.socket_path}",
+            f"--pid-file={self.home / 'mariadbd.pid'}",
+            f"--log-error={self.log_file}",
+            "--user=root",
+            f"--server-id={self.server_id}",
+            f"--log-bin={self.home / 'binlog' / 'mysql-bin'}",
+            "--binlog-format=ROW",
+            "--binlog-row-image=FULL",
+            "--binlog-row-metadata=FULL",
+            "--character-set-server=utf8mb4",
+            "--collation-server=utf8mb4_general_ci",
+            "--skip-name-resolve",
+            "--innodb-buffer-pool-size=256M",
+            "--innodb-flush-log-at-trx-commit=2",
+            "--sync-binlog=0",
+            "--max-connections=500",
+        ]
+        (self.home / "binlog").mkdir(exist_ok=True)
+        with open(self.home / "mariadbd.out", "ab") as out:
+            proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        self.pid_file.write_text(str(proc.pid))
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                self.pid_file.unlink(missing_ok=True)
+                raise ServiceError(f"MariaDB exited at start (code {proc.returncode}): {_tail(self.log_file)}")
+            if self.socket_path.exists() and _port_open(self.port):
+                try:
+                    self._ensure_user()
+                    return
+                except Exception:
+                    pass
+            time.sleep(0.3)
+        self.stop()
+        raise ServiceError(f"MariaDB did not become ready within {timeout_s:.0f} s: {_tail(self.log_file)}")
+
+    def _ensure_user(self) -> None:
+        import pymysql
+
+        conn = pymysql.connect(unix_socket=str(self.socket_path), user="root", connect_timeout=3)
+        try:
+            with conn.cursor() as cur:
+                for host in ("127.0.0.1", "localhost", "%"):
+                    cur.execute("CREATE USER IF NOT EXISTS %s@%s IDENTIFIED BY %s", (self.user, host, self.password))
+                    cur.execute("ALTER USER %s@%s IDENTIFIED BY %s", (self.user, host, self.password))
+                    cur.execute("GRANT ALL PRIVILEGES ON *.* TO %s@%s WITH GRANT OPTION", (self.user, host))
+            conn.commit()
+        finally:
+            conn.close()
+
+    def stop(self) -> None:
+        _stop_pid(self.pid_file)
+
+
+# --------------------------------------------------------------------------------------------
+# Both, with environment
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Services:
+    """The local Kafka and MariaDB of one state folder, plus the lake's default locations."""
+
+    state_dir: Path
+    kafka: KafkaService
+    mariadb: MariaDBService
+
+    @classmethod
+    def local(cls, state_dir: Path | None = None) -> "Services":
+        """The demo's services: ports from CHANGELAKE_KAFKA_PORT / CHANGELAKE_KAFKA_CONTROLLER_PORT /
+        CHANGELAKE_MYSQL_PORT (defaults 19092 / 19093 / 13306), files under ``state_dir``."""
+        state = Path(state_dir or default_state_dir())
+        return cls(
+            state_dir=state,
+            kafka=KafkaService(
+                home=state / "kafka",
+                port=int(os.environ.get("CHANGELAKE_KAFKA_PORT", 19092)),
+                controller_port=int(os.environ.get("CHANGELAKE_KAFKA_CONTROLLER_PORT", 19093)),
+            ),
+            mariadb=MariaDBService(home=state / "mariadb", port=int(os.environ.get("CHANGELAKE_MYSQL_PORT", 13306))),
+        )
+
+    @classmethod
+    def ephemeral(cls, state_dir: Path) -> "Services":
+        """Services on free ports in ``state_dir`` (for tests; never collides with the demo)."""
+        return cls(
+            state_dir=state_dir,
+            kafka=KafkaService(home=state_dir / "kafka", port=free_port(), controller_port=free_port()),
+            mariadb=MariaDBService(home=state_dir / "mariadb", port=free_port()),
+        )
+
+    def up(self) -> None:
+        """Start both (idempotent). On failure, stops what this call started and raises ServiceError."""
+        kafka_was_up = self.kafka.is_healthy()
+        try:
+            self.mariadb.start()
+            self.kafka.start()
+        except BaseException:
+            if not kafka_was_up:
+                self.kafka.stop()
+            self.mariadb.stop()
+            raise
+        (self.state_dir / "services.json").write_text(
+            json.dumps({"kafka_port": self.kafka.port, "mysql_port": self.mariadb.port})
+        )
+
+    def down(self) -> None:
+        self.kafka.stop()
+        self.mariadb.stop()
+
+    def status(self) -> dict[str, str]:
+        return {
+            "kafka": f"{'up' if self.kafka.is_healthy() else 'down'} {self.kafka.bootstrap_servers}",
+            "mariadb": f"{'up' if self.mariadb.is_healthy() else 'down'} 127.0.0.1:{self.mariadb.port}",
+        }
+
+    def env(self) -> dict[str, str]:
+        """The environment the rest of the project reads; a variable already set wins (so the same
+        code runs against a user's own clusters)."""
+        lake = self.state_dir / "lake"
+        values = {
+            "KAFKA_BOOTSTRAP_SERVERS": self.kafka.bootstrap_servers,
+            "MYSQL_HOST": "127.0.0.1",
+            "MYSQL_PORT": str(self.mariadb.port),
+            "MYSQL_USER": self.mariadb.user,
+            "MYSQL_PASSWORD": self.mariadb.password,
+            "ICEBERG_CATALOG_URI": f"sqlite:///{lake / 'catalog.db'}",
+            "ICEBERG_WAREHOUSE": f"file://{lake / 'warehouse'}",
+        }
+        return {k: os.environ.get(k, v) for k, v in values.items()}

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the machine packages changelake needs, only those missing (Debian/Ubuntu, as root or via sudo):
+# MariaDB server (the local MySQL), sysbench (the demo's OLTP workload), Maven + Java (the Kafka broker).
+set -euo pipefail
+missing=()
+command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || missing+=(mariadb-server)
+command -v sysbench >/dev/null 2>&1 || missing+=(sysbench)
+command -v mvn >/dev/null 2>&1 || missing+=(maven)
+command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
+if [ ${#missing[@]} -eq 0 ]; then exit 0; fi
+echo "installing: ${missing[*]}"
+SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "error: missing ${missing[*]} and no apt-get here; install them with your package manager" >&2; exit 1
+fi
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
