@@ -1,0 +1,1 @@
+"""Dagster assets: lake tables (Pipeline 2), the page-views aggregate, and DuckDB asset checks."""

@@ -1,0 +1,1 @@
+"""Pipelines: Flink-CDC-style definitions and their runners (engine, no Dagster)."""

@@ -1,0 +1,189 @@
+"""Pipeline definitions in Flink CDC's YAML: ``pipeline``, ``source``, ``sink``, ``route``, ``transform``.
+
+Example (Pipeline 1, as Flink CDC's ``flink-cdc.sh mysql-to-kafka.yaml``)::
+
+    pipeline: {name: mysql-to-kafka}
+    source: {type: mysql, hostname: ${MYSQL_HOST}, port: ${MYSQL_PORT}, username: ${MYSQL_USER},
+             password: ${MYSQL_PASSWORD}, tables: kafka_test.\\.*, server-id: 8601-8604}
+    sink: {type: kafka, properties.bootstrap.servers: ${KAFKA_BOOTSTRAP_SERVERS}}
+
+Values may reference the environment as ``${VAR}`` (``${VAR:-default}`` gives a default). Option
+values are kept as strings, as Flink's ``Configuration`` keeps them. Secrets (any key containing
+``password``, ``secret``, ``sasl.jaas.config`` or ``basic-auth``) are masked by :meth:`redacted`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from changelake.connectors.errors import OptionValidationError
+
+__all__ = ["PipelineDefinition", "load_pipeline", "parse_pipeline", "SECRET_MARKERS"]
+
+SECRET_MARKERS = ("password", "secret", "sasl.jaas.config", "basic-auth", "accesskey")
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_.]*)(?::-([^}]*))?\}")
+
+
+def _substitute(value: str, where: str, env: Mapping[str, str] | None) -> str:
+    def repl(m: re.Match[str]) -> str:
+        name, default = m.group(1), m.group(2)
+        if env is None:  # structure only: keep the reference for later resolution
+            return m.group(0)
+        if name in env:
+            return env[name]
+        if default is not None:
+            return default
+        raise OptionValidationError(
+            f"{where} references the environment variable ${{{name}}}, which is not set", option=where
+        )
+
+    return _VAR.sub(repl, value)
+
+
+def _options(block: Any, where: str, env: Mapping[str, str] | None) -> dict[str, str]:
+    if block is None:
+        return {}
+    if not isinstance(block, Mapping):
+        raise OptionValidationError(f"'{where}' must be a mapping of options, got {type(block).__name__}", option=where)
+    out: dict[str, str] = {}
+    for key, value in block.items():
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        elif value is None:
+            text = ""
+        elif isinstance(value, (Mapping, list)):
+            raise OptionValidationError(f"option '{where}.{key}' must be a scalar, got {type(value).__name__}", option=str(key))
+        else:
+            text = str(value)
+        out[str(key)] = _substitute(text, f"{where}.{key}", env)
+    return out
+
+
+def is_secret(key: str) -> bool:
+    """True for option keys whose values must never be printed or logged."""
+    lowered = key.lower()
+    return any(marker in lowered for marker in SECRET_MARKERS)
+
+
+@dataclass(frozen=True)
+class PipelineDefinition:
+    """A parsed pipeline.
+
+    Attributes:
+        name: ``pipeline.name``; the identity from which stored positions, the consumer group and
+            transactional ids derive.
+        pipeline: the whole ``pipeline`` block (strings).
+        source, sink: option mappings including ``type``.
+        route: list of rules (``source-table``, ``sink-table``, optional ``replace-symbol``, ``description``).
+        transform: list of rules (``source-table``, ``projection``, ``filter``, ``primary-keys``, ...).
+        path: the file it came from, if any.
+    """
+
+    name: str
+    source: dict[str, str]
+    sink: dict[str, str]
+    pipeline: dict[str, str] = field(default_factory=dict)
+    route: list[dict[str, str]] = field(default_factory=list)
+    transform: list[dict[str, str]] = field(default_factory=list)
+    path: Path | None = None
+
+    @property
+    def source_type(self) -> str:
+        return self.source["type"]
+
+    @property
+    def sink_type(self) -> str:
+        return self.sink["type"]
+
+    def options(self, block: str) -> dict[str, str]:
+        """A block's options without ``type`` and ``name`` (what the connector factory validates)."""
+        return {k: v for k, v in getattr(self, block).items() if k not in ("type", "name")}
+
+    def redacted(self) -> dict[str, Any]:
+        """The definition as a dict with every secret value replaced by ``******``."""
+
+        def mask(block: Mapping[str, str]) -> dict[str, str]:
+            return {k: ("******" if is_secret(k) else v) for k, v in block.items()}
+
+        return {
+            "pipeline": mask(self.pipeline),
+            "source": mask(self.source),
+            "sink": mask(self.sink),
+            "route": [mask(r) for r in self.route],
+            "transform": [mask(t) for t in self.transform],
+        }
+
+    def __repr__(self) -> str:
+        return f"PipelineDefinition({self.redacted()!r})"
+
+
+def parse_pipeline(
+    data: Mapping[str, Any], *, env: Mapping[str, str] | None = None, path: Path | None = None, resolve: bool = True
+) -> PipelineDefinition:
+    """Build a PipelineDefinition from parsed YAML.
+
+    ``env`` (default: ``os.environ``) resolves ``${VAR}`` references; with ``resolve=False`` they are
+    kept verbatim (to read a definition's structure without its secrets, e.g. at Dagster load time).
+
+    Raises:
+        OptionValidationError: a block is missing or malformed, an env var is unset, or ``type`` is absent.
+    """
+    env = (dict(os.environ) if env is None else dict(env)) if resolve else None
+    if not isinstance(data, Mapping):
+        raise OptionValidationError("a pipeline definition must be a YAML mapping with 'source' and 'sink'")
+    unknown = set(data) - {"pipeline", "source", "sink", "route", "transform"}
+    if unknown:
+        raise OptionValidationError(
+            f"unknown top-level block(s) {sorted(unknown)}; supported: pipeline, source, sink, route, transform"
+        )
+    for block in ("source", "sink"):
+        if block not in data:
+            raise OptionValidationError(f"the pipeline definition has no '{block}' block", option=block)
+    source = _options(data["source"], "source", env)
+    sink = _options(data["sink"], "sink", env)
+    for block, opts in (("source", source), ("sink", sink)):
+        if not opts.get("type"):
+            raise OptionValidationError(f"'{block}.type' is required (e.g. mysql, kafka, iceberg)", option=f"{block}.type")
+    pipeline = _options(data.get("pipeline"), "pipeline", env)
+    if "pipeline" in data and not pipeline:
+        raise OptionValidationError("the 'pipeline' block must not be empty", option="pipeline")
+
+    def rules(block: str) -> list[dict[str, str]]:
+        raw = data.get(block) or []
+        if not isinstance(raw, list):
+            raise OptionValidationError(f"'{block}' must be a list of rules", option=block)
+        out = [_options(r, f"{block}[{i}]", env) for i, r in enumerate(raw)]
+        for i, rule in enumerate(out):
+            if "source-table" not in rule:
+                raise OptionValidationError(f"'{block}[{i}].source-table' is required", option="source-table")
+        return out
+
+    route = rules("route")
+    for i, rule in enumerate(route):
+        if "sink-table" not in rule:
+            raise OptionValidationError(f"'route[{i}].sink-table' is required", option="sink-table")
+    name = pipeline.get("name") or (path.stem if path else f"{source['type']}-to-{sink['type']}")
+    return PipelineDefinition(
+        name=name, source=source, sink=sink, pipeline=pipeline, route=route, transform=rules("transform"), path=path
+    )
+
+
+def load_pipeline(path: str | Path, *, env: Mapping[str, str] | None = None, resolve: bool = True) -> PipelineDefinition:
+    """Read and parse a pipeline YAML file (see :func:`parse_pipeline`).
+
+    Raises:
+        OptionValidationError: bad content or an unset ``${VAR}``.
+        OSError: the file cannot be read.
+    """
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        raise OptionValidationError(f"{p}: not valid YAML: {exc}") from exc
+    return parse_pipeline(data, env=env, path=p, resolve=resolve)

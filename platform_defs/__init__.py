@@ -1,0 +1,1 @@
+"""The Dagster code location of changelake: ``platform_defs.definitions.defs``."""

@@ -1,0 +1,38 @@
+"""Jobs, lake assets, checks, sensors and schedules built from the pipeline YAML files."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from assets.checks import build_key_state_checks
+from assets.lake import build_lake_assets
+from platform_defs.pipelines import build_pipeline_job, job_name, load_structure, pipeline_files
+from sensors.pipelines import make_bounded_schedule, make_lag_sensor, make_relaunch_sensor
+
+
+def defs() -> dg.Definitions:
+    jobs, assets, checks, sensors, schedules = [], [], [], [], []
+    for path in pipeline_files():
+        structure = load_structure(path)
+        job = build_pipeline_job(path)
+        op_name = f"run_{job_name(structure)}"
+        jobs.append(job)
+        sensors.append(make_relaunch_sensor(job, op_name))
+        schedules.append(make_bounded_schedule(job, op_name))
+        if structure.sink_type == "iceberg":
+            lake = build_lake_assets(path, structure)
+            assets.append(lake)
+            checks.append(build_key_state_checks(path, structure))
+            lake_job = dg.define_asset_job(
+                f"{job_name(structure)}_materialize", selection=dg.AssetSelection.assets(lake)
+            )
+            jobs.append(lake_job)
+            sensors.append(make_lag_sensor(lake_job, path))
+    try:
+        from assets import pageviews
+    except ImportError:  # pragma: no cover
+        pageviews = None
+    if pageviews is not None:
+        assets.extend(pageviews.assets())
+        checks.extend(pageviews.checks())
+    return dg.Definitions(assets=assets, asset_checks=checks, jobs=jobs, sensors=sensors, schedules=schedules)

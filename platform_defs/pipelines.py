@@ -1,0 +1,108 @@
+"""Pipeline YAML files -> Dagster jobs with one long-running op each.
+
+Every pipeline file in ``pipelines/`` (or ``$CHANGELAKE_PIPELINES_DIR``) becomes a job named after
+``pipeline.name`` (``mysql-to-kafka`` -> ``mysql_to_kafka``). Its op runs the pipeline: unbounded
+when launched from the UI (until the run is terminated), bounded with ``until_caught_up`` (stop
+once the source has no more data than at the last check) or ``max_duration_s`` for schedules,
+sensors, CI and ``changelake pipeline run``. Positions are stored by the sinks, so every run
+resumes where the previous one stopped.
+"""
+
+
+import os
+import re
+from pathlib import Path
+
+import dagster as dg
+from pydantic import Field
+
+from changelake.pipeline.definition import PipelineDefinition, load_pipeline
+from resources.connections import IcebergCatalogResource, KafkaResource, MySqlResource, pipeline_env
+
+__all__ = ["PipelineRunConfig", "pipeline_files", "job_name", "build_pipeline_job", "load_structure"]
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class PipelineRunConfig(dg.Config):
+    """Run config of a pipeline op."""
+
+    until_caught_up: bool = Field(
+        default=False, description="Stop once the source is caught up (bounded run). False: run until terminated."
+    )
+    max_duration_s: float | None = Field(default=None, description="Stop after this many seconds (bounded run).")
+    batch_size: int = Field(default=2000, description="Change events per batch (one sink commit per batch).")
+
+
+def pipelines_dir() -> Path:
+    return Path(os.environ.get("CHANGELAKE_PIPELINES_DIR", REPO_ROOT / "pipelines"))
+
+
+def pipeline_files() -> list[Path]:
+    """The pipeline YAML files, sorted by name."""
+    return sorted(pipelines_dir().glob("*.yaml"))
+
+
+def load_structure(path: Path) -> PipelineDefinition:
+    """The definition with ``${VAR}`` references unresolved (no secrets needed at load time)."""
+    return load_pipeline(path, resolve=False)
+
+
+def job_name(defn: PipelineDefinition) -> str:
+    return re.sub(r"\W", "_", defn.name)
+
+
+def build_pipeline_job(path: Path) -> dg.JobDefinition:
+    """A job with one long-running op that runs the pipeline of ``path``."""
+    structure = load_structure(path)
+    name = job_name(structure)
+
+    @dg.op(
+        name=f"run_{name}",
+        description=f"Runs pipeline '{structure.name}' ({structure.source_type} -> {structure.sink_type}) from {path.name}.",
+        tags={"kind": "changelake"},
+    )
+    def run_pipeline_op(
+        context: dg.OpExecutionContext,
+        config: PipelineRunConfig,
+        mysql: MySqlResource,
+        kafka: KafkaResource,
+        lake: IcebergCatalogResource,
+    ) -> dg.Output[None]:
+        from changelake.pipeline.runner import run_pipeline
+
+        defn = load_pipeline(path, env=pipeline_env(mysql, kafka, lake))
+        context.log.info(f"pipeline {defn.name}: {defn.redacted()}")
+
+        def on_batch(batch: dict) -> None:
+            context.log.info(f"pipeline {defn.name}: committed batch {batch}")
+            for table, rows in (batch.get("tables") or {}).items():
+                if defn.sink_type == "iceberg":
+                    context.log_event(
+                        dg.AssetMaterialization(asset_key=lake_asset_key(table), metadata={"rows": rows, "pipeline": defn.name})
+                    )
+
+        stats = run_pipeline(
+            defn,
+            until_caught_up=config.until_caught_up,
+            max_duration_s=config.max_duration_s,
+            batch_size=config.batch_size,
+            on_batch=on_batch,
+        )
+        return dg.Output(None, metadata=stats.metadata())
+
+    @dg.job(
+        name=name,
+        description=f"Pipeline '{structure.name}' as a long-running op; bounded with until_caught_up.",
+        tags={"changelake/pipeline": structure.name},
+    )
+    def pipeline_job() -> None:
+        run_pipeline_op()
+
+    return pipeline_job
+
+
+def lake_asset_key(table: str) -> dg.AssetKey:
+    """Asset key of a lake table: ``lake/<db>/<table>``."""
+    db, _, tbl = str(table).partition(".")
+    return dg.AssetKey(["lake", db, tbl] if tbl else ["lake", db])

@@ -1,0 +1,22 @@
+"""The resources of the code location, configured from the environment (see ``changelake services env``)."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from resources.connections import IcebergCatalogResource, KafkaResource, MySqlResource
+
+
+def defs() -> dg.Definitions:
+    return dg.Definitions(
+        resources={
+            "mysql": MySqlResource(
+                host=dg.EnvVar("MYSQL_HOST"),
+                port=dg.EnvVar.int("MYSQL_PORT"),
+                user=dg.EnvVar("MYSQL_USER"),
+                password=dg.EnvVar("MYSQL_PASSWORD"),
+            ),
+            "kafka": KafkaResource(bootstrap_servers=dg.EnvVar("KAFKA_BOOTSTRAP_SERVERS")),
+            "lake": IcebergCatalogResource(uri=dg.EnvVar("ICEBERG_CATALOG_URI"), warehouse=dg.EnvVar("ICEBERG_WAREHOUSE")),
+        }
+    )
