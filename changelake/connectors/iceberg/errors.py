@@ -1,0 +1,52 @@
+"""Errors of the Iceberg sink (``changelake.connectors.iceberg``)."""
+
+from __future__ import annotations
+
+from changelake.connectors.errors import ConnectorError
+
+__all__ = [
+    "IcebergSinkError",
+    "IcebergTypeError",
+    "SchemaEvolutionError",
+    "NullPrimaryKeyError",
+    "IcebergCommitError",
+]
+
+
+class IcebergSinkError(ConnectorError):
+    """Base class of Iceberg sink errors. ``table`` and ``column`` name where, when known."""
+
+    def __init__(self, message: str, *, table: str | None = None, column: str | None = None) -> None:
+        self.table = table
+        self.column = column
+        super().__init__(message)
+
+
+class IcebergTypeError(IcebergSinkError):
+    """A changelake type or value cannot be stored in the Iceberg column (names table and column)."""
+
+
+class SchemaEvolutionError(IcebergSinkError):
+    """An incoming schema change cannot be applied to the Iceberg table without losing data.
+
+    Allowed changes: new columns (added as nullable), int -> long, float -> double, a larger DECIMAL
+    precision with the same scale, NOT NULL -> NULL, a dropped column (kept, made nullable). Anything
+    else (e.g. a changed primary key, DECIMAL scale, or INT -> STRING) needs an operator: route the
+    table to a new lake table, or migrate the existing one by hand and restart the pipeline.
+    """
+
+
+class NullPrimaryKeyError(IcebergSinkError):
+    """A row to write has NULL in a primary-key column. Names the table and the column.
+
+    A primary-key column cannot be NULL in MySQL; this usually means the transform's
+    ``primary-keys`` names the wrong column for this table.
+    """
+
+
+class IcebergCommitError(IcebergSinkError):
+    """The Iceberg commit failed after pyiceberg's own retries (names the table).
+
+    The batch was not absorbed; the offsets stored in the table are unchanged, so restarting the
+    ingest replays it.
+    """

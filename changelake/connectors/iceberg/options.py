@@ -1,0 +1,227 @@
+"""Options of the ``iceberg`` pipeline sink, spelled as Flink CDC's Iceberg pipeline connector.
+
+A pipeline definition's sink block::
+
+    sink:
+      type: iceberg
+      catalog.properties.type: sql                       # default
+      catalog.properties.uri: sqlite:////abs/path/catalog.db
+      catalog.properties.warehouse: file:///abs/path/warehouse
+      table.properties.write.target-file-size-bytes: "134217728"
+      namespace: "kafka_test:lake;other_db:lake2"        # optional, default: database -> namespace
+      commit.max-rows: 100000
+
+``catalog.properties.*`` (prefix stripped) are handed to :func:`pyiceberg.catalog.load_catalog`;
+``table.properties.*`` (prefix stripped) become the properties of tables the sink creates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from changelake.changelog.schema import TableId
+from changelake.connectors.errors import OptionValidationError
+
+__all__ = [
+    "IDENTIFIER",
+    "CATALOG_PROPERTIES_PREFIX",
+    "TABLE_PROPERTIES_PREFIX",
+    "SUPPORTED_KEYS",
+    "DEFAULT_NAMESPACE",
+    "NamespaceMapping",
+    "IcebergSinkOptions",
+    "parse_sink_options",
+]
+
+#: The sink's ``type`` (Flink CDC factory identifier).
+IDENTIFIER = "iceberg"
+CATALOG_PROPERTIES_PREFIX = "catalog.properties."
+TABLE_PROPERTIES_PREFIX = "table.properties."
+#: Namespace used for a TableId without a database.
+DEFAULT_NAMESPACE = "default"
+
+# key -> description; the single declaration of every non-prefix option.
+_OPTION_DOCS: dict[str, str] = {
+    "type": "Sink identifier; must be 'iceberg'.",
+    "name": "Optional display name of the sink.",
+    "catalog.name": "Name given to the pyiceberg catalog (default 'changelake').",
+    "namespace": (
+        "Iceberg namespace per source database: either one namespace for every table ('lake') or "
+        "'db1:ns1;db2:ns2' (unlisted databases keep their own name). Default: the TableId's "
+        "database is the namespace, so the lake table is '<db>.<table>'."
+    ),
+    "commit.max-rows": (
+        "Rows buffered by IcebergSink.add before should_flush() is true; each flush commits once "
+        "per table (default 100000, must be > 0)."
+    ),
+}
+SUPPORTED_KEYS: tuple[str, ...] = (*_OPTION_DOCS, CATALOG_PROPERTIES_PREFIX + "*", TABLE_PROPERTIES_PREFIX + "*")
+_DEFAULT_COMMIT_MAX_ROWS = 100_000
+_SECRET_HINTS = ("password", "secret", "token", "credential", "key")
+
+
+@dataclass(frozen=True)
+class NamespaceMapping:
+    """Maps a source TableId to an Iceberg identifier ``(namespace, table)``.
+
+    Attributes:
+        fixed: every table goes to this namespace when set.
+        by_database: source database -> namespace (used when ``fixed`` is None).
+    """
+
+    fixed: str | None = None
+    by_database: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, text: str | None) -> "NamespaceMapping":
+        """Parse the ``namespace`` option: ``ns`` or ``db1:ns1;db2:ns2``.
+
+        Raises:
+            OptionValidationError: an entry is not ``db:namespace`` or is empty.
+        """
+        if text is None or not str(text).strip():
+            return cls()
+        text = str(text).strip()
+        if ":" not in text:
+            return cls(fixed=text)
+        mapping: dict[str, str] = {}
+        for entry in text.split(";"):
+            if not entry.strip():
+                continue
+            db, sep, ns = entry.partition(":")
+            if not sep or not db.strip() or not ns.strip():
+                raise OptionValidationError(
+                    f"'namespace' entries must look like 'database:namespace'; got {entry!r} in {text!r}",
+                    option="namespace",
+                )
+            mapping[db.strip()] = ns.strip()
+        return cls(by_database=MappingProxyType(mapping))
+
+    def identifier(self, table_id: TableId) -> tuple[str, str]:
+        """The Iceberg ``(namespace, table)`` of ``table_id``."""
+        if self.fixed is not None:
+            return (self.fixed, table_id.table)
+        db = table_id.database or DEFAULT_NAMESPACE
+        return (self.by_database.get(db, db), table_id.table)
+
+
+@dataclass(frozen=True)
+class IcebergSinkOptions:
+    """Typed options of the Iceberg sink. Build with :func:`parse_sink_options` (validates).
+
+    Attributes:
+        catalog_properties: pyiceberg catalog properties (``type`` defaults to ``sql``), e.g.
+            ``{"type": "sql", "uri": "sqlite:////tmp/c.db", "warehouse": "file:///tmp/wh"}``.
+        table_properties: properties of tables the sink creates.
+        namespace: source database -> Iceberg namespace mapping.
+        commit_max_rows: rows (changelog rows, before compaction) per buffered commit.
+        catalog_name: the pyiceberg catalog name.
+        name: display name.
+    """
+
+    catalog_properties: Mapping[str, str]
+    table_properties: Mapping[str, str] = field(default_factory=dict)
+    namespace: NamespaceMapping = field(default_factory=NamespaceMapping)
+    commit_max_rows: int = _DEFAULT_COMMIT_MAX_ROWS
+    catalog_name: str = "changelake"
+    name: str | None = None
+
+    @staticmethod
+    def sql(uri: str, warehouse: str, **extra: Any) -> "IcebergSinkOptions":
+        """Shortcut for a SqlCatalog, e.g. ``IcebergSinkOptions.sql("sqlite:////t/c.db", "file:///t/wh")``.
+
+        ``extra`` are further raw options (e.g. ``**{"commit.max-rows": 10}``).
+        """
+        raw = {
+            "type": IDENTIFIER,
+            CATALOG_PROPERTIES_PREFIX + "uri": uri,
+            CATALOG_PROPERTIES_PREFIX + "warehouse": warehouse,
+            **extra,
+        }
+        return parse_sink_options(raw)
+
+    def describe(self) -> dict[str, str]:
+        """The options as a flat dict safe to log: values of secret-looking keys are masked."""
+        out = {}
+        for key, value in self.catalog_properties.items():
+            masked = any(h in key.lower() for h in _SECRET_HINTS)
+            out[CATALOG_PROPERTIES_PREFIX + key] = "******" if masked else value
+        out["commit.max-rows"] = str(self.commit_max_rows)
+        return out
+
+
+def _validate_unknown_keys(raw: Mapping[str, Any]) -> None:
+    unknown = sorted(
+        k
+        for k in raw
+        if k not in _OPTION_DOCS
+        and not k.startswith(CATALOG_PROPERTIES_PREFIX)
+        and not k.startswith(TABLE_PROPERTIES_PREFIX)
+    )
+    if unknown:
+        raise OptionValidationError(
+            f"Unsupported options found for '{IDENTIFIER}'.\n\nUnsupported options:\n\n"
+            + "\n".join(unknown)
+            + "\n\nSupported options:\n\n"
+            + "\n".join(SUPPORTED_KEYS),
+            option=unknown[0],
+        )
+
+
+def _validate_type(raw: Mapping[str, Any]) -> None:
+    value = raw.get("type", IDENTIFIER)
+    if str(value) != IDENTIFIER:
+        raise OptionValidationError(f"'type' must be '{IDENTIFIER}' for this sink; got {value!r}", option="type")
+
+
+def _validate_catalog(props: Mapping[str, str]) -> None:
+    if props.get("type", "sql") == "sql":
+        for key in ("uri", "warehouse"):
+            if not props.get(key):
+                raise OptionValidationError(
+                    f"'{CATALOG_PROPERTIES_PREFIX}{key}' is required when "
+                    f"'{CATALOG_PROPERTIES_PREFIX}type' is 'sql'",
+                    option=CATALOG_PROPERTIES_PREFIX + key,
+                )
+
+
+def _validate_commit_max_rows(raw: Mapping[str, Any]) -> int:
+    value = raw.get("commit.max-rows", _DEFAULT_COMMIT_MAX_ROWS)
+    try:
+        rows = int(str(value))
+    except ValueError:
+        raise OptionValidationError(
+            f"'commit.max-rows' must be an integer > 0; got {value!r}", option="commit.max-rows"
+        ) from None
+    if rows <= 0:
+        raise OptionValidationError(f"'commit.max-rows' must be > 0; got {rows}", option="commit.max-rows")
+    return rows
+
+
+def parse_sink_options(raw: Mapping[str, Any]) -> IcebergSinkOptions:
+    """Validate raw (YAML) sink options and build :class:`IcebergSinkOptions`.
+
+    Validation order as Flink's FactoryHelper: unknown keys, then the sink type, then required
+    catalog keys, then ranges.
+
+    Raises:
+        OptionValidationError: unknown key (the message lists the supported keys), wrong ``type``,
+            missing ``catalog.properties.uri``/``warehouse`` for a SQL catalog, bad ``namespace``,
+            or ``commit.max-rows`` not a positive integer.
+    """
+    _validate_unknown_keys(raw)
+    _validate_type(raw)
+    catalog = {k[len(CATALOG_PROPERTIES_PREFIX):]: str(v) for k, v in raw.items() if k.startswith(CATALOG_PROPERTIES_PREFIX)}
+    catalog.setdefault("type", "sql")
+    _validate_catalog(catalog)
+    table = {k[len(TABLE_PROPERTIES_PREFIX):]: str(v) for k, v in raw.items() if k.startswith(TABLE_PROPERTIES_PREFIX)}
+    return IcebergSinkOptions(
+        catalog_properties=MappingProxyType(catalog),
+        table_properties=MappingProxyType(table),
+        namespace=NamespaceMapping.parse(raw.get("namespace")),
+        commit_max_rows=_validate_commit_max_rows(raw),
+        catalog_name=str(raw.get("catalog.name", "changelake")),
+        name=str(raw["name"]) if raw.get("name") is not None else None,
+    )
