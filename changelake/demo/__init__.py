@@ -1,0 +1,1 @@
+"""The demo: seed data, workload and the end-to-end main job on the local services."""

@@ -1,0 +1,362 @@
+"""Runs a pipeline definition: MySQL -> Kafka (Pipeline 1) or Kafka -> Iceberg (Pipeline 2).
+
+Both runners share one loop shape: poll a batch from the source, route and transform it, write it
+to the sink together with the source position, commit, repeat. A run is unbounded (until
+``stop`` is set or the process is terminated) or bounded: ``until_caught_up`` stops once the
+source has delivered everything that existed when it last looked, ``max_duration_s`` after that
+many seconds. Positions live with the data (Kafka transaction / Iceberg snapshot summary), so the
+next run resumes exactly where this one stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from changelake.changelog import DataChangeEvent, Op, Schema, TableId
+from changelake.changelog.route import Router, parse_route_rules
+from changelake.changelog.transform import Transformer, infer_schema, parse_transform_rules
+from changelake.connectors.errors import OptionValidationError
+from changelake.pipeline.definition import PipelineDefinition
+
+__all__ = ["RunStats", "run_pipeline", "run_mysql_to_kafka", "run_kafka_to_iceberg", "kafka_lag"]
+
+BatchCallback = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class RunStats:
+    """What a run did.
+
+    Attributes:
+        pipeline: the pipeline name.
+        events: change events read from the source (before route/transform).
+        batches: batches committed.
+        tables: rows applied per sink table (``db.table`` -> rows).
+        position: the last committed source position (Pipeline 1), or None.
+        offsets: next Kafka offset per ``topic/partition`` (Pipeline 2).
+        elapsed_s: wall time of the run in seconds.
+        stopped_because: ``caught-up``, ``max-duration``, ``stopped``.
+    """
+
+    pipeline: str
+    events: int = 0
+    batches: int = 0
+    tables: dict[str, int] = field(default_factory=dict)
+    position: Mapping[str, Any] | None = None
+    offsets: dict[str, int] = field(default_factory=dict)
+    elapsed_s: float = 0.0
+    stopped_because: str = ""
+
+    def offsets_json(self) -> dict[str, int]:
+        return dict(self.offsets)
+
+    def metadata(self) -> dict[str, Any]:
+        """A flat, JSON-able summary (for logs and Dagster metadata)."""
+        return {
+            "pipeline": self.pipeline,
+            "events": self.events,
+            "batches": self.batches,
+            "tables": json.dumps(self.tables, sort_keys=True),
+            "position": json.dumps(self.position, sort_keys=True, default=str) if self.position else "",
+            "offsets": json.dumps(self.offsets, sort_keys=True),
+            "elapsed_s": round(self.elapsed_s, 3),
+            "stopped_because": self.stopped_because,
+        }
+
+
+class _Clock:
+    def __init__(self, max_duration_s: float | None, stop: threading.Event | None) -> None:
+        self.start = time.monotonic()
+        self.max_duration_s = max_duration_s
+        self.stop = stop
+
+    def expired(self) -> str | None:
+        if self.stop is not None and self.stop.is_set():
+            return "stopped"
+        if self.max_duration_s is not None and time.monotonic() - self.start >= self.max_duration_s:
+            return "max-duration"
+        return None
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+
+def _router(defn: PipelineDefinition) -> Router:
+    return Router(parse_route_rules(defn.route), mode=defn.pipeline.get("route-mode", "ALL_MATCH"))
+
+
+def _route_and_transform(events: list[DataChangeEvent], router: Router, transformer: Transformer) -> list[DataChangeEvent]:
+    out: list[DataChangeEvent] = []
+    for event in events:
+        for routed in router.route_event(event):
+            transformed = transformer.apply(routed)
+            if transformed is not None:
+                out.append(transformed)
+    return out
+
+
+def run_pipeline(
+    defn: PipelineDefinition,
+    *,
+    until_caught_up: bool = False,
+    max_duration_s: float | None = None,
+    stop: threading.Event | None = None,
+    batch_size: int = 2000,
+    on_batch: BatchCallback | None = None,
+) -> RunStats:
+    """Run ``defn`` by its source and sink types.
+
+    Raises:
+        OptionValidationError: an unsupported source/sink pair or invalid options.
+        ChangelakeError subclasses from the connectors (source gone, delivery failed, ...).
+    """
+    pair = (defn.source_type, defn.sink_type)
+    if pair == ("mysql", "kafka"):
+        runner = run_mysql_to_kafka
+    elif pair == ("kafka", "iceberg"):
+        runner = run_kafka_to_iceberg
+    else:
+        raise OptionValidationError(
+            f"pipeline '{defn.name}': source type '{defn.source_type}' with sink type '{defn.sink_type}' is not "
+            "supported; supported pairs: mysql -> kafka, kafka -> iceberg",
+            option="type",
+        )
+    return runner(
+        defn, until_caught_up=until_caught_up, max_duration_s=max_duration_s, stop=stop, batch_size=batch_size,
+        on_batch=on_batch,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Pipeline 1: MySQL -> Kafka
+# ---------------------------------------------------------------------------------------------
+
+
+def run_mysql_to_kafka(
+    defn: PipelineDefinition,
+    *,
+    until_caught_up: bool = False,
+    max_duration_s: float | None = None,
+    stop: threading.Event | None = None,
+    batch_size: int = 2000,
+    on_batch: BatchCallback | None = None,
+) -> RunStats:
+    """Snapshot, then binlog, into one Kafka topic per table; the source position is committed
+    with every batch (in the same Kafka transaction under ``exactly-once``)."""
+    from changelake.connectors.kafka.sink import KafkaPipelineSink
+    from changelake.connectors.mysql_cdc.source import MySqlSource
+
+    router, transformer = _router(defn), Transformer(parse_transform_rules(defn.transform))
+    stats = RunStats(defn.name)
+    clock = _Clock(max_duration_s, stop)
+    sink = KafkaPipelineSink(defn.options("sink"), pipeline_name=defn.name)
+    sink.open()
+    try:
+        position = sink.stored_position()
+        source = MySqlSource(defn.options("source"), start_position=position)
+        source.open()
+        try:
+            while True:
+                events = source.poll(max_events=batch_size, timeout_s=0.5)
+                if events:
+                    out = _route_and_transform(events, router, transformer)
+                    sink.write(out)
+                    sink.commit(events[-1].position)
+                    stats.events += len(events)
+                    stats.batches += 1
+                    stats.position = events[-1].position
+                    per_table: dict[str, int] = {}
+                    for e in out:
+                        per_table[str(e.table)] = per_table.get(str(e.table), 0) + 1
+                        stats.tables[str(e.table)] = stats.tables.get(str(e.table), 0) + 1
+                    if on_batch:
+                        on_batch({"events": len(events), "tables": per_table, "position": stats.position})
+                reason = clock.expired()
+                if reason:
+                    stats.stopped_because = reason
+                    break
+                if until_caught_up and not events and source.caught_up():
+                    stats.stopped_because = "caught-up"
+                    break
+        finally:
+            source.close()
+    finally:
+        sink.close()
+    stats.elapsed_s = clock.elapsed
+    return stats
+
+
+# ---------------------------------------------------------------------------------------------
+# Pipeline 2: Kafka -> Iceberg
+# ---------------------------------------------------------------------------------------------
+
+CHECKPOINT_NAMESPACE = "changelake"
+
+
+def _checkpoint_key(pipeline: str) -> str:
+    return f"pipeline.{pipeline}.kafka-offsets"
+
+
+def read_checkpoint(catalog: Any, pipeline: str) -> dict[str, int]:
+    """Offsets every lake table of ``pipeline`` had absorbed at the last completed batch.
+
+    Stored as a property of the catalog namespace ``changelake`` after all of a batch's table
+    commits succeeded; a restart seeks there and each table skips what it already holds (its own
+    offsets live in its Iceberg snapshot summary).
+    """
+    try:
+        props = catalog.load_namespace_properties(CHECKPOINT_NAMESPACE)
+    except Exception:  # NoSuchNamespaceError: first run
+        return {}
+    raw = props.get(_checkpoint_key(pipeline))
+    return {k: int(v) for k, v in json.loads(raw).items()} if raw else {}
+
+
+def write_checkpoint(catalog: Any, pipeline: str, offsets: Mapping[str, int]) -> None:
+    from pyiceberg.exceptions import NamespaceAlreadyExistsError
+
+    try:
+        catalog.create_namespace(CHECKPOINT_NAMESPACE)
+    except NamespaceAlreadyExistsError:
+        pass
+    catalog.update_namespace_properties(
+        CHECKPOINT_NAMESPACE, updates={_checkpoint_key(pipeline): json.dumps(dict(offsets), sort_keys=True)}
+    )
+
+
+def _event_schema(event: DataChangeEvent, transformer: Transformer) -> Schema:
+    if event.schema is not None:
+        return event.schema
+    values = event.after if event.after is not None else (event.before or {})
+    return transformer.apply_schema(event.table, infer_schema(values))
+
+
+def run_kafka_to_iceberg(
+    defn: PipelineDefinition,
+    *,
+    until_caught_up: bool = False,
+    max_duration_s: float | None = None,
+    stop: threading.Event | None = None,
+    batch_size: int = 5000,
+    on_batch: BatchCallback | None = None,
+) -> RunStats:
+    """Read the topics from the checkpoint (earliest on the first run), upsert into Iceberg tables
+    by primary key, one commit per table per batch with the Kafka offsets in the snapshot summary.
+
+    Raises:
+        OptionValidationError: a table without primary key (add ``primary-keys`` in ``transform``).
+    """
+    from changelake.connectors.iceberg import IcebergSink, parse_sink_options
+    from changelake.connectors.iceberg.compaction import TRUNCATE
+    from changelake.connectors.iceberg.offsets import topic_partition
+    from changelake.connectors.kafka.source import KafkaPipelineSource
+
+    router, transformer = _router(defn), Transformer(parse_transform_rules(defn.transform))
+    stats = RunStats(defn.name)
+    clock = _Clock(max_duration_s, stop)
+    sink = IcebergSink(parse_sink_options(defn.options("sink")))
+    sink.open()
+    try:
+        checkpoint = read_checkpoint(sink.catalog, defn.name)
+        start = {_split_tp(k): v for k, v in checkpoint.items()}
+        source = KafkaPipelineSource(defn.options("source"), group_id=f"changelake-{defn.name}")
+        source.open(start_offsets=start or None)
+        stats.offsets = dict(checkpoint)
+        try:
+            while True:
+                records = source.poll(max_records=batch_size, timeout_s=0.5)
+                if records:
+                    batch_offsets: dict[str, int] = {}
+                    per_table: dict[TableId, tuple[Schema, list[Any]]] = {}
+                    for record in records:
+                        tp = topic_partition(record.topic, record.partition)
+                        batch_offsets[tp] = max(batch_offsets.get(tp, 0), record.offset + 1)
+                        meta = {"topic": record.topic, "partition": record.partition, "offset": record.offset}
+                        for event in _route_and_transform(list(record.events), router, transformer):
+                            schema = _event_schema(event, transformer)
+                            if not schema.primary_key:
+                                raise OptionValidationError(
+                                    f"pipeline '{defn.name}': table {event.table} (topic {record.topic!r} partition "
+                                    f"{record.partition} offset {record.offset}) has no primary key; declare it with "
+                                    "a 'transform' rule: primary-keys: <col>[,<col>...]",
+                                    option="transform.primary-keys",
+                                )
+                            prev = per_table.get(event.table)
+                            items = prev[1] if prev else []
+                            if prev and prev[0] != schema:
+                                sink.add(event.table, items, prev[0], {})
+                                items = []
+                            if event.op is Op.TRUNCATE:
+                                items.append(TRUNCATE)
+                            else:
+                                items.extend(
+                                    r.__class__(r.kind, r.values, r.table, {**r.metadata, **meta})
+                                    for r in event.to_rows()
+                                )
+                            per_table[event.table] = (schema, items)
+                    for table_id, (schema, items) in per_table.items():
+                        sink.add(table_id, items, schema, batch_offsets)
+                    results = sink.flush()
+                    stats.offsets.update(batch_offsets)
+                    write_checkpoint(sink.catalog, defn.name, stats.offsets)
+                    source.commit_advisory({_split_tp(k): v for k, v in batch_offsets.items()})
+                    stats.events += sum(len(r.events) for r in records)
+                    stats.batches += 1
+                    applied: dict[str, int] = {}
+                    for table_id, (_, items) in per_table.items():
+                        applied[str(table_id)] = len(items)
+                        stats.tables[str(table_id)] = stats.tables.get(str(table_id), 0) + len(items)
+                    if on_batch:
+                        on_batch({"records": len(records), "tables": applied, "commits": len(results)})
+                reason = clock.expired()
+                if reason:
+                    stats.stopped_because = reason
+                    break
+                if until_caught_up and not records and source.caught_up():
+                    stats.stopped_because = "caught-up"
+                    break
+        finally:
+            source.close()
+    finally:
+        sink.close()
+    stats.elapsed_s = clock.elapsed
+    return stats
+
+
+def _split_tp(key: str) -> tuple[str, int]:
+    topic, _, partition = key.rpartition("/")
+    return topic, int(partition)
+
+
+def kafka_lag(defn: PipelineDefinition, timeout_s: float = 10.0) -> dict[str, int]:
+    """Records per ``topic/partition`` that Kafka holds past the pipeline's lake checkpoint."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from changelake.connectors.iceberg import IcebergSink, parse_sink_options
+
+    sink = IcebergSink(parse_sink_options(defn.options("sink")))
+    sink.open()
+    try:
+        checkpoint = read_checkpoint(sink.catalog, defn.name)
+    finally:
+        sink.close()
+    opts = defn.options("source")
+    conf = {k[len("properties."):]: v for k, v in opts.items() if k.startswith("properties.")}
+    conf.update({"group.id": f"changelake-lag-{defn.name}", "enable.auto.commit": False})
+    consumer = Consumer(conf)
+    lag: dict[str, int] = {}
+    try:
+        for topic in [t for t in opts.get("topic", "").split(";") if t]:
+            md = consumer.list_topics(topic, timeout=timeout_s)
+            for partition in md.topics[topic].partitions:
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout_s)
+                done = checkpoint.get(f"{topic}/{partition}", low)
+                lag[f"{topic}/{partition}"] = max(0, high - done)
+    finally:
+        consumer.close()
+    return lag
