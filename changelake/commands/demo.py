@@ -1,0 +1,188 @@
+"""``changelake demo``: the main job, end to end on the local services.
+
+1. MySQL input: the seed's ``kafka_test`` tables (a few thousand rows) and a sysbench OLTP run.
+2. Pipeline 1 (MySQL -> Kafka, Debezium-JSON, topic per table) as a Dagster job, bounded.
+3. Pipeline 2 (Kafka -> Iceberg) as Dagster assets, with the DuckDB key-state checks.
+4. The seed's update (customer 4's phone 2222 -> 1234) and the Debezium-JSON message it produced.
+5. The page-views PV/UV aggregation into an upsert-kafka table, with its check.
+6. A per-table summary; the exit code is non-zero if any check failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+__all__ = ["register", "run"]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PIPELINE_1 = REPO_ROOT / "pipelines" / "mysql-to-kafka.yaml"
+PIPELINE_2 = REPO_ROOT / "pipelines" / "kafka-to-iceberg.yaml"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("demo", help="run the main job end to end on the local services")
+    p.add_argument("--customers", type=int, default=3000)
+    p.add_argument("--products", type=int, default=1000)
+    p.add_argument("--sysbench-events", type=int, default=3000)
+    p.add_argument("--pageviews", type=int, default=5000)
+    p.set_defaults(func=run)
+
+
+def _mysql_params() -> dict:
+    return {
+        "host": os.environ["MYSQL_HOST"],
+        "port": int(os.environ["MYSQL_PORT"]),
+        "user": os.environ["MYSQL_USER"],
+        "password": os.environ["MYSQL_PASSWORD"],
+    }
+
+
+def _step(title: str) -> None:
+    print(f"\n== {title}", flush=True)
+
+
+def _materialize_lake(defs) -> dict[str, dict]:
+    """Materialize the lake assets with their checks; returns check results per table."""
+    import dagster as dg
+
+    job = defs.resolve_job_def("kafka_to_iceberg_materialize")
+    result = job.execute_in_process(instance=dg.DagsterInstance.get(), raise_on_error=False)
+    checks: dict[str, dict] = {}
+    for evaluation in result.get_asset_check_evaluations():
+        table = ".".join(evaluation.asset_key.path[1:])
+        md = {k: v.value for k, v in evaluation.metadata.items()}
+        checks[table] = {"passed": evaluation.passed, **md}
+    if not result.success:
+        for event in result.all_events:
+            if event.is_failure and event.step_failure_data:
+                raise RuntimeError(event.step_failure_data.error.message.strip())
+    return checks
+
+
+def _print_seed_message(bootstrap: str) -> dict | None:
+    """Find and print the last Debezium-JSON message of customer 4 on kafka_test.customers."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "changelake-demo-reader", "enable.auto.commit": False,
+         "isolation.level": "read_committed"}
+    )
+    found = None
+    try:
+        topic = "kafka_test.customers"
+        md = consumer.list_topics(topic, timeout=10)
+        for partition in md.topics[topic].partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+            consumer.assign([TopicPartition(topic, partition, low)])
+            pos = low
+            while pos < high:
+                msgs = consumer.consume(1000, timeout=2)
+                if not msgs:
+                    break
+                for m in msgs:
+                    pos = m.offset() + 1
+                    if m.error() or m.value() is None:
+                        continue
+                    key = json.loads(m.key()) if m.key() else {}
+                    if key.get("id") == 4:
+                        doc = json.loads(m.value())
+                        payload = doc.get("payload", doc)
+                        if payload.get("op") == "u":
+                            found = payload
+    finally:
+        consumer.close()
+    if found is not None:
+        print(json.dumps(found, indent=2, ensure_ascii=False))
+    else:
+        print("(no update message for customer 4 found)")
+    return found
+
+
+def run(args: argparse.Namespace) -> int:
+    import dagster as dg
+
+    from changelake.commands._env import apply_local_service_env
+    from changelake.commands.pipeline import run_pipeline_job
+    from changelake.demo.seed import load_kafka_test, run_sysbench, update_seed_customer
+
+    apply_local_service_env()
+    params = _mysql_params()
+    bootstrap = os.environ["KAFKA_BOOTSTRAP_SERVERS"]
+
+    _step("1. MySQL input: kafka_test (seed tables) and sysbench oltp_write_only on sbtest")
+    counts = load_kafka_test(params, customers=args.customers, products=args.products)
+    print(f"kafka_test rows: {counts}")
+    print(f"sysbench: {run_sysbench(params, events=args.sysbench_events)}")
+
+    _step("2. Pipeline 1: MySQL -> Kafka (snapshot, then binlog), Dagster job, until caught up")
+    result = run_pipeline_job(PIPELINE_1, until_caught_up=True)
+    if not result.success:
+        return _fail(result)
+    _print_outputs(result)
+
+    from platform_defs.definitions import defs
+
+    _step("3. Pipeline 2: Kafka -> Iceberg, Dagster assets + DuckDB key-state checks")
+    checks = _materialize_lake(defs)
+    _print_checks(checks)
+
+    _step("4. The seed's example: UPDATE customers SET phone_number='1234' WHERE id=4")
+    update_seed_customer(params)
+    result = run_pipeline_job(PIPELINE_1, until_caught_up=True)
+    if not result.success:
+        return _fail(result)
+    message = _print_seed_message(bootstrap)
+
+    _step("5. Pipeline 2 again (resumes from its stored offsets) and the checks")
+    checks = _materialize_lake(defs)
+    _print_checks(checks)
+
+    pv_ok = True
+    try:
+        from changelake.demo.pageviews_demo import run_pageviews_demo
+    except ImportError:
+        run_pageviews_demo = None
+    if run_pageviews_demo is not None:
+        _step("6. Page views: PV and UV per region -> upsert-kafka (retract changelog into upsert sink)")
+        pv_ok = run_pageviews_demo(bootstrap, events=args.pageviews)
+
+    _step("Summary")
+    ok = _print_summary(checks) and pv_ok and message is not None
+    print("\nRESULT:", "all checks passed" if ok else "FAILED")
+    return 0 if ok else 1
+
+
+def _print_outputs(result) -> None:
+    for event in result.all_events:
+        if event.event_type_value == "STEP_OUTPUT" and event.step_output_data:
+            md = {k: v.value for k, v in event.step_output_data.metadata.items()}
+            print(f"events={md.get('events')} batches={md.get('batches')} tables={md.get('tables')}")
+
+
+def _print_checks(checks: dict[str, dict]) -> None:
+    for table, c in sorted(checks.items()):
+        print(
+            f"  {table:28s} {'PASS' if c['passed'] else 'FAIL'}  mysql={c.get('rows_source')} "
+            f"lake={c.get('rows_lake')} mismatches={c.get('mismatches')}"
+        )
+
+
+def _print_summary(checks: dict[str, dict]) -> bool:
+    print(f"{'table':28s} {'rows in MySQL':>14s} {'rows in lake':>13s} {'mismatches':>11s}  check")
+    for table, c in sorted(checks.items()):
+        print(
+            f"{table:28s} {str(c.get('rows_source')):>14s} {str(c.get('rows_lake')):>13s} "
+            f"{str(c.get('mismatches')):>11s}  {'PASS' if c['passed'] else 'FAIL'}"
+        )
+    return bool(checks) and all(c["passed"] for c in checks.values())
+
+
+def _fail(result) -> int:
+    for event in result.all_events:
+        if event.is_failure and event.step_failure_data:
+            print(f"error: {event.step_failure_data.error.message.strip()}", file=sys.stderr)
+    return 1

@@ -1,0 +1,60 @@
+"""``changelake pipeline run FILE.yaml [--until-caught-up] [--max-duration S]``.
+
+As Flink CDC's ``flink-cdc.sh FILE.yaml``: runs the pipeline through the same Dagster job the UI
+launches (one long-running op), in-process, on the Dagster instance of ``$DAGSTER_HOME``. Without
+``--until-caught-up`` it runs until stopped (Ctrl-C). Exits non-zero on failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+__all__ = ["register", "run"]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("pipeline", help="run a Flink-CDC-style pipeline YAML")
+    sub = p.add_subparsers(dest="pipeline_command", required=True)
+    r = sub.add_parser("run", help="run FILE.yaml (unbounded unless --until-caught-up / --max-duration)")
+    r.add_argument("file", type=Path)
+    r.add_argument("--until-caught-up", action="store_true", help="stop once the source is caught up")
+    r.add_argument("--max-duration", type=float, default=None, metavar="S", help="stop after S seconds")
+    r.set_defaults(func=run)
+
+
+def run_pipeline_job(path: Path, until_caught_up: bool, max_duration_s: float | None = None):
+    """Execute the pipeline job of ``path`` in-process; returns Dagster's ExecuteInProcessResult."""
+    import dagster as dg
+
+    from changelake.commands._env import apply_local_service_env
+    from platform_defs.pipelines import build_pipeline_job, job_name, load_structure
+    from resources.definitions import defs as resource_defs
+
+    apply_local_service_env()
+    structure = load_structure(path)
+    job = build_pipeline_job(path.resolve())
+    defs = dg.Definitions(jobs=[job], resources=resource_defs().resources)
+    config = {"until_caught_up": until_caught_up}
+    if max_duration_s is not None:
+        config["max_duration_s"] = max_duration_s
+    return defs.resolve_job_def(job.name).execute_in_process(
+        run_config={"ops": {f"run_{job_name(structure)}": {"config": config}}},
+        instance=dg.DagsterInstance.get(),
+        raise_on_error=False,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    result = run_pipeline_job(args.file, args.until_caught_up, args.max_duration)
+    for event in result.all_events:
+        if event.event_type_value == "STEP_OUTPUT" and event.step_output_data:
+            md = event.step_output_data.metadata
+            print(", ".join(f"{k}={v.value}" for k, v in md.items()))
+    if not result.success:
+        for event in result.all_events:
+            if event.is_failure and event.step_failure_data:
+                print(f"error: {event.step_failure_data.error.message.strip()}", file=sys.stderr)
+        return 1
+    return 0
