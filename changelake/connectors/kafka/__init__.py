@@ -1,0 +1,42 @@
+"""The Kafka pipeline connector: Pipeline 1's sink (change events -> topics) and Pipeline 2's source.
+
+Public entry points:
+
+- :class:`KafkaPipelineSink` / :class:`KafkaSinkOptions` (Flink CDC ``sink: {type: kafka}``);
+- :class:`KafkaPipelineSource` / :class:`KafkaSourceOptions` / :class:`SourceRecord` (Alibaba's Kafka
+  YAML source);
+- :func:`encode_key` (Flink CDC record keys) and :class:`TopicNamer` (topic per table).
+"""
+
+from changelake.connectors.kafka.keys import encode_key, encode_key_for_row
+from changelake.connectors.kafka.sink import KafkaPipelineSink, read_stored_position
+from changelake.connectors.kafka.sink_options import (
+    DeliveryGuarantee,
+    KafkaSinkOptions,
+    KeyFormat,
+    PartitionStrategy,
+    ValueFormat,
+)
+from changelake.connectors.kafka.source import KafkaPipelineSource, SourceRecord
+from changelake.connectors.kafka.source_options import BoundedMode, KafkaSourceOptions, StartupMode
+from changelake.connectors.kafka.topics import TopicCreationError, TopicCreator, TopicNamer
+
+__all__ = [
+    "BoundedMode",
+    "DeliveryGuarantee",
+    "KafkaPipelineSink",
+    "KafkaPipelineSource",
+    "KafkaSinkOptions",
+    "KafkaSourceOptions",
+    "KeyFormat",
+    "PartitionStrategy",
+    "SourceRecord",
+    "StartupMode",
+    "TopicCreationError",
+    "TopicCreator",
+    "TopicNamer",
+    "ValueFormat",
+    "encode_key",
+    "encode_key_for_row",
+    "read_stored_position",
+]

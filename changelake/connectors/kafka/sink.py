@@ -1,0 +1,448 @@
+"""The Kafka pipeline sink (Pipeline 1's output): change events -> Kafka records, with positions.
+
+Record construction follows Flink CDC's Kafka pipeline sink (``PipelineKafkaRecordSerializationSchema``):
+
+- topic per table (:mod:`.topics`): ``topic`` option, else the first matching
+  ``sink.tableId-to-topic.mapping`` selector, else ``db.table``; missing topics are created;
+- key (:mod:`.keys`): ``{"TableId":"db.table",<pk columns>}`` (before-image for deletes);
+- value: the value format's ``encode_event`` (debezium-json, canal-json); for plain ``json`` the
+  after-row for c/r/u and a tombstone (null value) for d, so the topic is an upsert topic (an
+  update that changes the primary key first writes a tombstone for the old key);
+- partition: 0 (``all-to-zero``) or left to the producer with ``partitioner=murmur2_random``
+  (``hash-by-key``), which places keys as Kafka's Java client does;
+- headers: ``namespace``/``schemaName``/``tableName`` (``sink.add-tableId-to-header-enabled``) and
+  ``sink.custom-header``.
+
+Positions (DESIGN.md "Exactly-once, end to end"): :meth:`KafkaPipelineSink.commit` stores the
+source position as JSON in a compacted offsets topic (default ``changelake-offsets``) keyed by the
+pipeline name, as Kafka Connect stores source offsets:
+
+- ``exactly-once``: a transactional producer (``transactional.id`` =
+  ``sink.transactional-id-prefix``) writes the batch and the position record in one Kafka
+  transaction; :meth:`open` fences an older producer with the same id and aborts its open
+  transaction, so a restart that resumes from :meth:`stored_position` neither loses nor duplicates;
+- ``at-least-once``: the data is flushed (acknowledged) before the position record is written;
+- ``none``: records and position are sent without waiting for acknowledgements.
+
+Example::
+
+    sink = KafkaPipelineSink({"properties.bootstrap.servers": "127.0.0.1:9092",
+                              "sink.delivery-guarantee": "exactly-once"}, pipeline_name="p1")
+    sink.open()
+    start = sink.stored_position()          # None on first run
+    sink.write(events)                      # events: list[DataChangeEvent]
+    sink.commit({"file": "mysql-bin.000003", "pos": 4711})
+    sink.close()
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import replace
+from typing import Any, Mapping, Sequence
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from changelake.changelog.event import DataChangeEvent, Op
+from changelake.changelog.row import ChangelogRow
+from changelake.changelog.schema import Schema, TableId
+from changelake.connectors.errors import SinkFlushError
+from changelake.connectors.kafka._formats import create_format
+from changelake.connectors.kafka.keys import encode_key_for_row
+from changelake.connectors.kafka.sink_options import (
+    DeliveryGuarantee,
+    KafkaSinkOptions,
+    PartitionStrategy,
+    ValueFormat,
+)
+from changelake.connectors.kafka.topics import TopicCreator, TopicNamer
+
+__all__ = ["KafkaPipelineSink", "read_stored_position", "OFFSETS_TOPIC_CONFIG"]
+
+log = logging.getLogger(__name__)
+
+#: config of the offsets topic (compacted, as Kafka Connect's offset storage topic)
+OFFSETS_TOPIC_CONFIG = {"cleanup.policy": "compact"}
+
+_ADMIN_KEYS = ("bootstrap.servers", "security.protocol", "client.id")
+
+
+def _client_config(properties: Mapping[str, str], drop_producer_only: bool = False) -> dict[str, str]:
+    conf = dict(properties)
+    if drop_producer_only:
+        for key in list(conf):
+            if key.startswith(("acks", "enable.idempotence", "linger", "batch", "compression", "partitioner",
+                               "transaction", "retries", "max.in.flight", "delivery.timeout",
+                               "message.timeout", "queue.buffering", "request.required.acks")):
+                conf.pop(key)
+    return conf
+
+
+class KafkaPipelineSink:
+    """Writes change events to Kafka as Flink CDC's Kafka pipeline sink, and stores source positions.
+
+    Args:
+        options: raw Flink CDC sink options (validated here), or :class:`KafkaSinkOptions`.
+        pipeline_name: names the position record (key in the offsets topic) and the default
+            ``transactional.id`` (``changelake-<name>``).
+
+    Raises:
+        OptionValidationError: invalid options (see :meth:`KafkaSinkOptions.from_options`).
+
+    The constructor does no I/O; :meth:`open` connects. Not thread-safe.
+    """
+
+    def __init__(self, options: Mapping[str, Any] | KafkaSinkOptions, pipeline_name: str) -> None:
+        if isinstance(options, KafkaSinkOptions):
+            self.options = replace(options, pipeline_name=pipeline_name)
+        else:
+            self.options = KafkaSinkOptions.from_options(options, pipeline_name)
+        self.pipeline_name = pipeline_name
+        self._namer = TopicNamer(self.options.topic, self.options.topic_mapping)
+        self._producer: Producer | None = None
+        self._admin: AdminClient | None = None
+        self._creator: TopicCreator | None = None
+        self._formats: dict[tuple[TableId, Schema | None], Any] = {}
+        self._errors: list[SinkFlushError] = []
+        self._in_txn = False
+        self._records_since_commit = 0
+        #: counters for metrics: records written, tombstones, skipped events
+        self.metrics = {"records": 0, "tombstones": 0, "skipped": 0, "commits": 0}
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    @property
+    def exactly_once(self) -> bool:
+        return self.options.delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE
+
+    def open(self) -> None:
+        """Connect: AdminClient, offsets topic, producer; with exactly-once ``init_transactions()``
+        (fences an older producer with the same transactional.id and aborts its open transaction).
+
+        Raises:
+            TopicCreationError: the offsets topic cannot be created.
+            SinkFlushError: the transactional producer cannot be initialised.
+        """
+        if self._producer is not None:
+            return
+        opts = self.options
+        timeout_s = opts.flush_timeout.total_seconds()
+        self._admin = AdminClient(_client_config(opts.properties, drop_producer_only=True))
+        self._creator = TopicCreator(self._admin, opts.topic_partitions, opts.topic_replication_factor, timeout_s)
+        if opts.auto_create_topics:
+            self._creator.ensure([opts.offsets_topic], OFFSETS_TOPIC_CONFIG, partitions=1)
+        conf: dict[str, Any] = dict(opts.properties)
+        if opts.partition_strategy is PartitionStrategy.HASH_BY_KEY:
+            conf.setdefault("partitioner", "murmur2_random")
+        if self.exactly_once:
+            conf["transactional.id"] = opts.transactional_id_prefix
+            conf.setdefault("transaction.timeout.ms", "60000")
+        elif opts.delivery_guarantee is DeliveryGuarantee.AT_LEAST_ONCE:
+            conf.setdefault("acks", "all")
+        conf["error_cb"] = self._on_client_error
+        self._producer = Producer(conf)
+        if self.exactly_once:
+            try:
+                self._producer.init_transactions(timeout_s)
+            except KafkaException as exc:
+                raise SinkFlushError(
+                    f"cannot initialise transactions for transactional.id {opts.transactional_id_prefix!r}: {exc}"
+                ) from exc
+
+    def close(self) -> None:
+        """Abort an uncommitted transaction (exactly-once) or flush (otherwise), then disconnect.
+
+        Idempotent. Events written after the last :meth:`commit` are not guaranteed under
+        exactly-once (they are aborted) — resume from :meth:`stored_position`.
+        """
+        producer, self._producer = self._producer, None
+        if producer is None:
+            return
+        try:
+            if self._in_txn:
+                try:
+                    producer.abort_transaction(self.options.flush_timeout.total_seconds())
+                except KafkaException as exc:
+                    log.warning("abort of the open transaction failed on close: %s", exc)
+                self._in_txn = False
+            elif self.options.delivery_guarantee is not DeliveryGuarantee.NONE:
+                producer.flush(self.options.flush_timeout.total_seconds())
+        finally:
+            self._admin = None
+            self._creator = None
+
+    def __enter__(self) -> "KafkaPipelineSink":
+        self.open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writing ---------------------------------------------------------------------------------
+    def topic_for(self, table_id: TableId) -> str:
+        """The topic of a table (``topic`` > mapping > ``db.table``)."""
+        return self._namer.topic_for(table_id)
+
+    def write(self, events: Sequence[DataChangeEvent]) -> None:
+        """Send the records of ``events`` (in order). Under exactly-once they join the open
+        transaction (begun here if needed) and become visible at :meth:`commit`.
+
+        Truncate events produce no record (as Flink CDC, which writes no DDL/truncate to Kafka).
+
+        Raises:
+            SinkFlushError: an earlier record failed delivery, or the producer queue stays full.
+            TopicCreationError: a topic cannot be created.
+            EncodeError: a value cannot be encoded by the format.
+        """
+        producer = self._require_open()
+        self._raise_delivery_errors()
+        if self.exactly_once and not self._in_txn and events:
+            self._begin()
+        for event in events:
+            for topic, key, value, headers in self._records(event):
+                self._produce(producer, topic, key, value, headers)
+        producer.poll(0)
+
+    def _records(self, event: DataChangeEvent) -> list[tuple[str, bytes, bytes | None, list[tuple[str, bytes]]]]:
+        if event.op is Op.TRUNCATE:
+            self.metrics["skipped"] += 1
+            return []
+        opts = self.options
+        topic = self.topic_for(event.table)
+        if opts.auto_create_topics and self._creator is not None:
+            self._creator.ensure([topic])
+        table_text = str(event.table)
+        headers = self._headers(event.table)
+        key_row = event.before if event.op is Op.DELETE else event.after
+        key = encode_key_for_row(table_text, event.schema, key_row, opts.key_format)
+        fmt = self._format(event)
+        if opts.value_format is ValueFormat.JSON:
+            if event.op is Op.DELETE:
+                return [(topic, key, None, headers)]
+            out = []
+            if event.op is Op.UPDATE and event.before is not None:
+                old_key = encode_key_for_row(table_text, event.schema, event.before, opts.key_format)
+                if old_key != key:
+                    out.append((topic, old_key, None, headers))
+            value = fmt.encode(ChangelogRow.insert(dict(event.after or {}), event.table))
+            out.append((topic, key, value, headers))
+            return out
+        value = fmt.encode_event(event)
+        if value is None:
+            self.metrics["skipped"] += 1
+            return []
+        return [(topic, key, value, headers)]
+
+    def _format(self, event: DataChangeEvent) -> Any:
+        cache_key = (event.table, event.schema)
+        fmt = self._formats.get(cache_key)
+        if fmt is None:
+            fmt = create_format(self.options.value_format.value, event.schema, dict(self.options.value_format_options))
+            if len(self._formats) > 10_000:
+                self._formats.clear()
+            self._formats[cache_key] = fmt
+        return fmt
+
+    def _headers(self, table_id: TableId) -> list[tuple[str, bytes]]:
+        headers: list[tuple[str, bytes]] = []
+        if self.options.add_table_id_to_header:
+            # Flink CDC TableId(namespace, schemaName, tableName); MySQL has no namespace.
+            headers.append(("namespace", b""))
+            headers.append(("schemaName", (table_id.database or "").encode("utf-8")))
+            headers.append(("tableName", table_id.table.encode("utf-8")))
+        headers.extend((k, v.encode("utf-8")) for k, v in self.options.custom_headers)
+        return headers
+
+    def _produce(self, producer: Producer, topic: str, key: bytes, value: bytes | None,
+                 headers: list[tuple[str, bytes]]) -> None:
+        kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": self._on_delivery}
+        if headers:
+            kwargs["headers"] = headers
+        if self.options.partition_strategy is PartitionStrategy.ALL_TO_ZERO:
+            kwargs["partition"] = 0
+        deadline = time.monotonic() + self.options.flush_timeout.total_seconds()
+        while True:
+            try:
+                producer.produce(topic, **kwargs)
+                break
+            except BufferError:
+                if time.monotonic() > deadline:
+                    raise SinkFlushError(f"producer queue full for {self.options.flush_timeout} writing to "
+                                         f"topic {topic!r}") from None
+                producer.poll(0.1)
+            except KafkaException as exc:
+                raise SinkFlushError(f"cannot produce to topic {topic!r}: {exc}") from exc
+        self.metrics["records"] += 1
+        if value is None:
+            self.metrics["tombstones"] += 1
+        self._records_since_commit += 1
+
+    def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
+        if err is not None:
+            part = msg.partition() if msg is not None else None
+            topic = msg.topic() if msg is not None else None
+            e = SinkFlushError(f"delivery to topic {topic!r} partition {part} failed: {err.str()}")
+            e.topic, e.partition = topic, part  # type: ignore[attr-defined]
+            self._errors.append(e)
+
+    def _on_client_error(self, err: KafkaError) -> None:
+        log.warning("kafka client error: %s", err)
+
+    def _raise_delivery_errors(self) -> None:
+        if self._errors:
+            first, more = self._errors[0], len(self._errors) - 1
+            self._errors.clear()
+            if more:
+                first.args = (f"{first.args[0]} (and {more} more failed records)",)
+            raise first
+
+    # -- commit ----------------------------------------------------------------------------------
+    def commit(self, position: Mapping[str, Any]) -> None:
+        """Make everything written so far durable together with ``position`` (JSON-serialisable).
+
+        Exactly-once: the position record joins the open transaction, which is committed (both
+        visible atomically to read_committed consumers). At-least-once: flush, then write and flush
+        the position record. None: send the position record without waiting.
+
+        Raises:
+            SinkFlushError: delivery or the transaction commit failed (the transaction is aborted;
+                restart from :meth:`stored_position`).
+        """
+        producer = self._require_open()
+        opts = self.options
+        timeout_s = opts.flush_timeout.total_seconds()
+        value = json.dumps(dict(position), sort_keys=True, separators=(",", ":"), default=str).encode("utf-8")
+        key = self.pipeline_name.encode("utf-8")
+        if self.exactly_once:
+            if not self._in_txn:
+                self._begin()
+            self._produce(producer, opts.offsets_topic, key, value, [])
+            try:
+                producer.commit_transaction(timeout_s)
+            except KafkaException as exc:
+                self._abort_after_failure(producer, timeout_s)
+                raise SinkFlushError(f"commit of the transaction of {opts.transactional_id_prefix!r} failed: "
+                                     f"{exc}") from exc
+            finally:
+                self._in_txn = False
+            self._raise_delivery_errors()
+        elif opts.delivery_guarantee is DeliveryGuarantee.AT_LEAST_ONCE:
+            self._flush(producer, timeout_s)
+            self._produce(producer, opts.offsets_topic, key, value, [])
+            self._flush(producer, timeout_s)
+        else:
+            self._produce(producer, opts.offsets_topic, key, value, [])
+            producer.poll(0)
+        self._records_since_commit = 0
+        self.metrics["commits"] += 1
+
+    def abort(self) -> None:
+        """Abort the open transaction (exactly-once): its records are never visible to
+        read_committed consumers. A no-op otherwise."""
+        producer = self._require_open()
+        if self._in_txn:
+            producer.abort_transaction(self.options.flush_timeout.total_seconds())
+            self._in_txn = False
+            self._errors.clear()
+
+    def _begin(self) -> None:
+        assert self._producer is not None
+        try:
+            self._producer.begin_transaction()
+        except KafkaException as exc:
+            raise SinkFlushError(f"cannot begin a transaction for {self.options.transactional_id_prefix!r}: "
+                                 f"{exc}") from exc
+        self._in_txn = True
+
+    def _abort_after_failure(self, producer: Producer, timeout_s: float) -> None:
+        try:
+            producer.abort_transaction(timeout_s)
+        except KafkaException as exc:  # fatal errors: the producer must be recreated by reopening
+            log.error("abort after a failed commit failed: %s", exc)
+            self._producer = None
+
+    def _flush(self, producer: Producer, timeout_s: float) -> None:
+        remaining = producer.flush(timeout_s)
+        self._raise_delivery_errors()
+        if remaining:
+            raise SinkFlushError(f"{remaining} record(s) not acknowledged within {timeout_s:g} s")
+
+    def _require_open(self) -> Producer:
+        if self._producer is None:
+            raise SinkFlushError("the Kafka pipeline sink is not open; call open() first")
+        return self._producer
+
+    # -- positions -------------------------------------------------------------------------------
+    def stored_position(self, timeout_s: float = 30.0) -> dict[str, Any] | None:
+        """The last committed position of this pipeline (read_committed), or None.
+
+        Works before :meth:`open`. Raises SinkFlushError if the offsets topic cannot be read.
+        """
+        return read_stored_position(self.options.properties, self.options.offsets_topic, self.pipeline_name,
+                                    timeout_s)
+
+
+def read_stored_position(properties: Mapping[str, str], offsets_topic: str, pipeline_name: str,
+                         timeout_s: float = 30.0) -> dict[str, Any] | None:
+    """Read the latest committed position record keyed ``pipeline_name`` in ``offsets_topic``.
+
+    Reads every partition from the beginning to its end with ``isolation.level=read_committed`` (so
+    aborted or still-open transactions are invisible); a tombstone clears the position.
+
+    Returns:
+        The position dict, or None when there is none (or the topic does not exist).
+
+    Raises:
+        SinkFlushError: the topic cannot be read within ``timeout_s`` seconds.
+    """
+    conf = _client_config(properties, drop_producer_only=True)
+    conf.update({
+        "group.id": f"changelake-position-reader-{pipeline_name}",
+        "enable.auto.commit": False,
+        "isolation.level": "read_committed",
+        "enable.partition.eof": True,
+        "auto.offset.reset": "earliest",
+    })
+    consumer = Consumer(conf)
+    try:
+        meta = consumer.list_topics(offsets_topic, timeout=timeout_s)
+        tmeta = meta.topics.get(offsets_topic)
+        if tmeta is None or tmeta.error is not None or not tmeta.partitions:
+            return None
+        parts = [TopicPartition(offsets_topic, p, 0) for p in sorted(tmeta.partitions)]
+        pending = set()
+        for tp in parts:
+            low, high = consumer.get_watermark_offsets(tp, timeout=timeout_s)
+            if high > low:
+                pending.add(tp.partition)
+        if not pending:
+            return None
+        consumer.assign([TopicPartition(offsets_topic, p, 0) for p in sorted(pending)])
+        wanted = pipeline_name.encode("utf-8")
+        found: bytes | None = None
+        have = False
+        deadline = time.monotonic() + timeout_s
+        while pending:
+            if time.monotonic() > deadline:
+                raise SinkFlushError(f"timed out after {timeout_s:g} s reading positions from topic "
+                                     f"{offsets_topic!r} partitions {sorted(pending)}")
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    pending.discard(msg.partition())
+                    continue
+                raise SinkFlushError(f"cannot read topic {offsets_topic!r} partition {msg.partition()}: "
+                                     f"{msg.error().str()}")
+            if msg.key() == wanted:
+                found, have = msg.value(), True
+        if not have or found is None:
+            return None
+        return dict(json.loads(found.decode("utf-8")))
+    except KafkaException as exc:
+        raise SinkFlushError(f"cannot read positions from topic {offsets_topic!r}: {exc}") from exc
+    finally:
+        consumer.close()

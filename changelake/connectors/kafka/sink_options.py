@@ -1,0 +1,285 @@
+"""Options of the Kafka pipeline sink (``sink: {type: kafka, ...}``), as Flink CDC's KafkaDataSinkOptions.
+
+Flink CDC options, spelled verbatim: ``properties.*``, ``value.format``, ``key.format``,
+``partition.strategy``, ``topic``, ``sink.tableId-to-topic.mapping``,
+``sink.add-tableId-to-header-enabled``, ``sink.custom-header``, ``sink.delivery-guarantee`` and the
+format options ``<value.format>.*`` / ``<key.format>.*`` (e.g. ``debezium-json.include-schema.enabled``).
+
+changelake additions (Flink CDC has no equivalent): ``sink.transactional-id-prefix``,
+``sink.offsets-topic``, ``sink.topic.auto-create``, ``sink.topic.partitions``,
+``sink.topic.replication-factor``, ``sink.flush.timeout``.
+
+Example::
+
+    opts = KafkaSinkOptions.from_options(
+        {"properties.bootstrap.servers": "127.0.0.1:9092", "partition.strategy": "hash-by-key"},
+        pipeline_name="mysql-to-kafka",
+    )
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Mapping
+
+from changelake.changelog.selectors import SelectorError, Selectors, split_unescaped
+from changelake.connectors.errors import OptionValidationError
+from changelake.connectors.kafka._options import (
+    Option,
+    parse_bool,
+    parse_duration,
+    parse_enum,
+    parse_int,
+    parse_str,
+    prefixed,
+    validate_keys,
+    validate_required,
+)
+
+__all__ = [
+    "IDENTIFIER",
+    "ValueFormat",
+    "KeyFormat",
+    "PartitionStrategy",
+    "DeliveryGuarantee",
+    "KafkaSinkOptions",
+    "SINK_OPTIONS",
+    "parse_topic_mapping",
+    "parse_custom_headers",
+]
+
+IDENTIFIER = "kafka"
+PROPERTIES_PREFIX = "properties."
+
+
+class ValueFormat(enum.Enum):
+    """``value.format``: how the record value is encoded (Flink CDC's JsonSerializationType + json)."""
+
+    DEBEZIUM_JSON = "debezium-json"
+    CANAL_JSON = "canal-json"
+    JSON = "json"  # after-row for c/r/u, tombstone for d (an upsert topic)
+
+
+class KeyFormat(enum.Enum):
+    """``key.format``: ``{"TableId":…, <pk>…}`` as compact JSON or as a CSV line (Flink CDC KeyFormat)."""
+
+    JSON = "json"
+    CSV = "csv"
+
+
+class PartitionStrategy(enum.Enum):
+    """``partition.strategy`` (Flink CDC PartitionStrategy)."""
+
+    ALL_TO_ZERO = "all-to-zero"  # every record to partition 0
+    HASH_BY_KEY = "hash-by-key"  # murmur2(key bytes) as Kafka's Java client
+
+
+class DeliveryGuarantee(enum.Enum):
+    """``sink.delivery-guarantee`` (Flink's DeliveryGuarantee)."""
+
+    NONE = "none"
+    AT_LEAST_ONCE = "at-least-once"
+    EXACTLY_ONCE = "exactly-once"
+
+
+VALUE_FORMAT = Option("value.format", parse_enum(ValueFormat), ValueFormat.DEBEZIUM_JSON,
+                      "Format of record values: debezium-json (default), canal-json or json.")
+KEY_FORMAT = Option("key.format", parse_enum(KeyFormat), KeyFormat.JSON,
+                    "Format of record keys: json (default) or csv.")
+PARTITION_STRATEGY = Option("partition.strategy", parse_enum(PartitionStrategy), PartitionStrategy.ALL_TO_ZERO,
+                            "all-to-zero (default): partition 0; hash-by-key: murmur2 of the key bytes.")
+TOPIC = Option("topic", parse_str, None, "If set, every table is written to this one topic.")
+TABLE_MAPPING = Option("sink.tableId-to-topic.mapping", parse_str, None,
+                       "'selector:topic;selector:topic'; the first matching selector names the topic.")
+ADD_TABLE_ID_HEADER = Option("sink.add-tableId-to-header-enabled", parse_bool, False,
+                             "Add headers namespace, schemaName and tableName (UTF-8) to every record.")
+CUSTOM_HEADER = Option("sink.custom-header", parse_str, "", "'k1:v1;k2:v2' headers added to every record.")
+DELIVERY_GUARANTEE = Option("sink.delivery-guarantee", parse_enum(DeliveryGuarantee),
+                            DeliveryGuarantee.AT_LEAST_ONCE, "none, at-least-once (default) or exactly-once.")
+TRANSACTIONAL_ID_PREFIX = Option("sink.transactional-id-prefix", parse_str, None,
+                                 "transactional.id of the exactly-once producer; default "
+                                 "'changelake-<pipeline name>'. Must be unique per pipeline.")
+OFFSETS_TOPIC = Option("sink.offsets-topic", parse_str, "changelake-offsets",
+                       "Compacted topic holding the source position per pipeline name.")
+AUTO_CREATE = Option("sink.topic.auto-create", parse_bool, True, "Create missing topics with the AdminClient.")
+TOPIC_PARTITIONS = Option("sink.topic.partitions", parse_int(1), 1, "Partitions of topics the sink creates.")
+TOPIC_REPLICATION = Option("sink.topic.replication-factor", parse_int(1), 1,
+                           "Replication factor of topics the sink creates.")
+FLUSH_TIMEOUT = Option("sink.flush.timeout", parse_duration, timedelta(seconds=60),
+                       "How long flush/commit waits for acknowledgements before failing.")
+# keys of the YAML block itself (Flink CDC strips them before the factory sees the options)
+TYPE = Option("type", parse_str, IDENTIFIER, "Connector identifier, 'kafka'.")
+NAME = Option("name", parse_str, None, "Display name of the sink.")
+
+SINK_OPTIONS: tuple[Option[Any], ...] = (
+    VALUE_FORMAT, KEY_FORMAT, PARTITION_STRATEGY, TOPIC, TABLE_MAPPING, ADD_TABLE_ID_HEADER, CUSTOM_HEADER,
+    DELIVERY_GUARANTEE, TRANSACTIONAL_ID_PREFIX, OFFSETS_TOPIC, AUTO_CREATE, TOPIC_PARTITIONS, TOPIC_REPLICATION,
+    FLUSH_TIMEOUT, TYPE, NAME,
+)
+
+
+def parse_topic_mapping(text: str | None) -> tuple[tuple[Selectors, str], ...]:
+    """Parse ``sink.tableId-to-topic.mapping`` (``sel1:topicA;sel2:topicB``), keeping declaration order.
+
+    As Flink CDC's ``KafkaSinkUtils.parseSelectorsToTopicMap``: pairs split on ``;``, selector and
+    topic on ``:``; the selector uses the ``tables`` syntax.
+
+    Raises:
+        OptionValidationError: a pair is not ``selector:topic`` ("Please check your configuration of
+            sink.tableId-to-topic.mapping") or a selector is invalid.
+    """
+    key = TABLE_MAPPING.key
+    if not text:
+        return ()
+    out = []
+    for pair in text.split(";"):
+        parts = pair.split(":")
+        if len(parts) != 2 or not parts[0].strip() or not parts[1].strip():
+            raise OptionValidationError(f"Please check your configuration of {key}", option=key)
+        try:
+            selectors = Selectors.parse(parts[0].strip())
+        except SelectorError as exc:
+            raise OptionValidationError(f"Please check your configuration of {key}: {exc}", option=key) from exc
+        out.append((selectors, parts[1].strip()))
+    return tuple(out)
+
+
+def parse_custom_headers(text: str | None) -> tuple[tuple[str, str], ...]:
+    """Parse ``sink.custom-header`` (``k1:v1;k2:v2``; the code splits on ``;`` although Flink's doc
+    shows ``,``). Raises OptionValidationError "sink.custom-header is malformed, please refer to the
+    documents" as Flink CDC."""
+    if not text:
+        return ()
+    out: dict[str, str] = {}
+    for item in text.split(";"):
+        parts = item.split(":")
+        if len(parts) != 2:
+            raise OptionValidationError(
+                f"{CUSTOM_HEADER.key} is malformed, please refer to the documents", option=CUSTOM_HEADER.key
+            )
+        out[parts[0].strip()] = parts[1].strip()
+    return tuple(out.items())
+
+
+def default_transactional_id_prefix(pipeline_name: str) -> str:
+    """``changelake-<pipeline name>`` with characters outside ``[A-Za-z0-9._-]`` replaced by ``-``."""
+    return "changelake-" + re.sub(r"[^A-Za-z0-9._-]+", "-", pipeline_name).strip("-")
+
+
+@dataclass(frozen=True)
+class KafkaSinkOptions:
+    """Validated, typed options of :class:`~changelake.connectors.kafka.sink.KafkaPipelineSink`.
+
+    Attributes:
+        properties: producer/admin client config from ``properties.*`` (prefix stripped).
+        value_format, key_format, partition_strategy, delivery_guarantee: closed choices.
+        topic: the one topic for every table, or None.
+        topic_mapping: (selectors, topic) pairs in declaration order.
+        add_table_id_to_header: add namespace/schemaName/tableName headers.
+        custom_headers: extra (key, value) headers.
+        value_format_options / key_format_options: ``<format>.*`` options, prefix stripped.
+        transactional_id_prefix: transactional.id of the exactly-once producer.
+        offsets_topic: compacted topic of source positions, keyed by pipeline name.
+        auto_create_topics, topic_partitions, topic_replication_factor: topic creation.
+        flush_timeout: max wait for acknowledgements (flush, commit).
+        pipeline_name: key of this pipeline's position record.
+    """
+
+    properties: Mapping[str, str] = field(repr=False)  # may hold secrets (sasl.password)
+    pipeline_name: str = "changelake"
+    value_format: ValueFormat = ValueFormat.DEBEZIUM_JSON
+    key_format: KeyFormat = KeyFormat.JSON
+    partition_strategy: PartitionStrategy = PartitionStrategy.ALL_TO_ZERO
+    topic: str | None = None
+    topic_mapping: tuple[tuple[Selectors, str], ...] = ()
+    add_table_id_to_header: bool = False
+    custom_headers: tuple[tuple[str, str], ...] = ()
+    delivery_guarantee: DeliveryGuarantee = DeliveryGuarantee.AT_LEAST_ONCE
+    transactional_id_prefix: str = ""
+    offsets_topic: str = "changelake-offsets"
+    auto_create_topics: bool = True
+    topic_partitions: int = 1
+    topic_replication_factor: int = 1
+    flush_timeout: timedelta = timedelta(seconds=60)
+    value_format_options: Mapping[str, str] = field(default_factory=dict)
+    key_format_options: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.properties["bootstrap.servers"]
+
+    @classmethod
+    def from_options(cls, raw: Mapping[str, Any], pipeline_name: str) -> "KafkaSinkOptions":
+        """Validate ``raw`` (Flink CDC keys -> strings) and build typed options.
+
+        Order as Flink: unknown keys, required keys, values, cross-option rules.
+
+        Raises:
+            OptionValidationError: "Unsupported options found for 'kafka'." (listing unsupported and
+                supported keys), a missing ``properties.bootstrap.servers``, an unparsable value, or a
+                cross-option rule (see :func:`validate_delivery_guarantee`).
+        """
+        raw = {str(k): ("" if v is None else (str(v).lower() if isinstance(v, bool) else str(v))) for k, v in raw.items()}
+        value_format = VALUE_FORMAT.get(raw)
+        key_format = KEY_FORMAT.get(raw)
+        assert value_format is not None and key_format is not None
+        validate_keys(IDENTIFIER, raw, SINK_OPTIONS,
+                      (PROPERTIES_PREFIX, key_format.value + ".", value_format.value + "."))
+        validate_required(raw, ["properties.bootstrap.servers"])
+        if TYPE.get(raw) != IDENTIFIER:
+            raise OptionValidationError(f"Option 'type' must be '{IDENTIFIER}', got '{raw['type']}'", option="type")
+        props = prefixed(raw, PROPERTIES_PREFIX)
+        opts = cls(
+            properties=props,
+            pipeline_name=pipeline_name,
+            value_format=value_format,
+            key_format=key_format,
+            partition_strategy=PARTITION_STRATEGY.get(raw),  # type: ignore[arg-type]
+            topic=TOPIC.get(raw) or None,
+            topic_mapping=parse_topic_mapping(TABLE_MAPPING.get(raw)),
+            add_table_id_to_header=bool(ADD_TABLE_ID_HEADER.get(raw)),
+            custom_headers=parse_custom_headers(CUSTOM_HEADER.get(raw)),
+            delivery_guarantee=DELIVERY_GUARANTEE.get(raw),  # type: ignore[arg-type]
+            transactional_id_prefix=TRANSACTIONAL_ID_PREFIX.get(raw) or default_transactional_id_prefix(pipeline_name),
+            offsets_topic=OFFSETS_TOPIC.get(raw) or "changelake-offsets",
+            auto_create_topics=bool(AUTO_CREATE.get(raw)),
+            topic_partitions=TOPIC_PARTITIONS.get(raw) or 1,
+            topic_replication_factor=TOPIC_REPLICATION.get(raw) or 1,
+            flush_timeout=FLUSH_TIMEOUT.get(raw) or timedelta(seconds=60),
+            value_format_options=prefixed(raw, value_format.value + "."),
+            key_format_options=prefixed(raw, key_format.value + ".") if key_format.value != value_format.value else {},
+        )
+        validate_delivery_guarantee(opts)
+        return opts
+
+
+def validate_delivery_guarantee(opts: KafkaSinkOptions) -> None:
+    """Cross-option rules of ``sink.delivery-guarantee``.
+
+    - exactly-once needs an idempotent producer: ``properties.enable.idempotence=false`` is refused
+      (ApsaraMQ users, as the seed says, must use at-least-once or none);
+    - ``properties.transactional.id`` is refused: the id comes from ``sink.transactional-id-prefix``.
+
+    Raises:
+        OptionValidationError naming the options and the value found.
+    """
+    key = DELIVERY_GUARANTEE.key
+    if "transactional.id" in opts.properties:
+        raise OptionValidationError(
+            "'properties.transactional.id' is not supported; set 'sink.transactional-id-prefix' instead",
+            option="properties.transactional.id",
+        )
+    if opts.delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE:
+        if opts.properties.get("enable.idempotence", "true").strip().lower() == "false":
+            raise OptionValidationError(
+                f"'{key}' = 'exactly-once' needs a transactional, idempotent producer, but "
+                f"'properties.enable.idempotence' = 'false'; use 'at-least-once' or 'none' instead",
+                option=key,
+            )
+        if not opts.transactional_id_prefix:
+            raise OptionValidationError(
+                f"'{key}' = 'exactly-once' requires 'sink.transactional-id-prefix'", option=key
+            )

@@ -1,0 +1,353 @@
+"""The Kafka pipeline source (Pipeline 2's input): Kafka records -> change events.
+
+Reads topics written by :class:`~changelake.connectors.kafka.sink.KafkaPipelineSink` (or by Flink
+CDC / Debezium / Canal), decodes each record value with the value format and attaches the table:
+
+- without ``<format>.distributed-tables`` the topic is the table (``TableId.parse(topic)``, so a
+  ``db.table`` topic is table ``table`` of database ``db``);
+- with it, each record names its table (debezium ``source.db``/``source.table``, canal
+  ``database``/``table``; for ``json`` the key's ``TableId``).
+
+For ``json`` topics (upsert topics) a record is an insert of its value, and a tombstone (null
+value) with a key is a delete of the key's columns (``TableId`` removed).
+
+The caller (the Iceberg sink) owns the offsets: :meth:`KafkaPipelineSource.open` assigns the
+partitions and seeks to the offsets given, falling back to ``scan.startup.mode``; consumer-group
+offsets are committed only on request (:meth:`commit_advisory`) so that lag can be watched. The end
+offsets are snapshotted at open (and :meth:`refresh`) for "until caught up" reads.
+
+Consumers use ``isolation.level=read_committed`` unless ``properties.isolation.level`` says
+otherwise, so aborted transactions of an exactly-once Pipeline 1 are never read.
+
+Example::
+
+    src = KafkaPipelineSource({"properties.bootstrap.servers": bs, "topic": "inventory",
+                               "debezium-json.distributed-tables": "true"}, group_id="lake")
+    src.open(start_offsets=None)
+    while not src.caught_up():
+        for rec in src.poll(max_records=500, timeout_s=1.0):
+            handle(rec.events, next_offset=rec.offset + 1)
+    src.close()
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from changelake.changelog.event import DataChangeEvent, Op
+from changelake.changelog.schema import TableId
+from changelake.connectors.errors import SourceError
+from changelake.connectors.kafka._formats import create_format
+from changelake.connectors.kafka.sink_options import ValueFormat
+from changelake.connectors.kafka.source_options import BoundedMode, KafkaSourceOptions, StartupMode
+from changelake.formats.errors import DecodeError
+
+__all__ = ["SourceRecord", "KafkaPipelineSource", "TopicPartitionKey"]
+
+log = logging.getLogger(__name__)
+
+TopicPartitionKey = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class SourceRecord:
+    """One Kafka record and the change events decoded from it.
+
+    Attributes:
+        topic, partition, offset: where the record is; the next offset to resume from is ``offset + 1``.
+        events: decoded events (a canal-json record may hold several; a skipped record none). Each
+            event's ``position`` is ``{"topic", "partition", "offset": offset + 1}``.
+        key: raw key bytes or None.
+        timestamp: record timestamp in ms since the epoch (None if the broker has none).
+        headers: record headers as (name, bytes) pairs.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    events: list[DataChangeEvent]
+    key: bytes | None
+    timestamp: int | None
+    headers: list[tuple[str, bytes]] = field(default_factory=list)
+
+
+class KafkaPipelineSource:
+    """Assign-and-seek Kafka reader that decodes change events (see the module docstring).
+
+    Args:
+        options: raw source options (validated here) or :class:`KafkaSourceOptions`.
+        group_id: consumer group used for advisory offset commits (lag watching) and for
+            ``group-offsets`` startup.
+
+    Raises:
+        OptionValidationError: invalid options.
+
+    Attributes:
+        parse_errors: number of corrupt records skipped with ``<format>.ignore-parse-errors``.
+    """
+
+    def __init__(self, options: Mapping[str, Any] | KafkaSourceOptions, group_id: str) -> None:
+        self.options = options if isinstance(options, KafkaSourceOptions) else KafkaSourceOptions.from_options(options)
+        self.group_id = group_id
+        self._consumer: Consumer | None = None
+        self._format: Any = None
+        self._assigned: list[TopicPartitionKey] = []
+        self._end: dict[TopicPartitionKey, int] = {}
+        self._pos: dict[TopicPartitionKey, int] = {}
+        self._paused: set[TopicPartitionKey] = set()
+        self.parse_errors = 0
+        self._timeout_s = 30.0
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def open(self, start_offsets: Mapping[TopicPartitionKey, int] | None = None) -> None:
+        """Connect, assign every partition of the topics and seek.
+
+        Args:
+            start_offsets: ``{(topic, partition): next offset}`` owned by the caller; partitions not
+                in it start as ``scan.startup.mode`` says.
+
+        Raises:
+            SourceError: no topic matches, a topic does not exist, or Kafka cannot be reached.
+        """
+        if self._consumer is not None:
+            return
+        opts = self.options
+        conf: dict[str, Any] = dict(opts.properties)
+        conf.setdefault("group.id", self.group_id)
+        conf.setdefault("isolation.level", "read_committed")
+        conf.setdefault("auto.offset.reset", "earliest")
+        conf["enable.auto.commit"] = False
+        conf["enable.auto.offset.store"] = False
+        conf["enable.partition.eof"] = True
+        self._consumer = Consumer(conf)
+        fmt_name = opts.value_format.value
+        self._format = create_format(fmt_name, None, dict(opts.format_options))
+        try:
+            self._assign(dict(start_offsets or {}))
+        except KafkaException as exc:
+            self.close()
+            raise SourceError(f"cannot open Kafka source on {self._topic_text()}: {exc}") from exc
+        except SourceError:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Close the consumer (idempotent). Group offsets are not committed here."""
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            consumer.close()
+
+    def __enter__(self) -> "KafkaPipelineSource":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _require(self) -> Consumer:
+        if self._consumer is None:
+            raise SourceError("the Kafka pipeline source is not open; call open() first")
+        return self._consumer
+
+    def _topic_text(self) -> str:
+        if self.options.topic_pattern is not None:
+            return f"topic-pattern {self.options.topic_pattern.pattern!r}"
+        return f"topic(s) {list(self.options.topics)}"
+
+    def _resolve_topics(self) -> dict[str, list[int]]:
+        consumer = self._require()
+        meta = consumer.list_topics(timeout=self._timeout_s)
+        if self.options.topic_pattern is not None:
+            names = sorted(t for t in meta.topics if self.options.topic_pattern.fullmatch(t))
+        else:
+            names = list(self.options.topics)
+        out: dict[str, list[int]] = {}
+        for name in names:
+            tmeta = meta.topics.get(name)
+            if tmeta is None or tmeta.error is not None or not tmeta.partitions:
+                raise SourceError(f"topic {name!r} does not exist or has no partitions")
+            out[name] = sorted(tmeta.partitions)
+        if not out:
+            raise SourceError(f"no topic matches {self._topic_text()}")
+        return out
+
+    def _assign(self, start_offsets: dict[TopicPartitionKey, int]) -> None:
+        consumer = self._require()
+        opts = self.options
+        topics = self._resolve_topics()
+        tps = [(t, p) for t, parts in topics.items() for p in parts]
+        watermarks = {tp: consumer.get_watermark_offsets(TopicPartition(*tp), timeout=self._timeout_s) for tp in tps}
+        committed: dict[TopicPartitionKey, int] = {}
+        if opts.startup_mode is StartupMode.GROUP_OFFSETS:
+            for c in consumer.committed([TopicPartition(t, p) for t, p in tps], timeout=self._timeout_s):
+                if c.offset >= 0:
+                    committed[(c.topic, c.partition)] = c.offset
+        by_time: dict[TopicPartitionKey, int] = {}
+        if opts.startup_mode is StartupMode.TIMESTAMP:
+            query = [TopicPartition(t, p, int(opts.startup_timestamp_ms or 0)) for t, p in tps]
+            for r in consumer.offsets_for_times(query, timeout=self._timeout_s):
+                by_time[(r.topic, r.partition)] = r.offset
+        assignment = []
+        for tp in tps:
+            low, high = watermarks[tp]
+            if tp in start_offsets:
+                off = start_offsets[tp]
+            elif opts.startup_mode is StartupMode.LATEST_OFFSET:
+                off = high
+            elif opts.startup_mode is StartupMode.GROUP_OFFSETS:
+                off = committed.get(tp, low if conf_reset(opts.properties) == "earliest" else high)
+            elif opts.startup_mode is StartupMode.SPECIFIC_OFFSETS:
+                off = opts.specific_offsets.get(tp, low)
+            elif opts.startup_mode is StartupMode.TIMESTAMP:
+                off = by_time.get(tp, high)
+                off = high if off < 0 else off
+            else:
+                off = low
+            off = max(low, min(off, high)) if off >= 0 else low
+            self._pos[tp] = off
+            self._end[tp] = high
+            assignment.append(TopicPartition(tp[0], tp[1], off))
+        consumer.assign(assignment)
+        self._assigned = tps
+        self._paused.clear()
+
+    def refresh(self) -> None:
+        """Take a new snapshot of the end offsets (and resume partitions paused at the old end)."""
+        consumer = self._require()
+        for tp in self._assigned:
+            self._end[tp] = consumer.get_watermark_offsets(TopicPartition(*tp), timeout=self._timeout_s)[1]
+        if self._paused:
+            consumer.resume([TopicPartition(t, p) for t, p in self._paused])
+            self._paused.clear()
+
+    # -- reading ---------------------------------------------------------------------------------
+    def assignment(self) -> list[TopicPartitionKey]:
+        """The assigned (topic, partition) pairs."""
+        return list(self._assigned)
+
+    def end_offsets(self) -> dict[TopicPartitionKey, int]:
+        """End offsets snapshotted at open/refresh (next offset after the last record)."""
+        return dict(self._end)
+
+    def positions(self) -> dict[TopicPartitionKey, int]:
+        """Next offset to read per partition."""
+        return dict(self._pos)
+
+    def caught_up(self) -> bool:
+        """True when every assigned partition has reached the end offset snapshotted at open/refresh."""
+        return all(self._pos.get(tp, 0) >= end for tp, end in self._end.items())
+
+    def poll(self, max_records: int = 500, timeout_s: float = 1.0) -> list[SourceRecord]:
+        """Up to ``max_records`` decoded records, waiting at most ``timeout_s`` seconds.
+
+        With ``scan.bounded.mode: latest-offset`` records at or beyond the end offsets are not
+        returned (the partition is paused there).
+
+        Raises:
+            DecodeError: a corrupt record (with topic, partition and offset), unless
+                ``<format>.ignore-parse-errors`` (then it is counted in ``parse_errors`` and skipped).
+            SourceError: a consumer error (e.g. the topic was deleted).
+        """
+        consumer = self._require()
+        bounded = self.options.bounded_mode is BoundedMode.LATEST_OFFSET
+        if bounded and self.caught_up():
+            return []
+        out: list[SourceRecord] = []
+        msgs = consumer.consume(num_messages=max_records, timeout=timeout_s)
+        for msg in msgs:
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    tp = (msg.topic(), msg.partition())
+                    self._pos[tp] = max(self._pos.get(tp, 0), msg.offset())
+                    continue
+                raise SourceError(f"error reading topic {msg.topic()!r} partition {msg.partition()}: {err.str()}")
+            tp = (msg.topic(), msg.partition())
+            if bounded and msg.offset() >= self._end.get(tp, 0):
+                if tp not in self._paused:
+                    consumer.pause([TopicPartition(*tp)])
+                    self._paused.add(tp)
+                continue
+            self._pos[tp] = msg.offset() + 1
+            out.append(self._decode(msg))
+        return out
+
+    def _decode(self, msg: Any) -> SourceRecord:
+        topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+        ts_type, ts = msg.timestamp()
+        key, value = msg.key(), msg.value()
+        try:
+            events = self._events(topic, key, value)
+        except DecodeError as exc:
+            exc.at(topic=topic, partition=partition, offset=offset)
+            if not self.options.ignore_parse_errors:
+                raise
+            self.parse_errors += 1
+            log.warning("skipping corrupt record: %s", exc)
+            events = []
+        pos = {"topic": topic, "partition": partition, "offset": offset + 1}
+        events = [replace(e, position=pos) for e in events]
+        return SourceRecord(topic, partition, offset, events, key, ts if ts_type != 0 else None,
+                            list(msg.headers() or []))
+
+    def _events(self, topic: str, key: bytes | None, value: bytes | None) -> list[DataChangeEvent]:
+        opts = self.options
+        topic_table = TableId.parse(topic)
+        if opts.value_format is ValueFormat.JSON:
+            key_obj = self._key_object(key) if key else None
+            table = topic_table
+            if opts.distributed_tables and key_obj and isinstance(key_obj.get("TableId"), str):
+                table = TableId.parse(key_obj["TableId"])
+            if value is None:
+                if not key_obj:
+                    return []
+                before = {k: v for k, v in key_obj.items() if k != "TableId"}
+                return [DataChangeEvent(table, Op.DELETE, before, None)]
+            rows = self._format.decode(value)
+            return [DataChangeEvent(table, Op.CREATE, None, dict(r.values)) for r in rows]
+        if value is None:
+            return []  # tombstone in a changelog topic: nothing to apply (as Flink's debezium-json)
+        events = self._format.decode_events(value)
+        if not opts.distributed_tables:
+            events = [e if e.table == topic_table else replace(e, table=topic_table) for e in events]
+        return list(events)
+
+    def _key_object(self, key: bytes) -> dict[str, Any] | None:
+        try:
+            obj = json.loads(key.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise DecodeError(f"key is not JSON: {exc}", format="json", field="key", excerpt=key) from exc
+        return obj if isinstance(obj, dict) else None
+
+    # -- offsets ---------------------------------------------------------------------------------
+    def commit_advisory(self, offsets: Mapping[TopicPartitionKey, int]) -> None:
+        """Commit ``{(topic, partition): next offset}`` to the consumer group (only for lag watching;
+        the caller's own store is the source of truth). Raises SourceError on failure."""
+        consumer = self._require()
+        if not offsets:
+            return
+        try:
+            consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
+        except KafkaException as exc:
+            raise SourceError(f"cannot commit group offsets for group {self.group_id!r}: {exc}") from exc
+
+    def lag(self) -> dict[TopicPartitionKey, int]:
+        """Records behind the current end per partition: live high watermark minus next offset."""
+        consumer = self._require()
+        out = {}
+        for tp in self._assigned:
+            high = consumer.get_watermark_offsets(TopicPartition(*tp), timeout=self._timeout_s)[1]
+            out[tp] = max(0, high - self._pos.get(tp, 0))
+        return out
+
+
+def conf_reset(properties: Mapping[str, str]) -> str:
+    """``auto.offset.reset`` for group-offsets without a committed offset (earliest by default)."""
+    value = properties.get("auto.offset.reset", "earliest").lower()
+    return "earliest" if value in ("earliest", "smallest", "beginning") else "latest"
+
+
