@@ -1,0 +1,309 @@
+"""The ``kafka`` table sink: one Kafka record per changelog row, encoded by the value format.
+
+As Flink's ``KafkaDynamicSink``: the sink's changelog mode is the value format's
+(insert-only for json/csv/avro/raw/avro-confluent; all four kinds for debezium-json,
+canal-json, maxwell-json). An updating changelog sent to an insert-only format is refused by
+:meth:`KafkaTableSink.check_input_mode` at plan time, before any record is written, with
+Flink's planner message (see :func:`changelake.changelog.modes.check_changelog_mode`).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+
+from changelake.changelog.errors import UnsupportedChangelogError
+from changelake.changelog.modes import check_changelog_mode, describe_mode
+from changelake.changelog.row import ChangelogRow
+from changelake.changelog.rowkind import RowKind
+from changelake.changelog.schema import Schema
+from changelake.connectors.errors import ConnectorError, SinkFlushError
+from changelake.connectors.kafka_table.options import DeliveryGuarantee, KafkaTableOptions, SinkPartitioner
+
+__all__ = ["KafkaTableSink", "LIBRDKAFKA_PARTITIONER"]
+
+#: librdkafka's partitioner matching the Java producer's default for keyed records (murmur2).
+LIBRDKAFKA_PARTITIONER = "murmur2_random"
+
+
+class KafkaTableSink:
+    """Writes changelog rows to one topic, as Flink's ``kafka`` connector sink.
+
+    Args:
+        options: parsed options (:func:`~changelake.connectors.kafka_table.factory.create_sink`
+            builds them from a WITH map or DDL).
+        schema: the table schema (column order of the value).
+        value_format: the value format instance (``encode(row) -> bytes | None``,
+            ``changelog_mode``).
+        key_format: the key format instance, or None for records without key.
+        table_name: the sink's name in messages, e.g. ``default_catalog.default_database.t``.
+        producer: an existing confluent-kafka Producer to write with (e.g. one transactional
+            producer shared with another sink, so both write in one transaction); the sink then
+            neither configures, begins, commits nor closes it.
+
+    Record layout: key = the 'key.fields' columns (prefix stripped) encoded by the key format;
+    value = all columns ('ALL') or the non-key columns ('EXCEPT_KEY') encoded by the value format,
+    which sees the row's kind (an insert-only format writes a plain row). Partition:
+    'default' -> murmur2 of the key bytes (librdkafka ``murmur2_random``; keyless records go
+    to librdkafka's sticky choice), 'fixed' -> partition 0 (Flink's FlinkFixedPartitioner for
+    the single subtask), 'round-robin' -> partitions in turn.
+
+    Delivery: 'at-least-once' waits for acknowledgements at :meth:`flush`; 'none' does not wait;
+    'exactly-once' writes inside Kafka transactions (``transactional.id`` =
+    ``<sink.transactional-id-prefix>-0``, stable so a restart fences a zombie and aborts its
+    open transaction) opened by :meth:`begin_transaction` and committed, optionally with the
+    consumed offsets, by :meth:`commit_transaction`.
+
+    Example::
+
+        sink = create_sink({"connector": "kafka", "topic": "out", "format": "debezium-json",
+                            "properties.bootstrap.servers": "localhost:9092"}, schema)
+        sink.check_input_mode(agg.changelog_mode, node_description=agg.describe())
+        sink.open()
+        for row in rows: sink.write(row)
+        sink.flush(); sink.close()
+    """
+
+    def __init__(
+        self,
+        options: KafkaTableOptions,
+        schema: Schema,
+        value_format: Any,
+        key_format: Any | None = None,
+        *,
+        table_name: str = "default_catalog.default_database.kafka_sink",
+        producer: Producer | None = None,
+    ) -> None:
+        self.options = options
+        self.schema = schema
+        self.value_format = value_format
+        self.key_format = key_format
+        self.table_name = table_name
+        self.topic = options.topic
+        self._external_producer = producer
+        self._producer: Producer | None = None
+        self._drop: frozenset[RowKind] = frozenset()
+        self._errors: list[tuple[str, int | None, str]] = []
+        self._rr: itertools.cycle[int] | None = None
+        self._in_txn = False
+        self.records_written = 0
+        key_set = set(options.key_fields)
+        self._value_columns = [
+            c for c in schema.names
+            if not (options.value_fields_include.value == "EXCEPT_KEY" and c in key_set)
+        ]
+
+    # -- planning ---------------------------------------------------------------------------------
+    @property
+    def changelog_mode(self) -> frozenset[RowKind]:
+        """The kinds this sink consumes: the value format's changelog mode."""
+        return frozenset(getattr(self.value_format, "changelog_mode", frozenset({RowKind.INSERT})))
+
+    def check_input_mode(self, mode: frozenset[RowKind], *, node_description: str | None = None) -> None:
+        """Refuse, before anything is written, an input whose kinds this sink cannot consume.
+
+        Raises:
+            UnsupportedChangelogError: Flink's "Table sink '<name>' doesn't support consuming
+                update and delete changes which is produced by node ..." (e.g. a GroupAggregate
+                into json).
+        """
+        self._drop = check_changelog_mode(mode, self.changelog_mode, self.table_name, node_description=node_description)
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def producer_config(self) -> dict[str, str]:
+        """The librdkafka config this sink's own producer is created with."""
+        conf = dict(self.options.properties)
+        conf.setdefault("partitioner", LIBRDKAFKA_PARTITIONER)
+        g = self.options.sink_delivery_guarantee
+        if g is DeliveryGuarantee.EXACTLY_ONCE:
+            conf["transactional.id"] = f"{self.options.sink_transactional_id_prefix}-0"
+            conf.setdefault("transaction.timeout.ms", "60000")
+        elif g is DeliveryGuarantee.AT_LEAST_ONCE:
+            conf.setdefault("enable.idempotence", "true")
+        else:
+            conf.setdefault("acks", "1")
+        return conf
+
+    def open(self) -> "KafkaTableSink":
+        """Create the producer (or adopt the given one); exactly-once calls ``init_transactions``,
+        which aborts a previous incarnation's open transaction. Returns self.
+
+        Raises:
+            ConnectorError: the broker cannot be reached or fenced initialisation failed.
+        """
+        if self._producer is not None:
+            return self
+        if self._external_producer is not None:
+            self._producer = self._external_producer
+            return self
+        self._producer = Producer(self.producer_config())
+        if self.options.sink_delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE:
+            try:
+                self._producer.init_transactions(30)
+            except KafkaException as exc:
+                raise ConnectorError(f"cannot initialise transactions for sink topic {self.topic!r}: {exc}") from exc
+        return self
+
+    def __enter__(self) -> "KafkaTableSink":
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def producer(self) -> Producer:
+        if self._producer is None:
+            raise ConnectorError(f"sink for topic {self.topic!r} is not open; call open() first")
+        return self._producer
+
+    def close(self) -> None:
+        """Flush (unless in an open transaction, which is aborted) and release the producer.
+        Idempotent. An adopted producer is left open."""
+        if self._producer is None:
+            return
+        try:
+            if self._external_producer is None:
+                if self._in_txn:
+                    self.abort_transaction()
+                else:
+                    self._producer.flush(30)
+        finally:
+            self._producer = None
+
+    # -- writing ----------------------------------------------------------------------------------
+    def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
+        if err is not None:
+            self._errors.append((msg.topic(), msg.partition(), str(err)))
+
+    def _partition(self) -> int | None:
+        p = self.options.sink_partitioner
+        if p is SinkPartitioner.DEFAULT:
+            return None
+        if p is SinkPartitioner.FIXED:
+            return 0
+        if self._rr is None:
+            md = self.producer.list_topics(self.topic, timeout=10)
+            t = md.topics.get(self.topic)
+            n = len(t.partitions) if t is not None and t.partitions else 1
+            self._rr = itertools.cycle(range(n))
+        return next(self._rr)
+
+    def encode(self, row: ChangelogRow) -> tuple[bytes | None, bytes | None]:
+        """(key bytes, value bytes) of one row; value None means "no record"."""
+        key = None
+        if self.key_format is not None:
+            names = self.options.key_names
+            key_row = ChangelogRow(RowKind.INSERT, {n: row.values.get(f) for n, f in zip(names, self.options.key_fields)})
+            key = self.key_format.encode(key_row)
+        value_row = ChangelogRow(row.kind, {c: row.values.get(c) for c in self._value_columns}, row.table, row.metadata)
+        return key, self.value_format.encode(value_row)
+
+    def write(self, row: ChangelogRow) -> None:
+        """Encode and send one row (asynchronously; :meth:`flush` waits).
+
+        Rows of a kind :meth:`check_input_mode` said to drop (-U for an upsert-style sink) are
+        skipped. Raises UnsupportedChangelogError for a kind the format cannot carry (nothing is
+        sent), EncodeError from the formats, SinkFlushError if the local queue stays full.
+        """
+        if row.kind in self._drop:
+            return
+        if row.kind not in self.changelog_mode:
+            raise UnsupportedChangelogError(
+                f"Table sink '{self.table_name}' doesn't support consuming {row.kind} rows: its format "
+                f"'{self.options.value_format}' accepts {describe_mode(self.changelog_mode)}. Use the "
+                f"'upsert-kafka' connector or a changelog format (debezium-json, canal-json, maxwell-json)."
+            )
+        key, value = self.encode(row)
+        if value is None and key is None:
+            return
+        self._produce(key, value)
+
+    def _produce(self, key: bytes | None, value: bytes | None) -> None:
+        producer = self.producer
+        kwargs: dict[str, Any] = {"on_delivery": self._on_delivery}
+        part = self._partition()
+        if part is not None:
+            kwargs["partition"] = part
+        for _ in range(100):
+            try:
+                producer.produce(self.topic, value=value, key=key, **kwargs)
+                self.records_written += 1
+                producer.poll(0)
+                return
+            except BufferError:
+                producer.poll(0.1)
+        raise SinkFlushError(f"local producer queue for topic {self.topic!r} stayed full for 10 s")
+
+    def write_all(self, rows: list[ChangelogRow]) -> None:
+        for r in rows:
+            self.write(r)
+
+    def flush(self, timeout_s: float = 30.0) -> None:
+        """Wait until every sent record is acknowledged (no-op wait for 'none').
+
+        Raises:
+            SinkFlushError: a record failed (names topic and partition) or the timeout (s) passed.
+        """
+        try:
+            if self.options.sink_delivery_guarantee is DeliveryGuarantee.NONE:
+                self.producer.poll(0)
+                return
+            left = self.producer.flush(timeout_s)
+            if left:
+                raise SinkFlushError(f"{left} record(s) to topic {self.topic!r} not acknowledged after {timeout_s} s")
+            self._raise_delivery_errors()
+        finally:
+            self._errors.clear()
+
+    def _raise_delivery_errors(self) -> None:
+        if self._errors:
+            topic, part, err = self._errors[0]
+            raise SinkFlushError(f"delivery to topic {topic!r} partition {part} failed: {err} ({len(self._errors)} record(s))")
+
+    # -- transactions (exactly-once) ----------------------------------------------------------------
+    def begin_transaction(self) -> None:
+        """Start a Kafka transaction (exactly-once only). Raises ConnectorError otherwise."""
+        if self.options.sink_delivery_guarantee is not DeliveryGuarantee.EXACTLY_ONCE:
+            raise ConnectorError(f"sink for topic {self.topic!r} is not exactly-once; no transactions")
+        self.producer.begin_transaction()
+        self._in_txn = True
+
+    def commit_transaction(
+        self,
+        offsets: list[TopicPartition] | None = None,
+        group_metadata: Any | None = None,
+        timeout_s: float = 60.0,
+    ) -> None:
+        """Commit the open transaction; with ``offsets`` (next offsets to consume) and the
+        consumer's ``group_metadata``, the consumed offsets commit atomically with the records
+        (``send_offsets_to_transaction``: consume-transform-produce).
+
+        Raises:
+            SinkFlushError: a record failed, or the commit failed (the transaction is aborted).
+        """
+        p = self.producer
+        try:
+            p.flush(timeout_s)
+            self._raise_delivery_errors()
+            if offsets:
+                p.send_offsets_to_transaction(offsets, group_metadata, timeout_s)
+            p.commit_transaction(timeout_s)
+        except (KafkaException, SinkFlushError) as exc:
+            self._errors.clear()
+            try:
+                p.abort_transaction(timeout_s)
+            except KafkaException:
+                pass
+            self._in_txn = False
+            raise SinkFlushError(f"transaction on topic {self.topic!r} failed and was aborted: {exc}") from exc
+        self._in_txn = False
+
+    def abort_transaction(self, timeout_s: float = 60.0) -> None:
+        """Abort the open transaction: none of its records become visible to read_committed readers."""
+        self._errors.clear()
+        if self._in_txn:
+            self.producer.abort_transaction(timeout_s)
+            self._in_txn = False
+

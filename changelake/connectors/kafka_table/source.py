@@ -1,0 +1,291 @@
+"""The ``kafka`` table source: reads topics as a changelog, decoded by the value format.
+
+As Flink's ``KafkaDynamicSource``: an insert-only format (json, csv, avro, raw) yields ``+I`` rows;
+a changelog format yields the kinds its messages carry (a Debezium topic yields +I/-U/+U/-D).
+Records with a null value (tombstones) yield nothing. Key columns ('key.fields') are decoded
+from the record key; with 'value.fields-include' = 'ALL' the value's copy wins.
+
+Every row carries ``metadata`` ``{"topic", "partition", "offset", "timestamp"}`` (timestamp in
+ms since epoch), so consume-transform-produce code can commit exactly what it consumed.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
+
+from changelake.changelog.row import ChangelogRow
+from changelake.changelog.rowkind import RowKind
+from changelake.changelog.schema import Schema
+from changelake.connectors.errors import ConnectorError, SourceError
+from changelake.connectors.kafka_table.options import KafkaTableOptions, ScanBoundedMode, ScanStartupMode
+from changelake.formats.errors import DecodeError
+
+__all__ = ["KafkaTableSource"]
+
+TP = tuple[str, int]
+
+
+class KafkaTableSource:
+    """Reads one or more topics (or a topic pattern) as changelog rows.
+
+    Args:
+        options: parsed options (:func:`~changelake.connectors.kafka_table.factory.create_source`).
+        schema: the table schema.
+        value_format: value format instance (``decode(bytes | None) -> list[ChangelogRow]``,
+            ``changelog_mode``).
+        key_format: key format instance, or None.
+
+    Start position per 'scan.startup.mode': earliest-offset, latest-offset, group-offsets (the
+    group's committed offsets; partitions without one start at ``properties.auto.offset.reset``,
+    default earliest — Flink fails there unless a reset strategy is set), timestamp,
+    specific-offsets (unlisted partitions start at earliest). With a 'scan.bounded.mode' other
+    than unbounded, the end offsets (exclusive) are fixed at :meth:`open` and :attr:`finished`
+    turns True once every partition reached them.
+
+    Consumer settings: ``enable.auto.commit=false`` (offsets are committed by :meth:`commit`,
+    or inside a transaction by the sink), ``isolation.level=read_committed`` unless set, a
+    random ``group.id`` when 'properties.group.id' is not given.
+
+    Example::
+
+        src = create_source({"connector": "kafka", "topic": "pageviews", "format": "json",
+                             "properties.bootstrap.servers": "localhost:9092",
+                             "scan.startup.mode": "earliest-offset",
+                             "scan.bounded.mode": "latest-offset"}, schema).open()
+        while not src.finished:
+            for row in src.poll(1.0): ...
+        src.close()
+    """
+
+    def __init__(self, options: KafkaTableOptions, schema: Schema, value_format: Any, key_format: Any | None = None) -> None:
+        self.options = options
+        self.schema = schema
+        self.value_format = value_format
+        self.key_format = key_format
+        self._consumer: Consumer | None = None
+        self._positions: dict[TP, int] = {}
+        self._stop: dict[TP, int] | None = None
+        self._eof: set[TP] = set()
+        self.records_read = 0
+
+    @property
+    def changelog_mode(self) -> frozenset[RowKind]:
+        """The kinds this source emits: the value format's changelog mode."""
+        return frozenset(getattr(self.value_format, "changelog_mode", frozenset({RowKind.INSERT})))
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def consumer_config(self) -> dict[str, Any]:
+        conf: dict[str, Any] = dict(self.options.properties)
+        conf.setdefault("group.id", f"changelake-kafka-table-{uuid.uuid4().hex[:12]}")
+        conf["enable.auto.commit"] = False
+        conf["enable.partition.eof"] = True
+        conf.setdefault("isolation.level", "read_committed")
+        conf.setdefault("auto.offset.reset", "earliest")
+        return conf
+
+    @property
+    def consumer(self) -> Consumer:
+        if self._consumer is None:
+            raise ConnectorError("kafka source is not open; call open() first")
+        return self._consumer
+
+    def open(self) -> "KafkaTableSource":
+        """Connect, resolve topics and partitions, compute start and end offsets, assign.
+
+        Raises:
+            SourceError: a topic does not exist or offsets cannot be read (names the topic).
+        """
+        if self._consumer is not None:
+            return self
+        self._consumer = Consumer(self.consumer_config())
+        try:
+            tps = self._partitions()
+            start = self._start_offsets(tps)
+            self._stop = self._stop_offsets(tps)
+        except KafkaException as exc:
+            self.close()
+            raise SourceError(f"cannot open kafka source on {self._topics_text()}: {exc}") from exc
+        self._consumer.assign([TopicPartition(t, p, start[(t, p)]) for t, p in tps])
+        for tp, off in start.items():
+            if off >= 0:
+                self._positions[tp] = off
+        return self
+
+    def __enter__(self) -> "KafkaTableSource":
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the consumer (no offsets are committed). Idempotent."""
+        if self._consumer is not None:
+            try:
+                self._consumer.close()
+            finally:
+                self._consumer = None
+
+    def _topics_text(self) -> str:
+        return f"topic pattern {self.options.topic_pattern!r}" if self.options.topic_pattern else f"topic(s) {list(self.options.topics)}"
+
+    def _partitions(self) -> list[TP]:
+        md = self.consumer.list_topics(timeout=10)
+        if self.options.topic_pattern:
+            rx = re.compile(self.options.topic_pattern)
+            topics = sorted(t for t in md.topics if rx.fullmatch(t))
+        else:
+            topics = list(self.options.topics)
+        out: list[TP] = []
+        for t in topics:
+            tmd = md.topics.get(t)
+            if tmd is None or tmd.error is not None or not tmd.partitions:
+                raise SourceError(f"Kafka topic {t!r} does not exist or has no partitions")
+            out.extend((t, p) for p in sorted(tmd.partitions))
+        return out
+
+    def committed(self, timeout_s: float = 10.0) -> dict[TP, int]:
+        """The consumer group's committed next offsets per (topic, partition) with one."""
+        tps = [TopicPartition(t, p) for t, p in self._partitions()]
+        res = self.consumer.committed(tps, timeout=timeout_s)
+        return {(r.topic, r.partition): r.offset for r in res if r.offset >= 0}
+
+    def _offsets_for_time(self, tps: list[TP], ms: int) -> dict[TP, int]:
+        res = self.consumer.offsets_for_times([TopicPartition(t, p, ms) for t, p in tps], timeout=10)
+        out = {}
+        for r in res:
+            if r.offset < 0:  # no record at/after ms: the end
+                _lo, hi = self.consumer.get_watermark_offsets(TopicPartition(r.topic, r.partition), timeout=10)
+                out[(r.topic, r.partition)] = hi
+            else:
+                out[(r.topic, r.partition)] = r.offset
+        return out
+
+    def _ends(self, tps: list[TP]) -> dict[TP, int]:
+        return {
+            (t, p): self.consumer.get_watermark_offsets(TopicPartition(t, p), timeout=10, cached=False)[1] for t, p in tps
+        }
+
+    def _start_offsets(self, tps: list[TP]) -> dict[TP, int]:
+        o = self.options
+        mode = o.scan_startup_mode
+        if mode is ScanStartupMode.EARLIEST_OFFSET:
+            return {tp: OFFSET_BEGINNING for tp in tps}
+        if mode is ScanStartupMode.LATEST_OFFSET:
+            return self._ends(tps)
+        if mode is ScanStartupMode.TIMESTAMP:
+            assert o.scan_startup_timestamp_millis is not None
+            return self._offsets_for_time(tps, o.scan_startup_timestamp_millis)
+        if mode is ScanStartupMode.SPECIFIC_OFFSETS:
+            spec = o.scan_startup_specific_offsets or {}
+            return {(t, p): spec.get(p, OFFSET_BEGINNING) for t, p in tps}
+        committed = self.committed()
+        reset = OFFSET_END if str(o.properties.get("auto.offset.reset", "earliest")).lower() in ("latest", "largest") else OFFSET_BEGINNING
+        return {tp: committed.get(tp, reset) for tp in tps}
+
+    def _stop_offsets(self, tps: list[TP]) -> dict[TP, int] | None:
+        o = self.options
+        mode = o.scan_bounded_mode
+        if mode is ScanBoundedMode.UNBOUNDED:
+            return None
+        if mode is ScanBoundedMode.LATEST_OFFSET:
+            return self._ends(tps)
+        if mode is ScanBoundedMode.TIMESTAMP:
+            assert o.scan_bounded_timestamp_millis is not None
+            return self._offsets_for_time(tps, o.scan_bounded_timestamp_millis)
+        if mode is ScanBoundedMode.SPECIFIC_OFFSETS:
+            spec = o.scan_bounded_specific_offsets or {}
+            ends = self._ends(tps)
+            return {(t, p): spec.get(p, ends[(t, p)]) for t, p in tps}
+        committed = self.committed()
+        return {tp: committed.get(tp, 0) for tp in tps}
+
+    # -- reading ----------------------------------------------------------------------------------
+    @property
+    def stop_offsets(self) -> dict[TP, int] | None:
+        """End offsets (exclusive) of a bounded source, or None when unbounded."""
+        return dict(self._stop) if self._stop is not None else None
+
+    @property
+    def finished(self) -> bool:
+        """True when bounded and every partition reached its end offset."""
+        if self._stop is None:
+            return False
+        return all(tp in self._eof or self._positions.get(tp, 0) >= end for tp, end in self._stop.items())
+
+    def positions(self) -> dict[TP, int]:
+        """Next offset to consume per (topic, partition), for every partition read so far."""
+        return dict(self._positions)
+
+    def offsets_to_commit(self) -> list[TopicPartition]:
+        """:meth:`positions` as TopicPartitions (for ``send_offsets_to_transaction``/``commit``)."""
+        return [TopicPartition(t, p, off) for (t, p), off in sorted(self._positions.items())]
+
+    def group_metadata(self) -> Any:
+        """The consumer's group metadata (for ``send_offsets_to_transaction``)."""
+        return self.consumer.consumer_group_metadata()
+
+    def commit(self) -> None:
+        """Synchronously commit :meth:`positions` to the consumer group (non-transactional)."""
+        offsets = self.offsets_to_commit()
+        if offsets:
+            self.consumer.commit(offsets=offsets, asynchronous=False)
+
+    def poll(self, timeout_s: float = 1.0, max_records: int = 500) -> list[ChangelogRow]:
+        """Up to ``max_records`` records as changelog rows; waits at most ``timeout_s`` seconds.
+
+        Records at or past a bounded source's end offset are not returned.
+
+        Raises:
+            DecodeError: a record does not decode (topic, partition and offset filled in).
+            SourceError: a fatal consumer error (names topic and partition).
+        """
+        if self.finished:
+            return []
+        msgs = self.consumer.consume(max_records, timeout_s)
+        out: list[ChangelogRow] = []
+        for m in msgs:
+            err = m.error()
+            tp = (m.topic(), m.partition())
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    self._positions[tp] = max(self._positions.get(tp, 0), m.offset())
+                    if self._stop is not None and m.offset() >= self._stop.get(tp, 0):
+                        self._eof.add(tp)
+                    continue
+                raise SourceError(f"kafka source error on topic {tp[0]!r} partition {tp[1]}: {err}")
+            off = m.offset()
+            if self._stop is not None and off >= self._stop.get(tp, 0):
+                self._eof.add(tp)
+                continue
+            self._positions[tp] = off + 1
+            self.records_read += 1
+            out.extend(self._decode(m))
+        return out
+
+    def _decode(self, m: Any) -> list[ChangelogRow]:
+        topic, part, off = m.topic(), m.partition(), m.offset()
+        try:
+            rows = self.value_format.decode(m.value())
+            if not rows:
+                return []
+            key_values: dict[str, Any] = {}
+            if self.key_format is not None and m.key() is not None:
+                krows = self.key_format.decode(m.key())
+                if krows:
+                    names = self.options.key_names
+                    key_values = {f: krows[0].values.get(n) for f, n in zip(self.options.key_fields, names)}
+        except DecodeError as exc:
+            raise exc.at(topic=topic, partition=part, offset=off)
+        ts_type, ts = m.timestamp()
+        meta = {"topic": topic, "partition": part, "offset": off, "timestamp": ts if ts_type else None}
+        out = []
+        for r in rows:
+            values = {c: None for c in self.schema.names}
+            values.update(key_values)
+            values.update({k: v for k, v in r.values.items() if k in values})
+            out.append(ChangelogRow(r.kind, values, r.table, {**dict(r.metadata), **meta}))
+        return out
