@@ -1,0 +1,339 @@
+"""Every WITH option of the ``upsert-kafka`` connector, declared once, plus the typed result.
+
+Keys, defaults and meanings follow Flink's ``KafkaConnectorOptions`` as used by
+``UpsertKafkaDynamicTableFactory`` (flink-connector-kafka), with two documented differences
+taken from Alibaba's upsert-kafka page (the seed): ``format`` is accepted as an alias of
+``value.format``, and the source always starts at the earliest offset. Options whose
+:attr:`ConfigOption.origin` is ``"changelake"`` are this project's own.
+
+:data:`OPTIONS` is the single declaration; :func:`describe_options` renders it as a table.
+:class:`UpsertKafkaOptions` is the typed, validated result built by
+:mod:`changelake.connectors.upsert_kafka.factory` (the only place raw strings become types).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Callable, Mapping
+
+__all__ = [
+    "IDENTIFIER",
+    "ValueFieldsInclude",
+    "DeliveryGuarantee",
+    "BoundedMode",
+    "NullKeyMode",
+    "ChangelogModeOption",
+    "ConfigOption",
+    "OPTIONS",
+    "OPTIONS_BY_KEY",
+    "REFUSED_PROPERTIES",
+    "MAX_TRANSACTION_TIMEOUT_MS",
+    "DEFAULT_TRANSACTION_TIMEOUT_MS",
+    "UpsertKafkaOptions",
+    "parse_duration",
+    "parse_specific_offsets",
+    "describe_options",
+]
+
+#: The connector identifier (value of the ``connector`` option).
+IDENTIFIER = "upsert-kafka"
+
+
+class ValueFieldsInclude(enum.Enum):
+    """Which columns the message value holds (Flink ``ValueFieldsStrategy``)."""
+
+    ALL = "ALL"  #: every physical column, key columns included
+    EXCEPT_KEY = "EXCEPT_KEY"  #: every column except the primary-key columns
+
+
+class DeliveryGuarantee(enum.Enum):
+    """Sink delivery guarantee (Flink ``DeliveryGuarantee``)."""
+
+    NONE = "none"  #: fire and forget: no wait for acknowledgements
+    AT_LEAST_ONCE = "at-least-once"  #: flush waits for every ack; delivery errors raise
+    EXACTLY_ONCE = "exactly-once"  #: Kafka transactions; readers must use read_committed
+
+
+class BoundedMode(enum.Enum):
+    """Where a bounded source stops (Flink ``ScanBoundedMode``)."""
+
+    UNBOUNDED = "unbounded"  #: never stops
+    LATEST_OFFSET = "latest-offset"  #: the end offsets at open
+    GROUP_OFFSETS = "group-offsets"  #: the committed offsets of ``properties.group.id``
+    TIMESTAMP = "timestamp"  #: the first offset with a timestamp >= scan.bounded.timestamp-millis
+    SPECIFIC_OFFSETS = "specific-offsets"  #: scan.bounded.specific-offsets per partition
+
+
+class NullKeyMode(enum.Enum):
+    """What the source does with a record whose key is null (changelake's own option)."""
+
+    FAIL = "fail"  #: raise SourceError naming topic, partition and offset
+    SKIP = "skip"  #: drop the record and count it (Flink drops it silently)
+
+
+class ChangelogModeOption(enum.Enum):
+    """The changelog the source emits (changelake's own option)."""
+
+    UPSERT = "upsert"  #: +I / +U / -D, as the upsert-kafka source declares
+    RETRACT = "retract"  #: -U(prev) before each +U, as Flink's ChangelogNormalize with update-before
+
+
+#: Flink's ``transaction.timeout.ms`` default (1 h) exceeds the broker's default
+#: ``transaction.max.timeout.ms`` (15 min); changelake defaults lower and refuses larger values.
+MAX_TRANSACTION_TIMEOUT_MS = 900_000
+DEFAULT_TRANSACTION_TIMEOUT_MS = 600_000
+
+#: ``properties.*`` keys the connector manages itself (the seed: do not set the deserializers).
+REFUSED_PROPERTIES = (
+    "properties.key.deserializer",
+    "properties.value.deserializer",
+    "properties.key.serializer",
+    "properties.value.serializer",
+)
+
+
+# -- parsers ------------------------------------------------------------------------------------
+
+_DURATION_UNITS: dict[str, float] = {}
+for _names, _ms in (
+    (("d", "day", "days"), 86_400_000.0),
+    (("h", "hour", "hours"), 3_600_000.0),
+    (("min", "m", "minute", "minutes", "mins"), 60_000.0),
+    (("s", "sec", "secs", "second", "seconds"), 1_000.0),
+    (("ms", "milli", "millis", "millisecond", "milliseconds"), 1.0),
+    (("us", "µs", "micro", "micros", "microsecond", "microseconds"), 0.001),
+    (("ns", "nano", "nanos", "nanosecond", "nanoseconds"), 0.000001),
+):
+    for _n in _names:
+        _DURATION_UNITS[_n] = _ms
+_DURATION_RE = re.compile(r"^\s*(\d+)\s*([a-zA-Zµ]*)\s*$")
+
+
+def parse_duration(text: str) -> timedelta:
+    """Parse a duration as Flink's ``TimeUtils.parseDuration``: ``'1 s'``, ``500ms``, ``2 min``,
+    ``1h``; a bare number is milliseconds. Raises ValueError naming the text."""
+    m = _DURATION_RE.match(str(text))
+    if not m:
+        raise ValueError(f"expected a duration such as '500 ms', '1 s', '2 min', '1 h', got {text!r}")
+    unit = m.group(2).lower() or "ms"
+    if unit not in _DURATION_UNITS:
+        raise ValueError(
+            f"unknown time unit {m.group(2)!r} in {text!r}; use one of ms, s, min, h, d (or their long names)"
+        )
+    return timedelta(milliseconds=int(m.group(1)) * _DURATION_UNITS[unit])
+
+
+_OFFSET_ENTRY_RE = re.compile(r"^\s*partition\s*:\s*(\d+)\s*,\s*offset\s*:\s*(\d+)\s*$")
+
+
+def parse_specific_offsets(text: str, key: str = "scan.bounded.specific-offsets") -> dict[int, int]:
+    """Parse ``partition:0,offset:42;partition:1,offset:300`` into ``{0: 42, 1: 300}``.
+
+    Raises ValueError with Flink's message: "Invalid properties '<key>' should follow the format
+    'partition:0,offset:42;partition:1,offset:300', but is '<text>'."
+    """
+    out: dict[int, int] = {}
+    entries = [e for e in str(text).split(";") if e.strip()]
+    for entry in entries:
+        m = _OFFSET_ENTRY_RE.match(entry)
+        if not m:
+            break
+        out[int(m.group(1))] = int(m.group(2))
+    else:
+        if out:
+            return out
+    raise ValueError(
+        f"Invalid properties '{key}' should follow the format "
+        f"'partition:0,offset:42;partition:1,offset:300', but is '{text}'."
+    )
+
+
+def _parse_int(text: str) -> int:
+    try:
+        return int(str(text).strip())
+    except ValueError:
+        raise ValueError(f"expected an integer, got {text!r}") from None
+
+
+def _parse_str(text: str) -> str:
+    return str(text)
+
+
+def _parse_topics(text: str) -> tuple[str, ...]:
+    return tuple(t.strip() for t in str(text).split(";") if t.strip())
+
+
+def _enum_parser(cls: type[enum.Enum]) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        # case-insensitive, as Flink's ConfigurationUtils.convertToEnum
+        for member in cls:
+            if str(member.value).lower() == str(text).strip().lower():
+                return member
+        expected = ", ".join(str(m.value) for m in cls)
+        raise ValueError(f"Could not parse value for enum {cls.__name__}. Expected one of: [{expected}]")
+
+    return parse
+
+
+# -- declaration ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConfigOption:
+    """One WITH option.
+
+    Attributes:
+        key: the option key as written in the WITH clause.
+        type: human-readable type ("String", "Integer", "Duration", or the enum values).
+        default: the default (typed), or None.
+        unit: unit of numbers/durations ("ms", "rows") or None.
+        description: what it does.
+        parse: raw string -> typed value; raises ValueError with the rule.
+        required: must be present.
+        scope: "both", "source" or "sink".
+        origin: "flink", "alibaba" (the seed's variant) or "changelake" (this project's own).
+    """
+
+    key: str
+    type: str
+    default: Any
+    unit: str | None
+    description: str
+    parse: Callable[[str], Any] = field(default=_parse_str, repr=False, compare=False)
+    required: bool = False
+    scope: str = "both"
+    origin: str = "flink"
+
+
+def _choices(cls: type[enum.Enum]) -> str:
+    return "Enum: " + " | ".join(str(m.value) for m in cls)
+
+
+OPTIONS: tuple[ConfigOption, ...] = (
+    # ---- connector --------------------------------------------------------------------------
+    ConfigOption("connector", "String", None, None, "Must be 'upsert-kafka'.", required=True),
+    ConfigOption("topic", "List<String>", None, None,
+                 "Topic name(s), separated by ';'. With several topics a sink row names its topic in "
+                 "metadata['topic']. Exclusive with 'topic-pattern'.", _parse_topics),
+    ConfigOption("topic-pattern", "String", None, None,
+                 "Java/Python regex of topic names to read (full match); a sink row names its topic in "
+                 "metadata['topic'], which must match. Exclusive with 'topic'."),
+    ConfigOption("properties.bootstrap.servers", "String", None, None,
+                 "Comma-separated host:port list of Kafka brokers.", required=True),
+    # ---- formats ------------------------------------------------------------------------------
+    ConfigOption("key.format", "String", None, None,
+                 "Insert-only format of the message key (json, csv, avro, raw, ...); the key holds the "
+                 "PRIMARY KEY columns in key order.", required=True),
+    ConfigOption("value.format", "String", None, None,
+                 "Insert-only format of the message value. Required unless 'format' is set.", required=True),
+    ConfigOption("format", "String", None, None,
+                 "Alias of 'value.format' (Alibaba's upsert-kafka); set only one of the two.", origin="alibaba"),
+    ConfigOption("value.fields-include", _choices(ValueFieldsInclude), ValueFieldsInclude.ALL, None,
+                 "ALL: the value holds every column; EXCEPT_KEY: every column but the key columns.",
+                 _enum_parser(ValueFieldsInclude)),
+    ConfigOption("key.fields-prefix", "String", None, None,
+                 "Prefix of the key columns' names in the table, stripped in the key format. "
+                 "Requires value.fields-include = EXCEPT_KEY."),
+    # ---- sink ---------------------------------------------------------------------------------
+    ConfigOption("sink.parallelism", "Integer", None, None,
+                 "Parallelism of the sink (informational: one changelake sink writes from one process).",
+                 _parse_int, scope="sink"),
+    ConfigOption("sink.buffer-flush.max-rows", "Integer", 0, "rows",
+                 "Max distinct keys buffered before a flush; 0 disables. Buffering needs both buffer "
+                 "options > 0. Only the latest record per key is written.", _parse_int, scope="sink"),
+    ConfigOption("sink.buffer-flush.interval", "Duration", timedelta(0), "ms",
+                 "Flush the buffer this often ('1 s', '500ms', '2 min', '1 h'; a bare number is ms); 0 "
+                 "disables. Buffering needs both buffer options > 0.", parse_duration, scope="sink"),
+    ConfigOption("sink.delivery-guarantee", _choices(DeliveryGuarantee), DeliveryGuarantee.AT_LEAST_ONCE, None,
+                 "none: no wait; at-least-once: flush waits for acks and raises on errors; exactly-once: "
+                 "Kafka transactions (needs sink.transactional-id-prefix).",
+                 _enum_parser(DeliveryGuarantee), scope="sink"),
+    ConfigOption("sink.transactional-id-prefix", "String", None, None,
+                 "Prefix of the producer's transactional.id with exactly-once (unique per job; at most "
+                 "64000 bytes UTF-8).", scope="sink"),
+    # ---- source -------------------------------------------------------------------------------
+    ConfigOption("scan.bounded.mode", _choices(BoundedMode), BoundedMode.UNBOUNDED, None,
+                 "Where a bounded read stops; the source always starts at the earliest offset.",
+                 _enum_parser(BoundedMode), scope="source"),
+    ConfigOption("scan.bounded.specific-offsets", "String", None, None,
+                 "End offsets for specific-offsets mode: 'partition:0,offset:42;partition:1,offset:300' "
+                 "(exclusive; partitions not listed are not read). Single topic only.", scope="source"),
+    ConfigOption("scan.bounded.timestamp-millis", "Long", None, "ms",
+                 "End timestamp for timestamp mode, ms since epoch (exclusive).", _parse_int, scope="source"),
+    ConfigOption("scan.null-key.mode", _choices(NullKeyMode), NullKeyMode.FAIL, None,
+                 "A record with a null key: fail (SourceError with topic/partition/offset) or skip and "
+                 "count it. Flink drops such records silently.",
+                 _enum_parser(NullKeyMode), scope="source", origin="changelake"),
+    ConfigOption("scan.changelog-mode", _choices(ChangelogModeOption), ChangelogModeOption.UPSERT, None,
+                 "upsert: emit +I/+U/-D; retract: also -U(previous row) before each +U (Flink's "
+                 "ChangelogNormalize with update-before).",
+                 _enum_parser(ChangelogModeOption), scope="source", origin="changelake"),
+)
+
+OPTIONS_BY_KEY: dict[str, ConfigOption] = {o.key: o for o in OPTIONS}
+
+
+def describe_options() -> str:
+    """A Markdown table of :data:`OPTIONS` (key, required, default, type, unit, origin, description)."""
+    lines = ["| key | required | default | type | unit | origin | description |", "|---|---|---|---|---|---|---|"]
+    for o in OPTIONS:
+        default = o.default.value if isinstance(o.default, enum.Enum) else o.default
+        lines.append(
+            f"| `{o.key}` | {'yes' if o.required else 'no'} | {'' if default is None else default} | {o.type} "
+            f"| {o.unit or ''} | {o.origin} | {o.description} |"
+        )
+    lines.append(
+        "| `properties.*` | no | | String | | flink | Passed to the Kafka client with the prefix stripped; "
+        "key/value (de)serializers are refused. `properties.transaction.timeout.ms` defaults to "
+        f"{DEFAULT_TRANSACTION_TIMEOUT_MS} and must be <= {MAX_TRANSACTION_TIMEOUT_MS}. |"
+    )
+    lines.append("| `key.<format>.*`, `value.<format>.*` | no | | String | | flink | Options of the key/value format. |")
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class UpsertKafkaOptions:
+    """The validated, typed options of one upsert-kafka table (see :data:`OPTIONS` for meanings).
+
+    Build it with :func:`changelake.connectors.upsert_kafka.factory.validate_options`.
+    """
+
+    bootstrap_servers: str
+    key_format: str
+    value_format: str
+    topics: tuple[str, ...] = ()
+    topic_pattern: str | None = None
+    properties: Mapping[str, str] = field(default_factory=dict)
+    key_format_options: Mapping[str, str] = field(default_factory=dict)
+    value_format_options: Mapping[str, str] = field(default_factory=dict)
+    value_fields_include: ValueFieldsInclude = ValueFieldsInclude.ALL
+    key_fields_prefix: str = ""
+    sink_parallelism: int | None = None
+    sink_buffer_flush_max_rows: int = 0
+    sink_buffer_flush_interval: timedelta = timedelta(0)
+    sink_delivery_guarantee: DeliveryGuarantee = DeliveryGuarantee.AT_LEAST_ONCE
+    sink_transactional_id_prefix: str | None = None
+    transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
+    scan_bounded_mode: BoundedMode = BoundedMode.UNBOUNDED
+    scan_bounded_specific_offsets: Mapping[int, int] | None = None
+    scan_bounded_timestamp_millis: int | None = None
+    scan_null_key_mode: NullKeyMode = NullKeyMode.FAIL
+    scan_changelog_mode: ChangelogModeOption = ChangelogModeOption.UPSERT
+
+    @property
+    def buffering_enabled(self) -> bool:
+        """True when both buffer-flush options are > 0 (Flink's rule)."""
+        return self.sink_buffer_flush_max_rows > 0 and self.sink_buffer_flush_interval > timedelta(0)
+
+    @property
+    def buffer_flush_interval_ms(self) -> float:
+        """``sink.buffer-flush.interval`` in ms."""
+        return self.sink_buffer_flush_interval / timedelta(milliseconds=1)
+
+    @property
+    def single_topic(self) -> str | None:
+        """The topic when exactly one is configured, else None."""
+        return self.topics[0] if len(self.topics) == 1 and not self.topic_pattern else None

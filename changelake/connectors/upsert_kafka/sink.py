@@ -1,0 +1,458 @@
+"""UpsertKafkaSink: write an upsert changelog to a keyed (compacted) Kafka topic.
+
+Semantics are Flink's upsert-kafka sink (``DynamicKafkaRecordSerializationSchema``,
+``KafkaDynamicSink``, ``ReducingUpsertWriter``) and the Alibaba page (the seed):
+
+* ``+I`` / ``+U`` -> a record whose key is the PRIMARY KEY row in ``key.format`` and whose value is
+  the value row in ``value.format``, encoded with its kind forced to INSERT;
+* ``-D`` -> a tombstone (null value) for the key;
+* ``-U`` -> dropped (the sink declares {+I, +U, -D}; Flink's planner removes -U before it);
+* partition = Kafka's default for keyed records, murmur2 of the key bytes
+  (``partitioner=murmur2_random`` in librdkafka, see :mod:`.partitioner`);
+* with both ``sink.buffer-flush.*`` options > 0, records go through a :class:`ReducingBuffer`
+  (one pending record per key, first-seen order) that flushes on size, on a timer thread, before
+  every transaction commit and on close.
+
+Delivery (``sink.delivery-guarantee``): ``none`` never waits; ``at-least-once`` makes
+:meth:`UpsertKafkaSink.flush` wait for every acknowledgement and raise SinkFlushError naming the
+topic and partition of a failed record; ``exactly-once`` uses one transactional producer
+(``transactional.id = <prefix>-<subtask>``; ``init_transactions`` at open fences a previous
+instance with the same id and aborts its open transaction) and explicit
+``begin_transaction`` / ``commit_transaction`` / ``abort_transaction``.
+
+Example::
+
+    sink = create_sink(parse_create_table(ddl))
+    with sink:                      # open() ... close()
+        for row in changelog:
+            sink.write(row)
+        sink.flush()
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+
+from changelake.changelog.row import ChangelogRow
+from changelake.changelog.rowkind import UPSERT, RowKind
+from changelake.changelog.schema import Schema
+from changelake.connectors.errors import ConnectorError, SinkFlushError
+from changelake.connectors.kafka_common import ensure_topics
+from changelake.connectors.metrics import SinkMetrics
+from changelake.connectors.upsert_kafka import formats_bridge
+from changelake.connectors.upsert_kafka.buffer import ReducingBuffer
+from changelake.connectors.upsert_kafka.layout import RowLayout
+from changelake.connectors.upsert_kafka.options import DeliveryGuarantee, UpsertKafkaOptions
+from changelake.connectors.upsert_kafka.partitioner import LIBRDKAFKA_PARTITIONER
+
+__all__ = ["UpsertKafkaSink", "KafkaRecord"]
+
+log = logging.getLogger(__name__)
+
+#: Topic config of topics the sink creates (an upsert topic keeps the last record per key).
+COMPACT_TOPIC_CONFIG = {"cleanup.policy": "compact"}
+
+
+@dataclass(frozen=True)
+class KafkaRecord:
+    """One record to produce: topic, key bytes, value bytes (None = tombstone), timestamp (ms)."""
+
+    topic: str
+    key: bytes
+    value: bytes | None
+    timestamp_ms: int | None = None
+
+
+class UpsertKafkaSink:
+    """Writes +I/+U as keyed records and -D as tombstones (see module docstring).
+
+    Args:
+        options: validated options (:func:`~changelake.connectors.upsert_kafka.factory.validate_options`).
+        schema: the table schema; its primary key is the message key.
+        create_topics: create missing topics at :meth:`open` with ``cleanup.policy=compact``
+            (only for ``topic``, not ``topic-pattern``). Default True.
+        topic_partitions: partition count of created topics; -1 uses the broker default.
+        subtask_index: this writer's index; part of ``transactional.id`` (default 0).
+        flush_timeout_s: how long :meth:`flush` / commit wait for acknowledgements, seconds (30).
+        metrics: a :class:`SinkMetrics` to update (a new one when None).
+
+    ``changelog_mode`` is UPSERT ({+I, +U, -D}). Constructor stores config only; :meth:`open`
+    connects. :meth:`close` is idempotent.
+    """
+
+    changelog_mode: frozenset[RowKind] = UPSERT
+
+    def __init__(
+        self,
+        options: UpsertKafkaOptions,
+        schema: Schema,
+        *,
+        create_topics: bool = True,
+        topic_partitions: int = -1,
+        subtask_index: int = 0,
+        flush_timeout_s: float = 30.0,
+        metrics: SinkMetrics | None = None,
+    ) -> None:
+        self.options = options
+        self.schema = schema
+        self.layout = RowLayout(schema, options)
+        self.create_topics = create_topics
+        self.topic_partitions = topic_partitions
+        self.subtask_index = subtask_index
+        self.flush_timeout_s = flush_timeout_s
+        self.metrics = metrics or SinkMetrics()
+        self._pattern = re.compile(options.topic_pattern) if options.topic_pattern else None
+        self._producer: Producer | None = None
+        self._key_format: Any = None
+        self._value_format: Any = None
+        self._buffer: ReducingBuffer[KafkaRecord] | None = None
+        self._errors: list[tuple[str, int, KafkaError]] = []
+        self._errors_lock = threading.Lock()
+        self._in_transaction = False
+        self._timer: threading.Thread | None = None
+        self._timer_stop = threading.Event()
+        self._timer_error: BaseException | None = None
+        self._closed = False
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    @property
+    def guarantee(self) -> DeliveryGuarantee:
+        return self.options.sink_delivery_guarantee
+
+    @property
+    def transactional_id(self) -> str | None:
+        """``<sink.transactional-id-prefix>-<subtask_index>`` with exactly-once, else None."""
+        if self.guarantee is not DeliveryGuarantee.EXACTLY_ONCE:
+            return None
+        return f"{self.options.sink_transactional_id_prefix}-{self.subtask_index}"
+
+    def producer_config(self) -> dict[str, Any]:
+        """The librdkafka producer config: ``properties.*`` (prefix stripped) plus
+        ``partitioner=murmur2_random`` (unless set), idempotence (unless set; needed for
+        per-key order under retries), and with exactly-once ``transactional.id`` and
+        ``transaction.timeout.ms``."""
+        conf: dict[str, Any] = dict(self.options.properties)
+        conf["bootstrap.servers"] = self.options.bootstrap_servers
+        conf.setdefault("partitioner", LIBRDKAFKA_PARTITIONER)
+        if self.guarantee is not DeliveryGuarantee.NONE:
+            conf.setdefault("enable.idempotence", "true")
+        if self.guarantee is DeliveryGuarantee.EXACTLY_ONCE:
+            conf["transactional.id"] = self.transactional_id
+            conf["transaction.timeout.ms"] = self.options.transaction_timeout_ms
+        return conf
+
+    def open(self) -> "UpsertKafkaSink":
+        """Build the formats, create missing topics (compacted), start the producer (and with
+        exactly-once ``init_transactions``, fencing an older producer with the same id).
+        Raises ConnectorError / SinkFlushError on Kafka failures."""
+        if self._producer is not None:
+            return self
+        self._key_format = formats_bridge.create_format(
+            self.options.key_format, self.layout.key_schema, self.options.key_format_options
+        )
+        self._value_format = formats_bridge.create_format(
+            self.options.value_format, self.layout.value_schema, self.options.value_format_options
+        )
+        conf = self.producer_config()
+        if self.create_topics and self.options.topics:
+            admin_conf = {k: v for k, v in conf.items() if k not in _PRODUCER_ONLY}
+            ensure_topics(admin_conf, self.options.topics, self.topic_partitions, COMPACT_TOPIC_CONFIG)
+        self._producer = Producer(conf)
+        if self.guarantee is DeliveryGuarantee.EXACTLY_ONCE:
+            try:
+                self._producer.init_transactions(self.flush_timeout_s)
+            except KafkaException as exc:
+                raise SinkFlushError(
+                    f"cannot initialise transactions for transactional.id {self.transactional_id!r}: {exc}"
+                ) from exc
+        if self.options.buffering_enabled:
+            self._buffer = ReducingBuffer(
+                self._emit_buffered, self.options.sink_buffer_flush_max_rows, self.options.buffer_flush_interval_ms
+            )
+            self._timer_stop.clear()
+            self._timer = threading.Thread(target=self._timer_loop, name="upsert-kafka-buffer-flush", daemon=True)
+            self._timer.start()
+        self._closed = False
+        return self
+
+    def __enter__(self) -> "UpsertKafkaSink":
+        return self.open()
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        if exc_type is None and self.guarantee is not DeliveryGuarantee.EXACTLY_ONCE:
+            self.flush()
+        self.close()
+
+    @property
+    def producer(self) -> Producer:
+        """The underlying confluent-kafka Producer (after :meth:`open`)."""
+        if self._producer is None:
+            raise ConnectorError("the upsert-kafka sink is not open; call open() first")
+        return self._producer
+
+    def close(self) -> None:
+        """Stop the flush timer; with at-least-once/none flush pending records; with exactly-once
+        abort an open (uncommitted) transaction; release the producer. Idempotent."""
+        if self._closed or self._producer is None:
+            self._closed = True
+            return
+        self._closed = True
+        self._timer_stop.set()
+        if self._timer is not None:
+            self._timer.join(timeout=5)
+            self._timer = None
+        try:
+            if self.guarantee is DeliveryGuarantee.EXACTLY_ONCE:
+                if self._in_transaction:
+                    log.warning("closing exactly-once sink %s with an open transaction: aborting it", self.transactional_id)
+                    self._safe_abort()
+            else:
+                if self._buffer is not None:
+                    self._buffer.flush()
+                self._producer.flush(self.flush_timeout_s)
+        finally:
+            self._producer = None
+
+    # -- writing ------------------------------------------------------------------------------------
+    def topic_for(self, row: ChangelogRow) -> str:
+        """The topic of a row: the single ``topic``, else ``row.metadata['topic']``, which must be in
+        the topic list or match ``topic-pattern``. Raises ConnectorError (Flink's message)."""
+        if len(self.options.topics) == 1:
+            return self.options.topics[0]
+        topic = row.metadata.get("topic") if row.metadata else None
+        if self._pattern is not None:
+            if isinstance(topic, str) and self._pattern.fullmatch(topic):
+                return topic
+            expected = f"topic to match the pattern '{self.options.topic_pattern}'"
+        else:
+            if topic in self.options.topics:
+                return str(topic)
+            expected = f"topic to be in: {list(self.options.topics)}"
+        raise ConnectorError(
+            f"The topic of the sink record is not valid. Expected {expected} but was: {topic!r}. "
+            "Set row.metadata['topic'] when the sink has several topics or a topic pattern."
+        )
+
+    def to_record(self, row: ChangelogRow) -> KafkaRecord | None:
+        """Serialize one row; None for -U (dropped). Raises EncodeError from the formats."""
+        if row.kind is RowKind.UPDATE_BEFORE:
+            return None
+        if self._key_format is None:
+            raise ConnectorError("the upsert-kafka sink is not open; call open() first")
+        topic = self.topic_for(row)
+        key_row = ChangelogRow(RowKind.INSERT, self.layout.key_values(row.values), row.table)
+        key = self._key_format.encode(key_row)
+        if key is None:
+            raise ConnectorError(
+                f"key format '{self.options.key_format}' wrote no bytes for key {dict(key_row.values)} "
+                f"(topic {topic!r}); upsert-kafka records need a non-null key"
+            )
+        value: bytes | None = None
+        if row.kind is not RowKind.DELETE:
+            value_row = ChangelogRow(RowKind.INSERT, self.layout.value_values(row.values), row.table)
+            value = self._value_format.encode(value_row)
+        ts = row.metadata.get("timestamp") if row.metadata else None
+        return KafkaRecord(topic, key, value, int(ts) if isinstance(ts, (int, float)) else None)
+
+    def write(self, row: ChangelogRow) -> None:
+        """Write one changelog row (see module docstring). With exactly-once, a transaction is
+        begun first if none is open. Raises SinkFlushError for an earlier failure of the flush
+        timer, ConnectorError/EncodeError for a row that cannot be written."""
+        self._raise_timer_error()
+        record = self.to_record(row)
+        if record is None:
+            return
+        if self.guarantee is DeliveryGuarantee.EXACTLY_ONCE and not self._in_transaction:
+            self.begin_transaction()
+        if self._buffer is not None:
+            self._buffer.add((record.topic, record.key), row.kind, record)
+        else:
+            self._produce(record)
+
+    def write_all(self, rows: Iterable[ChangelogRow]) -> int:
+        """Write every row; returns how many were given."""
+        n = 0
+        for row in rows:
+            self.write(row)
+            n += 1
+        return n
+
+    def _emit_buffered(self, kind: RowKind, record: KafkaRecord) -> None:
+        # the buffer normalised the kind: +U -> value, -D -> tombstone
+        self._produce(record if kind is RowKind.UPDATE_AFTER else KafkaRecord(record.topic, record.key, None, record.timestamp_ms))
+
+    def _produce(self, record: KafkaRecord) -> None:
+        producer = self.producer
+        kwargs: dict[str, Any] = {"key": record.key, "value": record.value, "on_delivery": self._on_delivery}
+        if record.timestamp_ms is not None:
+            kwargs["timestamp"] = record.timestamp_ms
+        while True:
+            try:
+                producer.produce(record.topic, **kwargs)
+                break
+            except BufferError:
+                producer.poll(0.1)  # local queue full: serve delivery reports, then retry
+            except KafkaException as exc:
+                raise SinkFlushError(f"cannot produce to topic {record.topic!r}: {exc}") from exc
+        self.metrics.record_out(1, len(record.key) + len(record.value or b""))
+        producer.poll(0)
+
+    def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
+        if err is not None:
+            self.metrics.record_error()
+            with self._errors_lock:
+                self._errors.append((msg.topic(), msg.partition(), err))
+
+    def _raise_delivery_errors(self) -> None:
+        with self._errors_lock:
+            errors, self._errors = self._errors, []
+        if errors:
+            topic, partition, err = errors[0]
+            raise SinkFlushError(
+                f"{len(errors)} record(s) could not be delivered; first: topic {topic!r} partition {partition}: {err.str()}"
+            )
+
+    # -- flushing ----------------------------------------------------------------------------------
+    def flush(self, timeout_s: float | None = None) -> None:
+        """Drain the buffer and, unless the guarantee is ``none``, wait until every record is
+        acknowledged. Raises SinkFlushError naming topic/partition of a failed delivery, or the
+        number of records still unacknowledged after ``timeout_s`` (default ``flush_timeout_s``)."""
+        self._raise_timer_error()
+        if self._buffer is not None:
+            self._buffer.flush()
+        producer = self.producer
+        if self.guarantee is DeliveryGuarantee.NONE:
+            producer.poll(0)
+            return
+        start = time.monotonic()
+        remaining = producer.flush(self.flush_timeout_s if timeout_s is None else timeout_s)
+        self.metrics.record_send_time((time.monotonic() - start) * 1000.0)
+        self._raise_delivery_errors()
+        if remaining:
+            raise SinkFlushError(
+                f"{remaining} record(s) to {list(self.options.topics) or self.options.topic_pattern} not acknowledged "
+                f"within {self.flush_timeout_s if timeout_s is None else timeout_s} s"
+            )
+
+    def _timer_loop(self) -> None:
+        assert self._buffer is not None
+        period = max(self._buffer.interval_ms / 4000.0, 0.005)
+        while not self._timer_stop.wait(period):
+            try:
+                self._buffer.flush_if_due()
+            except BaseException as exc:  # surfaced on the next write/flush
+                self._timer_error = exc
+                return
+
+    def _raise_timer_error(self) -> None:
+        if self._timer_error is not None:
+            exc, self._timer_error = self._timer_error, None
+            raise SinkFlushError(f"the buffer-flush timer failed: {exc}") from exc
+
+    # -- transactions (exactly-once) -----------------------------------------------------------------
+    def _require_eos(self, what: str) -> None:
+        if self.guarantee is not DeliveryGuarantee.EXACTLY_ONCE:
+            raise ConnectorError(f"{what} needs sink.delivery-guarantee = exactly-once (got {self.guarantee.value})")
+
+    def begin_transaction(self) -> None:
+        """Begin a Kafka transaction (exactly-once only). Raises ConnectorError otherwise."""
+        self._require_eos("begin_transaction()")
+        if self._in_transaction:
+            return
+        try:
+            self.producer.begin_transaction()
+        except KafkaException as exc:
+            raise SinkFlushError(f"cannot begin transaction {self.transactional_id!r}: {exc}") from exc
+        self._in_transaction = True
+
+    def commit_transaction(
+        self,
+        offsets: Sequence[TopicPartition] | None = None,
+        group_metadata: Any = None,
+    ) -> None:
+        """Flush the buffer, add consumed ``offsets`` (next offsets to read, for
+        consume-transform-produce; needs the consumer's ``consumer_group_metadata()``) and commit.
+
+        Raises SinkFlushError; an abortable failure aborts the transaction first, so the caller
+        can rewind its input and retry."""
+        self._require_eos("commit_transaction()")
+        self._raise_timer_error()
+        if not self._in_transaction:
+            self.begin_transaction()
+        producer = self.producer
+        start = time.monotonic()
+        try:
+            if self._buffer is not None:
+                self._buffer.flush()
+            if offsets:
+                if group_metadata is None:
+                    raise ConnectorError("commit_transaction(offsets=...) needs the consumer's group_metadata")
+                producer.send_offsets_to_transaction(list(offsets), group_metadata, self.flush_timeout_s)
+            producer.commit_transaction(self.flush_timeout_s)
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if err is not None and getattr(err, "txn_requires_abort", lambda: False)():
+                self._safe_abort()
+            raise SinkFlushError(f"cannot commit transaction {self.transactional_id!r}: {exc}") from exc
+        finally:
+            with self._errors_lock:
+                self._errors.clear()
+        self._in_transaction = False
+        self.metrics.record_send_time((time.monotonic() - start) * 1000.0)
+
+    def abort_transaction(self) -> None:
+        """Drop the buffer's pending records and abort the open transaction (its records are
+        never visible to read_committed consumers). Raises SinkFlushError."""
+        self._require_eos("abort_transaction()")
+        if self._buffer is not None:
+            self._buffer.discard()
+        if not self._in_transaction:
+            return
+        try:
+            self.producer.abort_transaction(self.flush_timeout_s)
+        except KafkaException as exc:
+            raise SinkFlushError(f"cannot abort transaction {self.transactional_id!r}: {exc}") from exc
+        finally:
+            with self._errors_lock:
+                self._errors.clear()
+        self._in_transaction = False
+
+    def _safe_abort(self) -> None:
+        try:
+            self.producer.abort_transaction(self.flush_timeout_s)
+        except KafkaException as exc:
+            log.warning("abort of transaction %s failed: %s", self.transactional_id, exc)
+        self._in_transaction = False
+
+    @property
+    def in_transaction(self) -> bool:
+        """True between begin and commit/abort."""
+        return self._in_transaction
+
+
+#: Producer-only keys not passed to the AdminClient that creates topics.
+_PRODUCER_ONLY = frozenset(
+    {
+        "partitioner",
+        "enable.idempotence",
+        "transactional.id",
+        "transaction.timeout.ms",
+        "acks",
+        "linger.ms",
+        "batch.size",
+        "compression.type",
+        "retries",
+        "max.in.flight.requests.per.connection",
+        "queue.buffering.max.messages",
+        "queue.buffering.max.ms",
+        "delivery.timeout.ms",
+        "message.timeout.ms",
+    }
+)

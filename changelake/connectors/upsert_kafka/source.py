@@ -1,0 +1,401 @@
+"""UpsertKafkaSource: read a keyed Kafka topic as a changelog (+I / +U / -D, or retract).
+
+Semantics are Flink's upsert-kafka source followed by its ChangelogNormalize
+(``DeduplicateFunctionHelper.processLastRowOnChangelog``), with the seed's rules:
+
+* always from the EARLIEST offset (not configurable: the whole history is needed to rebuild the
+  changelog); a durable key-state store resumes from its stored offsets instead (see below);
+* a record whose key was seen before -> ``+U``; a new key -> ``+I``; a record identical to the
+  stored row emits nothing;
+* a tombstone (null value) -> ``-D`` carrying the key's LAST FULL ROW; nothing if the key is unknown;
+* with ``value.fields-include = ALL`` key columns are filled from the key, then overwritten by the
+  value (Flink);
+* a null KEY fails with SourceError naming topic, partition and offset (``scan.null-key.mode =
+  fail``, default) or is skipped and counted in :attr:`UpsertKafkaSource.null_key_records`
+  (``skip``). Flink drops such records silently;
+* an undecodable key or value raises DecodeError with topic/partition/offset filled in, unless the
+  format's ``ignore-parse-errors`` is on (the record is then dropped);
+* ``scan.changelog-mode = retract`` also emits ``-U(previous row)`` before each ``+U``.
+
+Key state: the last full row per key lives in a :class:`~changelake.changelog.state.KeyStateStore`
+together with the next offset per partition (metadata ``offset:<topic>:<partition>``), committed
+after every :meth:`UpsertKafkaSource.poll` (or by :meth:`UpsertKafkaSource.commit_state`). With a
+:class:`~changelake.changelog.state.SqliteKeyStateStore` a restart resumes where the last commit
+stopped, without re-reading or re-emitting. Deleting the store's directory rebuilds the state
+from the earliest offset (and re-emits the whole changelog).
+
+Bounded modes (``scan.bounded.mode``) compute end offsets once, at :meth:`UpsertKafkaSource.open`;
+:meth:`UpsertKafkaSource.is_bounded_end_reached` turns True when every partition got there.
+
+Example::
+
+    src = create_source(decl, store=SqliteKeyStateStore("state/pv"))
+    with src:
+        while not src.is_bounded_end_reached():
+            for row in src.poll(1.0):
+                print(row)            # +I[us-east, 3, 2]
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+import uuid
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+
+from changelake.changelog.errors import KeyStateError
+from changelake.changelog.normalize import ChangelogNormalize
+from changelake.changelog.row import ChangelogRow
+from changelake.changelog.rowkind import RowKind
+from changelake.changelog.schema import Schema
+from changelake.changelog.state import KeyStateStore, MemoryKeyStateStore, encode_key
+from changelake.connectors.errors import ConnectorError, SourceError
+from changelake.connectors.metrics import SourceMetrics
+from changelake.connectors.upsert_kafka import formats_bridge
+from changelake.connectors.upsert_kafka.layout import RowLayout
+from changelake.connectors.upsert_kafka.options import (
+    BoundedMode,
+    ChangelogModeOption,
+    NullKeyMode,
+    UpsertKafkaOptions,
+)
+from changelake.formats.errors import DecodeError
+
+__all__ = ["UpsertKafkaSource"]
+
+log = logging.getLogger(__name__)
+
+TP = tuple[str, int]
+
+
+class UpsertKafkaSource:
+    """Reads an upsert topic into changelog rows (see module docstring).
+
+    Args:
+        options: validated options (:func:`~changelake.connectors.upsert_kafka.factory.validate_options`).
+        schema: the table schema with its primary key.
+        store: key state (last full row per key + offsets); a new MemoryKeyStateStore when None.
+            The source commits it but does not close it unless it created it.
+        commit_state_every_poll: commit the store at the end of each poll (default True); when
+            False the caller calls :meth:`commit_state` once it has handled the rows.
+        metrics: a :class:`SourceMetrics` to update (a new one when None).
+
+    Emitted rows carry ``metadata`` ``{"topic", "partition", "offset", "timestamp"}`` (timestamp in
+    ms since epoch) of the record that caused them.
+    """
+
+    def __init__(
+        self,
+        options: UpsertKafkaOptions,
+        schema: Schema,
+        *,
+        store: KeyStateStore | None = None,
+        commit_state_every_poll: bool = True,
+        metrics: SourceMetrics | None = None,
+    ) -> None:
+        self.options = options
+        self.schema = schema
+        self.layout = RowLayout(schema, options)
+        self._own_store = store is None
+        self.store: KeyStateStore = store if store is not None else MemoryKeyStateStore()
+        self.commit_state_every_poll = commit_state_every_poll
+        self.metrics = metrics or SourceMetrics()
+        self.normalizer = ChangelogNormalize(
+            schema, self.store, generate_update_before=options.scan_changelog_mode is ChangelogModeOption.RETRACT
+        )
+        self.null_key_records = 0
+        self._consumer: Consumer | None = None
+        self._key_format: Any = None
+        self._value_format: Any = None
+        self._positions: dict[TP, int] = {}
+        self._ends: dict[TP, int] | None = None
+        self._done: set[TP] = set()
+        self._dirty_positions: set[TP] = set()
+        self._last_pending_check = 0.0
+        self._closed = False
+
+    @property
+    def changelog_mode(self) -> frozenset[RowKind]:
+        """UPSERT (+I/+U/-D) or RETRACT (with -U) per ``scan.changelog-mode``."""
+        return self.normalizer.changelog_mode
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def consumer_config(self) -> dict[str, Any]:
+        """librdkafka consumer config: ``properties.*`` plus a generated ``group.id`` when none is
+        given, no auto commit, earliest reset and partition-EOF events (for bounded reads)."""
+        conf: dict[str, Any] = dict(self.options.properties)
+        conf["bootstrap.servers"] = self.options.bootstrap_servers
+        conf.setdefault("group.id", f"changelake-upsert-kafka-{uuid.uuid4().hex[:12]}")
+        conf["enable.auto.commit"] = False
+        conf["auto.offset.reset"] = "earliest"  # always earliest, as Flink's upsert-kafka source
+        conf["enable.partition.eof"] = True
+        return conf
+
+    def _identity(self) -> bytes:
+        return json.dumps(
+            {
+                "topics": list(self.options.topics),
+                "topic-pattern": self.options.topic_pattern,
+                "key.format": self.options.key_format,
+                "value.format": self.options.value_format,
+                "columns": self.schema.names,
+                "primary-key": list(self.schema.primary_key),
+            },
+            separators=(",", ":"),
+        ).encode()
+
+    def open(self) -> "UpsertKafkaSource":
+        """Build the formats, check the key state belongs to this table, resolve topics and
+        partitions, compute bounded end offsets and assign every partition at its stored offset
+        (earliest when none). Raises KeyStateError (state of another table: delete its directory)
+        or ConnectorError (Kafka unreachable, no matching topic)."""
+        if self._consumer is not None:
+            return self
+        self._key_format = formats_bridge.create_format(
+            self.options.key_format, self.layout.key_schema, self.options.key_format_options
+        )
+        self._value_format = formats_bridge.create_format(
+            self.options.value_format, self.layout.value_schema, self.options.value_format_options
+        )
+        identity = self._identity()
+        stored = self.store.get_meta("identity")
+        if stored is None:
+            self.store.put_meta("identity", identity)
+            self.store.commit()
+        elif stored != identity:
+            raise KeyStateError(
+                f"the key state belongs to another table ({stored.decode(errors='replace')}); "
+                "delete the key-state directory to rebuild it from the earliest offset"
+            )
+        consumer = Consumer(self.consumer_config())
+        try:
+            partitions = self._partitions(consumer)
+            starts: dict[TP, int] = {}
+            for tp in partitions:
+                raw = self.store.get_meta(f"offset:{tp[0]}:{tp[1]}")
+                starts[tp] = int(raw) if raw is not None else OFFSET_BEGINNING
+            self._ends = self._end_offsets(consumer, partitions)
+            self._positions = {tp: (off if off >= 0 else 0) for tp, off in starts.items()}
+            if self._ends is not None:
+                for tp in partitions:
+                    low, _high = consumer.get_watermark_offsets(TopicPartition(*tp), timeout=10, cached=False)
+                    if max(self._positions[tp], low) >= self._ends.get(tp, 0):
+                        self._done.add(tp)
+            consumer.assign([TopicPartition(t, p, starts[(t, p)]) for (t, p) in partitions if (t, p) not in self._done])
+        except KafkaException as exc:
+            consumer.close()
+            raise ConnectorError(f"cannot open the upsert-kafka source on {self._topic_label()}: {exc}") from exc
+        except BaseException:
+            consumer.close()
+            raise
+        self._consumer = consumer
+        self._closed = False
+        return self
+
+    def _topic_label(self) -> str:
+        return f"topic-pattern '{self.options.topic_pattern}'" if self.options.topic_pattern else f"topics {list(self.options.topics)}"
+
+    def _partitions(self, consumer: Consumer) -> list[TP]:
+        md = consumer.list_topics(timeout=10)
+        if self.options.topic_pattern:
+            rx = re.compile(self.options.topic_pattern)
+            topics = sorted(t for t in md.topics if rx.fullmatch(t) and not t.startswith("__"))
+        else:
+            topics = list(self.options.topics)
+        out: list[TP] = []
+        for t in topics:
+            meta = md.topics.get(t)
+            if meta is None or meta.error is not None:
+                raise ConnectorError(f"Kafka topic {t!r} does not exist ({meta.error if meta else 'missing'})")
+            out.extend((t, p) for p in sorted(meta.partitions))
+        return out
+
+    def _end_offsets(self, consumer: Consumer, partitions: list[TP]) -> dict[TP, int] | None:
+        mode = self.options.scan_bounded_mode
+        if mode is BoundedMode.UNBOUNDED:
+            return None
+        if mode is BoundedMode.LATEST_OFFSET:
+            return {tp: consumer.get_watermark_offsets(TopicPartition(*tp), timeout=10, cached=False)[1] for tp in partitions}
+        if mode is BoundedMode.SPECIFIC_OFFSETS:
+            given = self.options.scan_bounded_specific_offsets or {}
+            # partitions not listed are not read (their end is their start)
+            return {tp: given.get(tp[1], 0) for tp in partitions}
+        if mode is BoundedMode.TIMESTAMP:
+            ts = int(self.options.scan_bounded_timestamp_millis or 0)
+            found = consumer.offsets_for_times([TopicPartition(t, p, ts) for t, p in partitions], timeout=10)
+            ends: dict[TP, int] = {}
+            for tp in found:
+                if tp.offset < 0:  # no record at or after ts: read to the current end
+                    tp.offset = consumer.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout=10, cached=False)[1]
+                ends[(tp.topic, tp.partition)] = tp.offset
+            return ends
+        # GROUP_OFFSETS: the committed offsets of properties.group.id
+        committed = consumer.committed([TopicPartition(t, p) for t, p in partitions], timeout=10)
+        return {(tp.topic, tp.partition): max(tp.offset, 0) for tp in committed}
+
+    def __enter__(self) -> "UpsertKafkaSource":
+        return self.open()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the consumer (and the store if the source created it). Uncommitted state is
+        not committed. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+        if self._own_store:
+            self.store.close()
+
+    # -- reading ------------------------------------------------------------------------------------
+    @property
+    def end_offsets(self) -> dict[TP, int] | None:
+        """The bounded end offset per (topic, partition), exclusive; None when unbounded."""
+        return None if self._ends is None else dict(self._ends)
+
+    @property
+    def positions(self) -> dict[TP, int]:
+        """The next offset to read per (topic, partition)."""
+        return dict(self._positions)
+
+    def is_bounded_end_reached(self) -> bool:
+        """True when bounded and every partition reached its end offset; always False unbounded."""
+        return self._ends is not None and self._consumer is not None and all(tp in self._done for tp in self._ends)
+
+    def poll(self, timeout_s: float = 1.0, max_records: int = 500) -> list[ChangelogRow]:
+        """Fetch up to ``max_records`` records (waiting at most ``timeout_s`` seconds) and return
+        the changelog rows they produce, then commit the key state (unless disabled).
+
+        Raises SourceError (null key with ``fail``, Kafka errors; names topic/partition/offset),
+        DecodeError (undecodable key/value; position filled in)."""
+        consumer = self._consumer
+        if consumer is None:
+            raise ConnectorError("the upsert-kafka source is not open; call open() first")
+        if self.is_bounded_end_reached():
+            return []
+        messages = consumer.consume(max_records, timeout_s)
+        out: list[ChangelogRow] = []
+        nbytes = 0
+        n_records = 0
+        last_ts: int | None = None
+        for msg in messages:
+            err = msg.error()
+            tp = (msg.topic(), msg.partition())
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    self._advance(tp, msg.offset())
+                    self._check_end(consumer, tp, msg.offset())
+                    continue
+                raise SourceError(f"Kafka error on topic {msg.topic()!r} partition {msg.partition()}: {err.str()}")
+            offset = msg.offset()
+            if self._ends is not None and (tp in self._done or offset >= self._ends.get(tp, 0)):
+                self._check_end(consumer, tp, offset)
+                continue
+            n_records += 1
+            nbytes += len(msg.key() or b"") + len(msg.value() or b"")
+            ts_type, ts = msg.timestamp()
+            last_ts = ts if ts_type and ts > 0 else None
+            out.extend(self._process(msg, tp, offset, last_ts))
+            self._advance(tp, offset + 1)
+            if self._ends is not None and offset + 1 >= self._ends.get(tp, 0):
+                self._check_end(consumer, tp, offset + 1)
+        self.metrics.record_fetch(n_records, nbytes, last_ts)
+        for row in out:
+            self.metrics.record_emit(row.metadata.get("timestamp"))
+        self._update_pending(consumer)
+        if self.commit_state_every_poll:
+            self.commit_state()
+        return out
+
+    def _advance(self, tp: TP, next_offset: int) -> None:
+        if next_offset > self._positions.get(tp, 0):
+            self._positions[tp] = next_offset
+            self._dirty_positions.add(tp)
+
+    def _check_end(self, consumer: Consumer, tp: TP, offset: int) -> None:
+        if self._ends is None or tp in self._done:
+            return
+        if offset >= self._ends.get(tp, 0):
+            self._done.add(tp)
+            consumer.pause([TopicPartition(*tp)])
+
+    def _process(self, msg: Any, tp: TP, offset: int, ts: int | None) -> list[ChangelogRow]:
+        topic, partition = tp
+        key, value = msg.key(), msg.value()
+        if key is None:
+            if self.options.scan_null_key_mode is NullKeyMode.SKIP:
+                self.null_key_records += 1
+                return []
+            raise SourceError(
+                f"record with a null key at topic {topic!r} partition {partition} offset {offset}: upsert-kafka "
+                "needs keyed records (set 'scan.null-key.mode' = 'skip' to skip and count such records)"
+            )
+        try:
+            key_rows = self._key_format.decode(key)
+            value_rows = None if value is None else self._value_format.decode(value)
+        except DecodeError as exc:
+            raise exc.at(topic=topic, partition=partition, offset=offset)
+        if not key_rows or (value_rows is not None and not value_rows):
+            return []  # skipped by the format's ignore-parse-errors
+        key_row = key_rows[0].values
+        state_key = encode_key(self.layout.key_tuple_from_key_row(key_row))
+        meta = {"topic": topic, "partition": partition, "offset": offset, "timestamp": ts}
+        out: list[ChangelogRow] = []
+        if value_rows is None:
+            row = ChangelogRow(RowKind.DELETE, self.layout.table_row(key_row, None), None, meta)
+            out.extend(self.normalizer.process(row, state_key))
+        else:
+            for vr in value_rows:
+                row = ChangelogRow(RowKind.UPDATE_AFTER, self.layout.table_row(key_row, vr.values), None, meta)
+                out.extend(self.normalizer.process(row, state_key))
+        return out
+
+    def _update_pending(self, consumer: Consumer) -> None:
+        now = time.monotonic()
+        if now - self._last_pending_check < 5.0:
+            return
+        self._last_pending_check = now
+        pending = 0
+        try:
+            for tp, pos in self._positions.items():
+                if tp in self._done:
+                    continue
+                high = consumer.get_watermark_offsets(TopicPartition(*tp), timeout=5, cached=False)[1]
+                end = high if self._ends is None else min(high, self._ends.get(tp, high))
+                pending += max(0, end - pos)
+        except KafkaException:
+            pending = -1
+        self.metrics.set_pending_records(pending)
+
+    def commit_state(self) -> None:
+        """Store the next offset per partition and commit the key state (durable stores: atomically)."""
+        for tp in self._dirty_positions:
+            self.store.put_meta(f"offset:{tp[0]}:{tp[1]}", str(self._positions[tp]).encode())
+        self._dirty_positions.clear()
+        self.store.commit()
+
+    def read_all(self, timeout_s: float = 30.0, idle_timeout_s: float | None = None) -> list[ChangelogRow]:
+        """Poll until the bounded end is reached (or, unbounded, until ``idle_timeout_s`` passes
+        without a row) and return every row. Raises SourceError if ``timeout_s`` elapses first."""
+        deadline = time.monotonic() + timeout_s
+        rows: list[ChangelogRow] = []
+        last_row = time.monotonic()
+        while not self.is_bounded_end_reached():
+            got = self.poll(0.2)
+            rows.extend(got)
+            now = time.monotonic()
+            if got:
+                last_row = now
+            elif idle_timeout_s is not None and now - last_row >= idle_timeout_s:
+                break
+            if now > deadline:
+                raise SourceError(f"did not reach the end of {self._topic_label()} within {timeout_s} s")
+        return rows
