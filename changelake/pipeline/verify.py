@@ -1,0 +1,144 @@
+"""Prove a lake table's key state equals its MySQL table's (the DuckDB asset check's engine).
+
+The MySQL side is read with the CDC source's own value conversion (``mysql_cdc.values.convert``
+over the information_schema column types), so MySQL and the lake are compared in one type system;
+the lake side is a full pyiceberg scan. Both become Arrow tables with the lake table's Arrow
+schema and are joined by :func:`changelake.checks.key_state.compare_key_state` in DuckDB.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Mapping
+
+import pyarrow as pa
+
+from changelake.changelog import TableId
+from changelake.pipeline.definition import PipelineDefinition
+
+__all__ = ["read_mysql_table", "verify_lake_table", "mysql_params_from_env"]
+
+
+def mysql_params_from_env(env: Mapping[str, str]) -> dict[str, Any]:
+    """MySQL connection parameters from ``MYSQL_HOST/PORT/USER/PASSWORD``."""
+    return {
+        "host": env["MYSQL_HOST"],
+        "port": int(env.get("MYSQL_PORT", "3306")),
+        "user": env["MYSQL_USER"],
+        "password": env.get("MYSQL_PASSWORD", ""),
+    }
+
+
+def read_mysql_table(params: Mapping[str, Any], table: TableId) -> tuple[Any, list[dict[str, Any]]]:
+    """All rows of ``table`` as changelake Python values, with its Schema (columns and primary key).
+
+    Values are converted exactly as the snapshot path of Pipeline 1 converts them. Identifiers are
+    quoted; nothing from data is put into SQL.
+    """
+    import pymysql
+    from pymysql.constants import FIELD_TYPE
+
+    from changelake.connectors.mysql_cdc.schema_tracker import load_table_schema
+    from changelake.connectors.mysql_cdc.values import convert
+
+    # Raw text protocol values (str/bytes): the CDC converter owns every type's interpretation.
+    raw_conv = {t: (lambda v: v) for t in vars(FIELD_TYPE).values() if isinstance(t, int)}
+    conn = pymysql.connect(
+        host=params["host"], port=int(params["port"]), user=params["user"], password=params["password"],
+        charset="utf8mb4", autocommit=True, init_command="SET time_zone='+00:00'", conv=raw_conv,
+    )
+    try:
+        ts = load_table_schema(conn, table)
+        quoted = ", ".join("`" + c.name.replace("`", "``") + "`" for c in ts.columns)
+        db = table.database.replace("`", "``") if table.database else ""
+        name = table.table.replace("`", "``")
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT {quoted} FROM `{db}`.`{name}`")
+            rows = [
+                {c.name: convert(c, raw) for c, raw in zip(ts.columns, record)}
+                for record in cur.fetchall()
+            ]
+        return ts.schema, rows
+    finally:
+        conn.close()
+
+
+class _Result:
+    def __init__(self, comparison: Any, table: TableId, attempts: int) -> None:
+        self.comparison = comparison
+        self.table = table
+        self.attempts = attempts
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.comparison.passed)
+
+    def metadata(self) -> dict[str, Any]:
+        c = self.comparison
+        mismatches = c.missing_in_lake + c.extra_in_lake + c.value_mismatches
+        md = {
+            "table": str(self.table),
+            "rows_source": c.rows_source,
+            "rows_lake": c.rows_lake,
+            "missing_in_lake": c.missing_in_lake,
+            "extra_in_lake": c.extra_in_lake,
+            "value_mismatches": c.value_mismatches,
+            "mismatches": mismatches,
+            "attempts": self.attempts,
+        }
+        for name in ("sample_missing", "sample_extra", "sample_mismatched"):
+            sample = getattr(c, name, None)
+            if sample:
+                md[name] = str(list(sample)[:10])
+        return md
+
+
+def verify_lake_table(
+    defn: PipelineDefinition,
+    table: TableId,
+    *,
+    mysql: Mapping[str, Any] | None = None,
+    recheck_after_s: float = 2.0,
+) -> _Result:
+    """Compare lake table ``table`` (Iceberg sink of ``defn``) with the MySQL table of the same id.
+
+    Differing tables are compared once more after ``recheck_after_s`` seconds, so a workload the
+    pipelines have not caught up with does not raise a false alarm.
+    """
+    import os
+
+    from changelake.checks.key_state import compare_key_state
+    from changelake.connectors.iceberg import parse_sink_options
+    from changelake.connectors.iceberg.reader import read_table
+    from changelake.connectors.iceberg.types import rows_to_arrow
+
+    params = dict(mysql) if mysql is not None else mysql_params_from_env(os.environ)
+    options = parse_sink_options(defn.options("sink"))
+    attempts = 0
+    while True:
+        attempts += 1
+        schema, rows = read_mysql_table(params, table)
+        lake = read_table(options, table)
+        source = rows_to_arrow(rows, schema, table=str(table))
+        lake, source = _align(lake, source)
+        comparison = compare_key_state(lake, source, list(schema.primary_key))
+        if comparison.passed or attempts >= 2:
+            return _Result(comparison, table, attempts)
+        time.sleep(recheck_after_s)
+
+
+def _align(lake: pa.Table, source: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """Cast MySQL's Arrow columns to the lake's types where both have the column (the lake may
+    have widened a type through schema evolution)."""
+    fields = {f.name: f.type for f in lake.schema}
+    cols = []
+    for f in source.schema:
+        col = source.column(f.name)
+        target = fields.get(f.name)
+        if target is not None and target != f.type:
+            try:
+                col = col.cast(target)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                pass
+        cols.append(col)
+    return lake, pa.table(cols, names=source.schema.names)
