@@ -544,40 +544,74 @@ class GroupAggregate:
         values.update(zip((a.name for a in self.aggregates), agg))
         return ChangelogRow(kind, values, self.output_table)
 
-    def process(self, row: ChangelogRow) -> list[ChangelogRow]:
-        """Apply one input row; return the output rows it causes (0, 1 or 2 rows).
-
-        Raises:
-            SchemaError: a group-by or aggregate column is missing from the row.
-        """
+    def _apply(self, row: ChangelogRow) -> tuple[GroupKey, bool, tuple[Any, ...] | None, tuple[Any, ...] | None] | None:
+        """Apply one row to the state: (key, first, old value, new value), or None if ignored.
+        ``new`` is None when the group emptied (its state is then deleted)."""
         key = self._key(row)
         self._check_columns(row)
         acc = self.store.get(key)
         first = acc is None
         if acc is None:
             if row.kind.is_retraction:
-                return []  # as Flink: never create state for a retraction
+                return None  # as Flink: never create state for a retraction
             acc = GroupAccumulator.create(self.aggregates)
             old = None
         else:
             old = acc.value(self.aggregates)
         acc.update(self.aggregates, row.values, 1 if row.kind.is_accumulate else -1)
         if acc.row_count > 0:
-            new = acc.value(self.aggregates)
             self.store.put(key, acc)
-            if first:
-                return [self._out(RowKind.INSERT, key, new)]
-            if new == old:
-                return []
-            assert old is not None
-            out = [self._out(RowKind.UPDATE_AFTER, key, new)]
-            if self.generate_update_before:
-                out.insert(0, self._out(RowKind.UPDATE_BEFORE, key, old))
-            return out
+            return key, first, old, acc.value(self.aggregates)
         self.store.delete(key)
-        if first or old is None:
+        return key, first, old, None
+
+    def _emit(self, key: GroupKey, old: tuple[Any, ...] | None, new: tuple[Any, ...] | None) -> list[ChangelogRow]:
+        if old is None:
+            return [] if new is None else [self._out(RowKind.INSERT, key, new)]
+        if new is None:
+            return [self._out(RowKind.DELETE, key, old)]
+        if new == old:
             return []
-        return [self._out(RowKind.DELETE, key, old)]
+        out = [self._out(RowKind.UPDATE_AFTER, key, new)]
+        if self.generate_update_before:
+            out.insert(0, self._out(RowKind.UPDATE_BEFORE, key, old))
+        return out
+
+    def process(self, row: ChangelogRow) -> list[ChangelogRow]:
+        """Apply one input row; return the output rows it causes (0, 1 or 2 rows).
+
+        Raises:
+            SchemaError: a group-by or aggregate column is missing from the row.
+        """
+        applied = self._apply(row)
+        if applied is None:
+            return []
+        key, _first, old, new = applied
+        return self._emit(key, old, new)
+
+    def process_batch(self, rows: Iterable[ChangelogRow]) -> list[ChangelogRow]:
+        """Apply rows in order but emit once per touched group, as Flink's mini-batch
+        aggregation (``table.exec.mini-batch.enabled``, MiniBatchGroupAggFunction): the group's
+        value before the batch against its value after it (+I, -U/+U, -D or nothing). Groups
+        are emitted in order of first touch. The final result equals :meth:`process_all`'s.
+
+        Raises:
+            SchemaError: a group-by or aggregate column is missing from a row.
+        """
+        before: dict[GroupKey, tuple[Any, ...] | None] = {}
+        after: dict[GroupKey, tuple[Any, ...] | None] = {}
+        for r in rows:
+            applied = self._apply(r)
+            if applied is None:
+                continue
+            key, _first, old, new = applied
+            if key not in before:
+                before[key] = old
+            after[key] = new
+        out: list[ChangelogRow] = []
+        for key, old in before.items():
+            out.extend(self._emit(key, old, after[key]))
+        return out
 
     def process_all(self, rows: Iterable[ChangelogRow]) -> list[ChangelogRow]:
         """Apply rows in order; return all output rows in order."""
