@@ -6,7 +6,15 @@ from typing import Any
 
 from changelake.errors import ChangelakeError
 
-__all__ = ["FormatError", "DecodeError", "EncodeError"]
+__all__ = [
+    "FormatError",
+    "DecodeError",
+    "EncodeError",
+    "FormatOptionError",
+    "UnknownFormatError",
+    "FormatSchemaError",
+    "SchemaRegistryError",
+]
 
 
 class FormatError(ChangelakeError):
@@ -69,3 +77,74 @@ class EncodeError(FormatError):
         self.field = field
         where = f" field {field!r}" if field else ""
         super().__init__(f"Cannot encode{where} as {format}: {message}")
+
+
+class FormatOptionError(FormatError):
+    """A format option is unknown, missing, malformed or conflicts with another option.
+
+    As Flink's format factories (``JsonFormatFactory.validateDecodingFormatOptions`` and
+    ``FactoryUtil``): the message names the option, the rule and the value received (never the value
+    of a secret option such as ``basic-auth.user-info``). ``option`` holds the offending key, or
+    None when the error concerns several keys; ``format`` the format identifier.
+    """
+
+    def __init__(self, message: str, *, format: str, option: str | None = None) -> None:
+        self.format = format
+        self.option = option
+        super().__init__(message)
+
+
+class UnknownFormatError(FormatOptionError):
+    """No format is registered under the requested identifier; the message lists the known ones."""
+
+    def __init__(self, name: str, available: list[str]) -> None:
+        self.name = name
+        self.available = available
+        super().__init__(
+            f"Could not find any format for identifier {name!r}. "
+            f"Available format identifiers are: {', '.join(available)}",
+            format=name,
+        )
+
+
+class FormatSchemaError(FormatError):
+    """The table schema cannot be used with this format.
+
+    Examples: the ``raw`` format gets more than one column, the ``avro`` format gets a column name
+    that is not a valid Avro name, or a format that needs a schema (csv, raw, avro) gets none.
+    """
+
+    def __init__(self, message: str, *, format: str) -> None:
+        self.format = format
+        super().__init__(message)
+
+
+class SchemaRegistryError(FormatError):
+    """A Confluent-compatible schema registry call failed.
+
+    Attributes: ``url`` (the registry base URL, with any user-info removed), ``subject``,
+    ``schema_id`` and ``status`` (HTTP status, or None when the registry could not be reached).
+    The message never contains the ``basic-auth.user-info`` credentials.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        url: str,
+        subject: str | None = None,
+        schema_id: int | None = None,
+        status: int | None = None,
+    ) -> None:
+        self.url = url
+        self.subject = subject
+        self.schema_id = schema_id
+        self.status = status
+        where = [f"registry {url!r}"]
+        if subject is not None:
+            where.append(f"subject {subject!r}")
+        if schema_id is not None:
+            where.append(f"schema id {schema_id}")
+        if status is not None:
+            where.append(f"HTTP {status}")
+        super().__init__(f"Schema registry call failed ({', '.join(where)}): {message}")

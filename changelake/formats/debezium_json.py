@@ -1,0 +1,351 @@
+"""The ``debezium-json`` format: Debezium's change-event envelope with Flink's JSON values.
+
+Message layout (compact JSON, this field order; DESIGN.md "Change events on Kafka")::
+
+    {"before":{...}|null,"after":{...}|null,"op":"c|u|d|r|t","source":{"db":"shop","table":"orders","ts_ms":1709287200000}}
+
+``source.ts_ms`` is the commit time in ms (0 for snapshot rows, which are ``r``); a delete is a
+normal ``d`` message (never a tombstone); a truncate is ``t`` with no row images. Values are
+written by :mod:`changelake.formats.json_values` (DECIMAL as plain numbers, temporals as SQL
+text), which is what Flink's debezium-json format reads.
+
+With ``include-schema.enabled`` (Flink CDC's Kafka sink spelling) the message is
+``{"schema":<Kafka Connect struct schema>,"payload":<the message above>}``. Unlike Flink CDC's,
+that schema **matches the payload**: each column's entry gives the Connect type of its JSON value
+plus the exact SQL type, so :func:`schema_from_connect` rebuilds the changelake Schema:
+
+=======================  ===========  ================  ====================================
+SQL type                 ``type``     ``name``          ``parameters``
+=======================  ===========  ================  ====================================
+BOOLEAN                  boolean
+TINYINT/SMALLINT/        int8/int16/
+INT/BIGINT               int32/int64
+FLOAT / DOUBLE           float/double
+DECIMAL(p, s)            double       ``decimal``       ``precision``, ``scale`` (payload is
+                                                        an exact JSON number)
+CHAR(n) / VARCHAR(n)     string       ``char``/         ``length`` (when known)
+                                      ``varchar``
+STRING                   string
+BINARY(n)/VARBINARY(n)   bytes        ``binary``/       ``length`` (payload: base64 text, as
+                                      ``varbinary``     Connect's JsonConverter writes bytes)
+BYTES                    bytes
+DATE                     string       ``date``
+TIME(p)                  string       ``time``          ``precision``
+TIMESTAMP(p)             string       ``timestamp``     ``precision``
+TIMESTAMP_LTZ(p)         string       ``timestamp_ltz`` ``precision``
+=======================  ===========  ================  ====================================
+
+``optional`` is the column's nullability, a column comment is ``doc``, and the before/after
+struct carries ``"parameters":{"primary.key":"[\\"id\\"]"}`` (a JSON list of the key columns).
+Parameter values are strings, as in Kafka Connect. For reading, Flink's ``schema-include`` is
+accepted as well, and a wrapped message is recognised whatever the options say.
+
+Row-level ``encode`` is Flink's serializer (it cannot merge -U/+U): +I and +U -> ``c``,
+-U and -D -> ``d``. Row-level ``decode`` is Flink's deserializer: ``c``/``r`` -> +I,
+``u`` -> -U (before) and +U (after), ``d`` -> -D (before); ``t`` yields no rows (use
+:meth:`DebeziumJsonFormat.decode_events` to see it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from changelake.changelog.event import DataChangeEvent, Op
+from changelake.changelog.row import ChangelogRow
+from changelake.changelog.schema import Column, Schema, TableId
+from changelake.changelog.types import DataType, TypeRoot
+from changelake.formats.base import ChangelogFormat
+from changelake.formats.errors import DecodeError, EncodeError
+from changelake.formats.json import JsonCodecOptions, decode_object, encode_object
+from changelake.formats.json_values import dumps, loads
+from changelake.formats.options import option
+
+__all__ = ["DebeziumJsonFormat", "DebeziumJsonOptions", "connect_schema_for", "schema_from_connect"]
+
+_OPS = {op.value: op for op in Op}
+
+_PLAIN = {
+    TypeRoot.BOOLEAN: "boolean",
+    TypeRoot.TINYINT: "int8",
+    TypeRoot.SMALLINT: "int16",
+    TypeRoot.INT: "int32",
+    TypeRoot.BIGINT: "int64",
+    TypeRoot.FLOAT: "float",
+    TypeRoot.DOUBLE: "double",
+    TypeRoot.STRING: "string",
+    TypeRoot.BYTES: "bytes",
+}
+_PLAIN_BACK = {v: k for k, v in _PLAIN.items()}
+_NAMED = {
+    TypeRoot.DECIMAL: ("double", "decimal"),
+    TypeRoot.CHAR: ("string", "char"),
+    TypeRoot.VARCHAR: ("string", "varchar"),
+    TypeRoot.BINARY: ("bytes", "binary"),
+    TypeRoot.VARBINARY: ("bytes", "varbinary"),
+    TypeRoot.DATE: ("string", "date"),
+    TypeRoot.TIME: ("string", "time"),
+    TypeRoot.TIMESTAMP: ("string", "timestamp"),
+    TypeRoot.TIMESTAMP_LTZ: ("string", "timestamp_ltz"),
+}
+_NAMED_BACK = {name: root for root, (_, name) in _NAMED.items()}
+
+
+@dataclass(frozen=True)
+class DebeziumJsonOptions(JsonCodecOptions):
+    """Options of the ``debezium-json`` format (Flink's ``DebeziumJsonFormatOptions`` + Flink CDC)."""
+
+    include_schema_enabled: bool = option(
+        "include-schema.enabled", False, "Write {schema, payload} with a Connect schema matching the payload."
+    )
+    schema_include: bool = option(
+        "schema-include", False, "Flink's name: messages are {schema, payload}; also enables writing the wrapper."
+    )
+
+
+# -- Connect schema <-> changelake Schema -----------------------------------------------------------
+def _column_entry(col: Column) -> dict[str, Any]:
+    t = col.type
+    entry: dict[str, Any]
+    if t.root in _PLAIN:
+        entry = {"type": _PLAIN[t.root], "optional": t.nullable}
+    else:
+        connect_type, name = _NAMED[t.root]
+        entry = {"type": connect_type, "optional": t.nullable, "name": name}
+        params: dict[str, str] = {}
+        if t.root is TypeRoot.DECIMAL:
+            params = {"precision": str(t.precision if t.precision is not None else 10), "scale": str(t.scale or 0)}
+        elif t.length is not None and (t.is_string or t.is_binary):
+            params = {"length": str(t.length)}
+        elif t.precision is not None and t.root in (TypeRoot.TIME, TypeRoot.TIMESTAMP, TypeRoot.TIMESTAMP_LTZ):
+            params = {"precision": str(t.precision)}
+        if params:
+            entry["parameters"] = params
+    if col.comment:
+        entry["doc"] = col.comment
+    entry["field"] = col.name
+    return entry
+
+
+def connect_schema_for(schema: Schema, table: TableId | None) -> dict[str, Any]:
+    """The Kafka Connect JSON schema of a debezium-json envelope for rows of ``schema``.
+
+    Returns ``{"type":"struct","fields":[before, after, op, source],"optional":false,"name":...}``;
+    see the module docstring for the column entries.
+    """
+    prefix = str(table) if table is not None else "changelake"
+    value: dict[str, Any] = {
+        "type": "struct",
+        "fields": [_column_entry(c) for c in schema.columns],
+        "optional": True,
+        "name": f"{prefix}.Value",
+    }
+    if schema.primary_key:
+        value["parameters"] = {"primary.key": dumps(list(schema.primary_key)).decode("utf-8")}
+    source = {
+        "type": "struct",
+        "fields": [
+            {"type": "string", "optional": True, "field": "db"},
+            {"type": "string", "optional": True, "field": "table"},
+            {"type": "int64", "optional": False, "field": "ts_ms"},
+        ],
+        "optional": True,
+        "name": "io.debezium.connector.mysql.Source",
+        "field": "source",
+    }
+    return {
+        "type": "struct",
+        "fields": [
+            {**value, "field": "before"},
+            {**value, "field": "after"},
+            {"type": "string", "optional": False, "field": "op"},
+            source,
+        ],
+        "optional": False,
+        "name": f"{prefix}.Envelope",
+    }
+
+
+def _int_param(params: Mapping[str, Any], key: str) -> int | None:
+    value = params.get(key)
+    return int(value) if value is not None else None
+
+
+def _column_from_entry(entry: Any) -> Column:
+    if not isinstance(entry, dict) or not isinstance(entry.get("field"), str):
+        raise ValueError(f"a column entry needs a 'field' name: {entry!r}")
+    params = entry.get("parameters") or {}
+    nullable = bool(entry.get("optional", True))
+    name = entry.get("name")
+    if name in _NAMED_BACK:
+        root = _NAMED_BACK[name]
+        if root is TypeRoot.DECIMAL:
+            dtype = DataType.decimal(_int_param(params, "precision") or 10, _int_param(params, "scale") or 0, nullable)
+        elif root in (TypeRoot.CHAR, TypeRoot.VARCHAR, TypeRoot.BINARY, TypeRoot.VARBINARY):
+            dtype = DataType(root, nullable, length=_int_param(params, "length"))
+        elif root is TypeRoot.DATE:
+            dtype = DataType(root, nullable)
+        else:
+            dtype = DataType(root, nullable, precision=_int_param(params, "precision"))
+    else:
+        connect_type = entry.get("type")
+        if connect_type not in _PLAIN_BACK:
+            raise ValueError(f"unsupported Connect type {connect_type!r} of column {entry['field']!r}")
+        dtype = DataType(_PLAIN_BACK[connect_type], nullable)
+    return Column(entry["field"], dtype, entry.get("doc"))
+
+
+def schema_from_connect(envelope: Any) -> Schema:
+    """Rebuild the table schema from a debezium-json envelope's Connect schema.
+
+    Reads the ``after`` (else ``before``) struct's column entries and its ``primary.key``
+    parameter. Raises ValueError when the schema is not such an envelope.
+    """
+    if not isinstance(envelope, dict) or not isinstance(envelope.get("fields"), list):
+        raise ValueError("the 'schema' is not a Connect struct with 'fields'")
+    structs = {f.get("field"): f for f in envelope["fields"] if isinstance(f, dict)}
+    value = structs.get("after") or structs.get("before")
+    if not isinstance(value, dict) or not isinstance(value.get("fields"), list):
+        raise ValueError("the 'schema' has no 'before'/'after' struct")
+    columns = tuple(_column_from_entry(e) for e in value["fields"])
+    pk_text = (value.get("parameters") or {}).get("primary.key")
+    pk = tuple(loads(pk_text)) if pk_text else ()
+    return Schema(columns, pk)
+
+
+# -- the format --------------------------------------------------------------------------------------
+class DebeziumJsonFormat(ChangelogFormat):
+    """Flink's ``debezium-json`` format (retract changelog). See the module docstring.
+
+    Example::
+
+        fmt = DebeziumJsonFormat(schema, {})
+        fmt.encode_event(DataChangeEvent(TableId("shop", "orders"), Op.UPDATE, before, after, schema, ts_ms=1))
+        # b'{"before":{...},"after":{...},"op":"u","source":{"db":"shop","table":"orders","ts_ms":1}}'
+    """
+
+    name = "debezium-json"
+    Options = DebeziumJsonOptions
+    options: DebeziumJsonOptions
+
+    @property
+    def _wrap(self) -> bool:
+        return self.options.include_schema_enabled or self.options.schema_include
+
+    def _image(self, values: Mapping[str, Any] | None, schema: Schema | None) -> dict[str, Any] | None:
+        if values is None:
+            return None
+        return encode_object(
+            values,
+            schema,
+            format=self.name,
+            timestamp_format=self.options.timestamp_format_standard,
+            ignore_null_fields=self.options.encode_ignore_null_fields,
+        )
+
+    def _message(
+        self,
+        before: Mapping[str, Any] | None,
+        after: Mapping[str, Any] | None,
+        op: str,
+        table: TableId | None,
+        ts_ms: int,
+        schema: Schema | None,
+    ) -> bytes:
+        payload: dict[str, Any] = {"before": self._image(before, schema), "after": self._image(after, schema), "op": op}
+        if table is not None:
+            payload["source"] = {"db": table.database, "table": table.table, "ts_ms": ts_ms}
+        if not self._wrap:
+            return dumps(payload)
+        if schema is None:
+            raise EncodeError(
+                "include-schema.enabled needs the table schema (the event and the format have none)", format=self.name
+            )
+        return dumps({"schema": connect_schema_for(schema, table), "payload": payload})
+
+    def encode_event(self, event: DataChangeEvent) -> bytes:
+        """One message per event (``t`` without row images). Raises EncodeError naming the column."""
+        schema = event.schema if event.schema is not None else self.schema
+        before = event.before if event.op in (Op.UPDATE, Op.DELETE) else None
+        after = event.after if event.op in (Op.CREATE, Op.READ, Op.UPDATE) else None
+        return self._message(before, after, event.op.value, event.table, event.ts_ms, schema)
+
+    def encode(self, row: ChangelogRow) -> bytes:
+        """As Flink's serializer: +I/+U -> ``c`` (after), -U/-D -> ``d`` (before); ``source`` is
+        written when the row names its table (``ts_ms`` from ``row.metadata``, else 0)."""
+        ts_ms = int(row.metadata.get("ts_ms", 0) or 0)
+        if row.kind.is_accumulate:
+            return self._message(None, row.values, "c", row.table, ts_ms, self.schema)
+        return self._message(row.values, None, "d", row.table, ts_ms, self.schema)
+
+    def decode_events(self, data: bytes | None) -> list[DataChangeEvent]:
+        """The event of one message ([] for a null/empty message or a null payload).
+
+        Table from ``source.db``/``source.table`` (``TableId(None, "")`` when there is no source);
+        schema from the wrapper if present, else the format's, else None (plain JSON values);
+        ``ts_ms`` from ``source.ts_ms``, else the top-level ``ts_ms``, else 0.
+
+        Raises:
+            DecodeError: malformed JSON, an unknown op ("Unknown op"), a missing before/after image,
+                or a value that does not parse (field ``before.<col>``/``after.<col>``); none with
+                ``ignore-parse-errors`` (the message yields []).
+        """
+        if not data:
+            return []
+        try:
+            return self._decode_events(data)
+        except DecodeError as exc:
+            if self._ignore_parse_errors:
+                return []
+            if exc.excerpt is None:
+                raise self._rewrap(exc, data) from exc.__cause__
+            raise
+
+    def _decode_events(self, data: bytes) -> list[DataChangeEvent]:
+        try:
+            doc = loads(data)
+        except ValueError as exc:
+            raise self._corrupt(f"malformed JSON: {exc}", data) from exc
+        if not isinstance(doc, dict):
+            raise self._corrupt(f"expected a JSON object, got {type(doc).__name__}", data)
+        schema = self.schema
+        if "payload" in doc and "op" not in doc:
+            if doc["payload"] is None:
+                return []
+            if doc.get("schema") is not None:
+                try:
+                    schema = schema_from_connect(doc["schema"])
+                except (ValueError, TypeError) as exc:
+                    raise self._corrupt(f"unreadable schema: {exc}", data, "schema") from exc
+            doc = doc["payload"]
+            if not isinstance(doc, dict):
+                raise self._corrupt("expected 'payload' to be a JSON object", data, "payload")
+        op_text = doc.get("op")
+        op = _OPS.get(op_text) if isinstance(op_text, str) else None
+        if op is None:
+            raise self._corrupt(f"Unknown op {op_text!r}; expected one of c, r, u, d, t", data, "op")
+        source = doc.get("source")
+        if source is not None and not isinstance(source, dict):
+            raise self._corrupt("expected 'source' to be a JSON object", data, "source")
+        source = source or {}
+        table = TableId(source.get("db"), source.get("table") or "")
+        ts = source.get("ts_ms", doc.get("ts_ms", 0))
+        if isinstance(ts, bool) or not isinstance(ts, int):
+            raise self._corrupt(f"expected an integer ts_ms, got {ts!r}", data, "source.ts_ms")
+        before = after = None
+        if op in (Op.UPDATE, Op.DELETE):
+            if doc.get("before") is None:
+                kind = "UPDATE" if op is Op.UPDATE else "DELETE"
+                raise self._corrupt(
+                    f'The "before" field of {kind} message is null; the source must log full row images '
+                    "(MySQL binlog_row_image=FULL)",
+                    data,
+                    "before",
+                )
+            before = decode_object(doc["before"], schema, format=self.name, path="before")
+        if op in (Op.CREATE, Op.READ, Op.UPDATE):
+            if doc.get("after") is None:
+                raise self._corrupt(f'The "after" field of a "{op.value}" message is null', data, "after")
+            after = decode_object(doc["after"], schema, format=self.name, path="after")
+        return [DataChangeEvent(table, op, before, after, schema, ts_ms=ts)]
+

@@ -1,0 +1,464 @@
+"""The one JSON value codec of json, debezium-json, canal-json and maxwell-json.
+
+Values are written as Flink's JSON encoders (``RowDataToJsonConverters``) write them, with the
+choices fixed in DESIGN.md ("Change events on Kafka"):
+
+==============================  ==================================================================
+type                            JSON value
+==============================  ==================================================================
+BOOLEAN                         ``true`` / ``false``
+TINYINT .. BIGINT               integer (range-checked)
+FLOAT                           shortest decimal that round-trips through float32 (``5.15``)
+DOUBLE                          shortest round-trip double (``repr``); NaN/Infinity as strings
+DECIMAL(p, s)                   plain number with exactly ``s`` fraction digits, never exponent,
+                                never via float (``-12.34``, ``0.00``, ``18446744073709551615``)
+CHAR / VARCHAR / STRING         string (unicode written as UTF-8)
+BINARY / VARBINARY / BYTES      base64 string
+DATE                            ``yyyy-MM-dd``
+TIME                            ``[-]HH:mm:ss[.f]`` (negative and > 24 h kept, zeros stripped)
+TIMESTAMP                       ``yyyy-MM-dd HH:mm:ss[.f]`` (``T`` instead of the space with
+                                ``timestamp-format.standard=ISO-8601``), fraction zeros stripped
+TIMESTAMP_LTZ                   the same in UTC plus ``Z`` (``2024-01-01 02:00:00.12Z``)
+==============================  ==================================================================
+
+Decoding accepts what Flink's ``JsonToRowDataConverters`` accept (numbers or numeric strings,
+``"true"``/``"false"``, both timestamp spellings) plus ``0``/``1`` for BOOLEAN (Canal and Maxwell
+write TINYINT(1) that way; Flink would read them as false). JSON numbers are parsed as
+``Decimal`` so DECIMAL never passes through float.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as dt
+import json
+import math
+import re
+import struct
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from json.encoder import encode_basestring, encode_basestring_ascii  # type: ignore[attr-defined]
+from typing import Any, Mapping
+
+from changelake.changelog.types import DataType, TypeRoot
+from changelake.formats.errors import DecodeError, EncodeError
+from changelake.formats.options import TimestampFormat
+
+__all__ = [
+    "to_json_value",
+    "from_json_value",
+    "to_json_untyped",
+    "to_plain",
+    "dumps",
+    "loads",
+    "format_time",
+    "format_timestamp",
+    "parse_time",
+    "parse_timestamp",
+    "float32_shortest",
+]
+
+_INT_RANGES = {
+    TypeRoot.TINYINT: (-(2**7), 2**7 - 1),
+    TypeRoot.SMALLINT: (-(2**15), 2**15 - 1),
+    TypeRoot.INT: (-(2**31), 2**31 - 1),
+    TypeRoot.BIGINT: (-(2**63), 2**63 - 1),
+}
+_EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+# -- text forms of temporal values --------------------------------------------------------------------
+def _fraction(microseconds: int) -> str:
+    return f".{microseconds:06d}".rstrip("0") if microseconds else ""
+
+
+def format_time(value: dt.timedelta | dt.time) -> str:
+    """``[-]HH:mm:ss[.f]`` of a MySQL TIME (timedelta; may be negative or > 24 h) or a ``time``.
+
+    Examples: ``timedelta(seconds=-1.5)`` -> ``-00:00:01.5``; 838:59:59 -> ``838:59:59``.
+    """
+    if isinstance(value, dt.time):
+        return f"{value.hour:02d}:{value.minute:02d}:{value.second:02d}{_fraction(value.microsecond)}"
+    total = value // dt.timedelta(microseconds=1)
+    sign = "-" if total < 0 else ""
+    total = abs(total)
+    seconds, micros = divmod(total, 1_000_000)
+    minutes, sec = divmod(seconds, 60)
+    hours, minute = divmod(minutes, 60)
+    return f"{sign}{hours:02d}:{minute:02d}:{sec:02d}{_fraction(micros)}"
+
+
+def format_timestamp(value: dt.datetime, *, iso: bool = False, zone: bool = False) -> str:
+    """``yyyy-MM-dd HH:mm:ss[.f]`` (``T`` separator when ``iso``), ``Z`` appended when ``zone``.
+
+    The value is printed as given (callers convert TIMESTAMP_LTZ values to UTC first).
+    """
+    sep = "T" if iso else " "
+    text = (
+        f"{value.year:04d}-{value.month:02d}-{value.day:02d}{sep}"
+        f"{value.hour:02d}:{value.minute:02d}:{value.second:02d}{_fraction(value.microsecond)}"
+    )
+    return text + "Z" if zone else text
+
+
+_TIME_RE = re.compile(r"^(-)?(\d{1,3}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?$")
+_TS_RE = re.compile(
+    r"^(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(Z|[+-]\d{2}:?\d{2})?$"
+)
+
+
+def _micros(fraction: str | None) -> int:
+    # digits beyond microseconds are truncated (Python datetimes hold microseconds)
+    return int((fraction or "").ljust(6, "0")[:6]) if fraction else 0
+
+
+def parse_time(text: str) -> dt.timedelta:
+    """Parse ``[-]HH:mm:ss[.f]`` (hours up to 3 digits) into a timedelta. Raises ValueError."""
+    m = _TIME_RE.match(text)
+    if not m:
+        raise ValueError(f"expected [-]HH:mm:ss[.fraction], got {text!r}")
+    minutes, seconds = int(m.group(3)), int(m.group(4))
+    if minutes > 59 or seconds > 59:
+        raise ValueError(f"minutes and seconds must be < 60, got {text!r}")
+    value = dt.timedelta(hours=int(m.group(2)), minutes=minutes, seconds=seconds, microseconds=_micros(m.group(5)))
+    return -value if m.group(1) else value
+
+
+def parse_timestamp(text: str, *, ltz: bool) -> dt.datetime:
+    """Parse ``yyyy-MM-dd[ T]HH:mm:ss[.f][Z|±hh:mm]``.
+
+    Returns a naive datetime for TIMESTAMP (``ltz`` False; a zone suffix is an error) and an aware
+    UTC datetime for TIMESTAMP_LTZ (a missing zone is read as UTC). Raises ValueError.
+    """
+    m = _TS_RE.match(text)
+    if not m:
+        raise ValueError(f"expected yyyy-MM-dd HH:mm:ss[.fraction]{'Z' if ltz else ''}, got {text!r}")
+    y, mo, d, h, mi, s = (int(m.group(i)) for i in range(1, 7))
+    value = dt.datetime(y, mo, d, h, mi, s, _micros(m.group(7)))
+    zone = m.group(8)
+    if not ltz:
+        if zone:
+            raise ValueError(f"a TIMESTAMP (without time zone) value has no zone suffix, got {text!r}")
+        return value
+    if zone and zone != "Z":
+        sign = -1 if zone[0] == "-" else 1
+        digits = zone[1:].replace(":", "")
+        offset = dt.timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
+        return (value - sign * offset).replace(tzinfo=dt.timezone.utc)
+    return value.replace(tzinfo=dt.timezone.utc)
+
+
+def float32_shortest(value: float) -> float:
+    """The double whose ``repr`` is the shortest decimal that round-trips through float32.
+
+    ``float32_shortest(5.150000095367432) == 5.15``, so MySQL FLOAT 5.15 is written ``5.15``.
+    """
+    if not math.isfinite(value):
+        return value
+    try:
+        target = struct.pack("<f", value)
+    except OverflowError:
+        return value
+    for digits in range(1, 10):
+        candidate = float(f"{value:.{digits}g}")
+        if struct.pack("<f", candidate) == target:
+            return candidate
+    return struct.unpack("<f", target)[0]  # pragma: no cover - 9 digits always round-trip
+
+
+# -- typed values ------------------------------------------------------------------------------------
+def _non_finite(value: float) -> str:
+    return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+
+
+def _decimal(value: Any, dtype: DataType) -> Decimal:
+    """Quantize to the column's scale (HALF_UP, as Flink's DecimalData) and check the precision."""
+    if isinstance(value, Decimal):
+        d = value
+    elif isinstance(value, int) and not isinstance(value, bool):
+        d = Decimal(value)
+    elif isinstance(value, float):
+        d = Decimal(repr(value))
+    elif isinstance(value, str):
+        d = Decimal(value.strip())
+    else:
+        raise TypeError(f"expected Decimal, got {type(value).__name__}")
+    if not d.is_finite():
+        raise ValueError(f"DECIMAL cannot hold {d}")
+    scale = dtype.scale or 0
+    precision = dtype.precision if dtype.precision is not None else 38
+    q = d.quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP)
+    if len(q.as_tuple().digits) > precision and q != 0:
+        raise ValueError(f"{d} does not fit DECIMAL({precision}, {scale})")
+    return q
+
+
+def to_json_value(
+    value: Any,
+    dtype: DataType,
+    field: str | None = None,
+    *,
+    timestamp_format: TimestampFormat = TimestampFormat.SQL,
+    format: str = "json",
+) -> Any:
+    """Convert a changelog value of type ``dtype`` to its JSON value (see the module table).
+
+    Returns None, bool, int, float, str or Decimal (written by :func:`dumps` as a plain number).
+
+    Raises:
+        EncodeError: the Python value does not suit the type (names ``field`` and the value's type).
+    """
+    if value is None:
+        return None
+    root = dtype.root
+    try:
+        if root is TypeRoot.BOOLEAN:
+            if isinstance(value, bool):
+                return value
+            if isinstance(value, int) and value in (0, 1):
+                return bool(value)
+        elif dtype.is_integer:
+            if isinstance(value, int) and not isinstance(value, bool):
+                lo, hi = _INT_RANGES[root]
+                if not lo <= value <= hi:
+                    raise ValueError(f"{value} is out of range for {root.value}")
+                return value
+        elif root in (TypeRoot.FLOAT, TypeRoot.DOUBLE):
+            if isinstance(value, (int, float, Decimal)) and not isinstance(value, bool):
+                f = float(value)
+                if not math.isfinite(f):
+                    return _non_finite(f)
+                return float32_shortest(f) if root is TypeRoot.FLOAT else f
+        elif root is TypeRoot.DECIMAL:
+            return _decimal(value, dtype)
+        elif dtype.is_string:
+            if isinstance(value, str):
+                return value
+        elif dtype.is_binary:
+            if isinstance(value, (bytes, bytearray, memoryview)):
+                return base64.b64encode(bytes(value)).decode("ascii")
+        elif root is TypeRoot.DATE:
+            if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+                return value.isoformat()
+        elif root is TypeRoot.TIME:
+            if isinstance(value, (dt.timedelta, dt.time)):
+                return format_time(value)
+        elif root is TypeRoot.TIMESTAMP:
+            if isinstance(value, dt.datetime):
+                if value.tzinfo is not None:
+                    raise ValueError("a TIMESTAMP value must be a naive (wall-clock) datetime")
+                return format_timestamp(value, iso=timestamp_format is TimestampFormat.ISO_8601)
+        elif root is TypeRoot.TIMESTAMP_LTZ:
+            if isinstance(value, dt.datetime):
+                if value.tzinfo is None:
+                    raise ValueError("a TIMESTAMP_LTZ value must be an aware datetime (UTC)")
+                utc = value.astimezone(dt.timezone.utc)
+                return format_timestamp(utc, iso=timestamp_format is TimestampFormat.ISO_8601, zone=True)
+    except (ValueError, TypeError, InvalidOperation, ArithmeticError) as exc:
+        raise EncodeError(f"{exc} (type {dtype})", format=format, field=field, value=value) from exc
+    raise EncodeError(
+        f"a {type(value).__name__} value does not suit type {dtype}", format=format, field=field, value=value
+    )
+
+
+def to_json_untyped(value: Any, *, timestamp_format: TimestampFormat = TimestampFormat.SQL) -> Any:
+    """JSON value of a Python value without a declared type (schema-less formats).
+
+    Decimal stays Decimal (a plain number), datetime/date/timedelta/bytes as in the module
+    table (an aware datetime is written in UTC with ``Z``), mappings and sequences recursively.
+    Raises TypeError for other objects.
+    """
+    iso = timestamp_format is TimestampFormat.ISO_8601
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else _non_finite(value)
+    if isinstance(value, Decimal):
+        return value if value.is_finite() else str(value)
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            return format_timestamp(value, iso=iso)
+        return format_timestamp(value.astimezone(dt.timezone.utc), iso=iso, zone=True)
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, (dt.timedelta, dt.time)):
+        return format_time(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, Mapping):
+        return {str(k): to_json_untyped(v, timestamp_format=timestamp_format) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value) if isinstance(value, (set, frozenset)) else value
+        return [to_json_untyped(v, timestamp_format=timestamp_format) for v in items]
+    raise TypeError(f"cannot write a {type(value).__name__} as JSON")
+
+
+def _text(value: Any) -> str | None:
+    return value.strip() if isinstance(value, str) else None
+
+
+def from_json_value(json_value: Any, dtype: DataType, field: str, *, format: str = "json") -> Any:
+    """Convert a parsed JSON value (numbers as int/Decimal, see :func:`loads`) to type ``dtype``.
+
+    Returns the Python value of :mod:`changelake.changelog.types` (None for JSON null).
+
+    Raises:
+        DecodeError: the value does not parse as ``dtype``; names ``format`` and ``field``.
+    """
+    if json_value is None:
+        return None
+    root = dtype.root
+    v = json_value
+    try:
+        if root is TypeRoot.BOOLEAN:
+            if isinstance(v, bool):
+                return v
+            if isinstance(v, int) and v in (0, 1):
+                return bool(v)
+            t = _text(v)
+            if t is not None and t.lower() in ("true", "false", "1", "0"):
+                return t.lower() in ("true", "1")
+        elif dtype.is_integer:
+            n: int | None = None
+            if isinstance(v, int) and not isinstance(v, bool):
+                n = v
+            elif isinstance(v, Decimal) and v.is_finite() and v == v.to_integral_value():
+                n = int(v)
+            elif isinstance(v, str):
+                d = Decimal(v.strip())
+                if d.is_finite() and d == d.to_integral_value():
+                    n = int(d)
+            if n is not None:
+                lo, hi = _INT_RANGES[root]
+                if not lo <= n <= hi:
+                    raise ValueError(f"{n} is out of range for {root.value}")
+                return n
+        elif root in (TypeRoot.FLOAT, TypeRoot.DOUBLE):
+            if isinstance(v, (int, float, Decimal)) and not isinstance(v, bool):
+                return float(v)
+            t = _text(v)
+            if t is not None:
+                return float(t)
+        elif root is TypeRoot.DECIMAL:
+            if isinstance(v, (int, Decimal)) and not isinstance(v, bool):
+                return _decimal(v, dtype)
+            if isinstance(v, float):
+                return _decimal(v, dtype)
+            if isinstance(v, str):
+                return _decimal(v, dtype)
+        elif dtype.is_string:
+            if isinstance(v, str):
+                return v
+            if isinstance(v, bool):
+                return "true" if v else "false"
+            if isinstance(v, (int, Decimal, float)):
+                return str(v)
+            return dumps(v).decode("utf-8")  # objects/arrays are stringified, as Flink
+        elif dtype.is_binary:
+            if isinstance(v, str):
+                return base64.b64decode(v, validate=True)
+        elif root is TypeRoot.DATE:
+            if isinstance(v, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", v):
+                return dt.date.fromisoformat(v)
+            if isinstance(v, str):
+                raise ValueError(f"expected yyyy-MM-dd, got {v!r}")
+        elif root is TypeRoot.TIME:
+            if isinstance(v, str):
+                return parse_time(v)
+        elif root is TypeRoot.TIMESTAMP:
+            if isinstance(v, str):
+                return parse_timestamp(v, ltz=False)
+        elif root is TypeRoot.TIMESTAMP_LTZ:
+            if isinstance(v, str):
+                return parse_timestamp(v, ltz=True)
+    except (ValueError, TypeError, InvalidOperation, ArithmeticError, binascii.Error) as exc:
+        raise DecodeError(
+            f"Failed to deserialize JSON value {_short(v)} as {dtype}: {exc}", format=format, field=field
+        ) from exc
+    raise DecodeError(
+        f"Failed to deserialize JSON value {_short(v)} as {dtype}: unexpected JSON {type(v).__name__}",
+        format=format,
+        field=field,
+    )
+
+
+def _short(value: Any) -> str:
+    text = repr(value) if not isinstance(value, Decimal) else format(value, "f")
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def to_plain(value: Any) -> Any:
+    """Parsed JSON with Decimal numbers turned into float (schema-less decoding); ints stay ints."""
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, dict):
+        return {k: to_plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [to_plain(v) for v in value]
+    return value
+
+
+# -- whole documents ---------------------------------------------------------------------------------
+def _constant(name: str) -> float:
+    return float({"NaN": "nan", "Infinity": "inf", "-Infinity": "-inf"}[name])
+
+
+def loads(data: bytes | str) -> Any:
+    """Parse JSON with numbers that have a fraction or exponent as ``Decimal`` (exact).
+
+    Raises ValueError (json.JSONDecodeError or UnicodeDecodeError) on malformed input.
+    """
+    return json.loads(data, parse_float=Decimal, parse_constant=_constant)
+
+
+def _write(obj: Any, out: list[str], enc: Any) -> None:
+    if obj is None:
+        out.append("null")
+    elif obj is True:
+        out.append("true")
+    elif obj is False:
+        out.append("false")
+    elif isinstance(obj, str):
+        out.append(enc(obj))
+    elif isinstance(obj, int):
+        out.append(int.__repr__(obj))
+    elif isinstance(obj, float):
+        out.append(float.__repr__(obj) if math.isfinite(obj) else enc(_non_finite(obj)))
+    elif isinstance(obj, Decimal):
+        out.append(format(obj, "f") if obj.is_finite() else enc(str(obj)))
+    elif isinstance(obj, Mapping):
+        out.append("{")
+        first = True
+        for key, item in obj.items():
+            if not first:
+                out.append(",")
+            first = False
+            out.append(enc(str(key)))
+            out.append(":")
+            _write(item, out, enc)
+        out.append("}")
+    elif isinstance(obj, (list, tuple)):
+        out.append("[")
+        for i, item in enumerate(obj):
+            if i:
+                out.append(",")
+            _write(item, out, enc)
+        out.append("]")
+    else:
+        raise TypeError(f"cannot write a {type(obj).__name__} as JSON")
+
+
+def dumps(obj: Any) -> bytes:
+    """Compact JSON (as ``separators=(",", ":")``), UTF-8, key order kept, Decimal as a plain number.
+
+    A string that is not valid UTF-8 text (lone surrogates) makes the whole document ASCII-escaped
+    instead. Raises TypeError for values that are not JSON (see :func:`to_json_untyped`).
+    """
+    out: list[str] = []
+    _write(obj, out, encode_basestring)
+    try:
+        return "".join(out).encode("utf-8")
+    except UnicodeEncodeError:
+        out = []
+        _write(obj, out, encode_basestring_ascii)
+        return "".join(out).encode("ascii")
