@@ -1,0 +1,146 @@
+"""Factory of the MySQL CDC source: raw string options -> validated :class:`MySqlSourceOptions`.
+
+Validation order and messages follow Flink CDC's ``FactoryHelper`` and ``MySqlDataSourceFactory``:
+unknown keys, then required keys, then values/ranges, then cross-option rules.
+"""
+
+from __future__ import annotations
+
+import zoneinfo
+from typing import TYPE_CHECKING, Any, Mapping
+
+from changelake.connectors.errors import OptionValidationError
+from changelake.connectors.mysql_cdc.options import (
+    OPTION_KEYS,
+    REQUIRED_KEYS,
+    MySqlSourceOptions,
+    ServerIdRange,
+    StartupMode,
+    parse_duration,
+)
+from changelake.connectors.mysql_cdc.selectors import TableSelectors
+
+if TYPE_CHECKING:
+    from changelake.connectors.mysql_cdc.source import MySqlSource
+
+__all__ = ["IDENTIFIER", "validate_options", "create_source"]
+
+IDENTIFIER = "mysql"
+#: keys a pipeline definition may carry next to the options (Flink CDC consumes them itself).
+_IGNORED_KEYS = {"type", "name"}
+
+
+def validate_unsupported(raw: Mapping[str, Any]) -> None:
+    """Reject keys the source does not know, listing them and the supported keys (Flink CDC wording)."""
+    unknown = sorted(k for k in raw if k not in OPTION_KEYS and k not in _IGNORED_KEYS)
+    if unknown:
+        raise OptionValidationError(
+            f"Unsupported options found for '{IDENTIFIER}'.\n\n"
+            "Unsupported options:\n\n" + "\n".join(unknown) + "\n\n"
+            "Supported options:\n\n" + "\n".join(sorted(OPTION_KEYS)),
+            option=unknown[0],
+        )
+
+
+def validate_required(raw: Mapping[str, Any]) -> None:
+    """Reject a missing or empty required option (hostname, username, password, tables)."""
+    # an empty password is allowed (a passwordless account); other required keys must be non-empty
+    missing = [k for k in REQUIRED_KEYS if raw.get(k) is None or (k != "password" and not str(raw[k]).strip())]
+    if missing:
+        raise OptionValidationError(
+            "One or more required options are missing.\n\nMissing required options are:\n\n" + "\n".join(missing),
+            option=missing[0],
+        )
+
+
+def _int(raw: Mapping[str, Any], key: str, minimum: int, default: int | None = None) -> int | None:
+    value = raw.get(key)
+    if value is None:
+        return default
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise OptionValidationError(f"Could not parse value '{value}' for key '{key}': expected an integer", option=key) from None
+    if number < minimum:
+        raise OptionValidationError(f"The value of option '{key}' must larger than {minimum - 1}, but is {number}", option=key)
+    return number
+
+
+def validate_startup(mode: StartupMode, file: str | None, pos: int | None) -> None:
+    """specific-offset needs both ``scan.startup.specific-offset.file`` and ``.pos``."""
+    if mode is StartupMode.SPECIFIC_OFFSET and (not file or pos is None):
+        raise OptionValidationError(
+            "'scan.startup.mode' = 'specific-offset' needs 'scan.startup.specific-offset.file' and "
+            f"'scan.startup.specific-offset.pos'; got file={file!r}, pos={pos!r}",
+            option="scan.startup.specific-offset.file",
+        )
+
+
+def validate_options(raw: Mapping[str, Any]) -> MySqlSourceOptions:
+    """Turn raw option strings into typed options.
+
+    Args:
+        raw: option key -> value (strings as in a pipeline YAML; ints accepted too).
+
+    Returns:
+        MySqlSourceOptions.
+
+    Raises:
+        OptionValidationError: unknown key ("Unsupported options found for 'mysql'"), missing
+            required key, unparsable or out-of-range value, or an inconsistent startup mode. The
+            message names the key and the value, never the password.
+    """
+    validate_unsupported(raw)
+    validate_required(raw)
+    mode_text = str(raw.get("scan.startup.mode", StartupMode.INITIAL.value)).strip().lower()
+    try:
+        mode = StartupMode(mode_text)
+    except ValueError:
+        raise OptionValidationError(
+            f"Invalid value for option 'scan.startup.mode'. Supported values are "
+            f"[{', '.join(m.value for m in StartupMode)}], but was: {raw.get('scan.startup.mode')}",
+            option="scan.startup.mode",
+        ) from None
+    tz = raw.get("server-time-zone")
+    if tz is not None:
+        try:
+            zoneinfo.ZoneInfo(str(tz))
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise OptionValidationError(
+                f"The value of option 'server-time-zone' is not a valid time zone id: '{tz}'", option="server-time-zone"
+            ) from None
+    exclude = raw.get("tables.exclude")
+    opts = MySqlSourceOptions(
+        hostname=str(raw["hostname"]),
+        username=str(raw["username"]),
+        password=str(raw["password"]),
+        tables=TableSelectors.parse(str(raw["tables"]), "tables"),
+        port=_int(raw, "port", 1, 3306) or 3306,
+        tables_exclude=TableSelectors.parse(str(exclude), "tables.exclude") if exclude else None,
+        server_id=ServerIdRange.parse(str(raw["server-id"])) if raw.get("server-id") is not None else ServerIdRange(5400, 6400),
+        server_time_zone=str(tz) if tz is not None else None,
+        scan_startup_mode=mode,
+        specific_offset_file=str(raw["scan.startup.specific-offset.file"]) if raw.get("scan.startup.specific-offset.file") else None,
+        specific_offset_pos=_int(raw, "scan.startup.specific-offset.pos", 4),
+        snapshot_fetch_size=_int(raw, "scan.snapshot.fetch.size", 2, 1024) or 1024,
+        chunk_size=_int(raw, "scan.incremental.snapshot.chunk.size", 2, 8096) or 8096,
+        heartbeat_interval=parse_duration(str(raw["heartbeat.interval"]), "heartbeat.interval") if raw.get("heartbeat.interval") is not None else MySqlSourceOptions.__dataclass_fields__["heartbeat_interval"].default,  # type: ignore[arg-type]
+        connect_timeout=parse_duration(str(raw["connect.timeout"]), "connect.timeout") if raw.get("connect.timeout") is not None else MySqlSourceOptions.__dataclass_fields__["connect_timeout"].default,  # type: ignore[arg-type]
+    )
+    if opts.port > 65535:
+        raise OptionValidationError(f"The value of option 'port' must be <= 65535, but is {opts.port}", option="port")
+    if opts.heartbeat_interval.total_seconds() <= 0:
+        raise OptionValidationError(f"The value of option 'heartbeat.interval' must be > 0, but is {raw.get('heartbeat.interval')}", option="heartbeat.interval")
+    validate_startup(mode, opts.specific_offset_file, opts.specific_offset_pos)
+    return opts
+
+
+def create_source(raw: Mapping[str, Any], start_position: Mapping[str, Any] | None = None) -> "MySqlSource":
+    """Validate ``raw`` and build a (not yet opened) :class:`MySqlSource`.
+
+    Raises:
+        OptionValidationError: see :func:`validate_options`.
+    """
+    from changelake.connectors.mysql_cdc.source import MySqlSource
+
+    return MySqlSource(validate_options(raw), start_position)

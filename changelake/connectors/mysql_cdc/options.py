@@ -1,0 +1,129 @@
+"""Options of the MySQL CDC source, declared once with Flink CDC's keys, defaults and docs.
+
+Keys, defaults and messages follow Flink CDC's MySQL pipeline connector
+(``MySqlDataSourceOptions.java`` / ``MySqlDataSourceFactory.java``). Raw string options become
+:class:`MySqlSourceOptions` only in :func:`changelake.connectors.mysql_cdc.factory.validate_options`.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, field, fields
+from datetime import timedelta
+from typing import Any
+
+from changelake.connectors.errors import OptionValidationError
+from changelake.connectors.mysql_cdc.selectors import TableSelectors
+
+__all__ = ["StartupMode", "ServerIdRange", "MySqlSourceOptions", "parse_duration", "OPTION_KEYS", "REQUIRED_KEYS"]
+
+
+class StartupMode(enum.Enum):
+    """``scan.startup.mode`` values (Flink CDC spelling)."""
+
+    INITIAL = "initial"  # snapshot of the captured tables, then the binlog from the snapshot's position
+    SNAPSHOT = "snapshot"  # snapshot only; the source is finished (caught up) afterwards
+    LATEST_OFFSET = "latest-offset"  # binlog from the server's current end, no snapshot
+    SPECIFIC_OFFSET = "specific-offset"  # binlog from scan.startup.specific-offset.file / .pos
+
+
+@dataclass(frozen=True)
+class ServerIdRange:
+    """``server-id``: one id (``5400``) or an inclusive range (``5400-5408``)."""
+
+    start: int
+    end: int
+
+    @classmethod
+    def parse(cls, text: str) -> "ServerIdRange":
+        """Parse ``N`` or ``N-M``. Raises OptionValidationError ("The value of option 'server-id' is invalid")."""
+        m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", text)
+        if not m:
+            raise OptionValidationError(
+                f"The value of option 'server-id' is invalid: '{text}'", option="server-id"
+            )
+        start = int(m.group(1))
+        end = int(m.group(2)) if m.group(2) else start
+        if end < start or start < 1 or end > 2**32 - 1:
+            raise OptionValidationError(
+                f"The value of option 'server-id' is invalid: '{text}' (expected 1..4294967295, start <= end)",
+                option="server-id",
+            )
+        return cls(start, end)
+
+    def ids(self) -> range:
+        return range(self.start, self.end + 1)
+
+    def __str__(self) -> str:
+        return str(self.start) if self.start == self.end else f"{self.start}-{self.end}"
+
+
+_UNITS = {
+    "ns": 1e-6, "nano": 1e-6, "nanos": 1e-6, "nanosecond": 1e-6, "nanoseconds": 1e-6,
+    "us": 1e-3, "µs": 1e-3, "micro": 1e-3, "micros": 1e-3, "microsecond": 1e-3, "microseconds": 1e-3,
+    "ms": 1.0, "milli": 1.0, "millis": 1.0, "millisecond": 1.0, "milliseconds": 1.0,
+    "s": 1e3, "sec": 1e3, "secs": 1e3, "second": 1e3, "seconds": 1e3,
+    "m": 6e4, "min": 6e4, "mins": 6e4, "minute": 6e4, "minutes": 6e4,
+    "h": 3.6e6, "hour": 3.6e6, "hours": 3.6e6,
+    "d": 8.64e7, "day": 8.64e7, "days": 8.64e7,
+}
+
+
+def parse_duration(text: str, option: str) -> timedelta:
+    """Parse a Flink duration (``30s``, ``500 ms``, ``1min``, ``2h``; a bare number is ms), as
+    Flink's ``TimeUtils.parseDuration``. Raises OptionValidationError naming ``option``."""
+    m = re.fullmatch(r"\s*(\d+)\s*([a-zA-Zµ]*)\s*", text)
+    unit = m.group(2).lower() if m else ""
+    if not m or (unit and unit not in _UNITS):
+        raise OptionValidationError(
+            f"Could not parse value '{text}' for key '{option}': expected a duration such as '30s', '500ms', '1min'",
+            option=option,
+        )
+    return timedelta(milliseconds=int(m.group(1)) * _UNITS[unit or "ms"])
+
+
+def _opt(key: str, doc: str, required: bool = False) -> Any:
+    return {"key": key, "doc": doc, "required": required}
+
+
+@dataclass(frozen=True)
+class MySqlSourceOptions:
+    """Typed options of the MySQL CDC source. ``repr`` never shows the password.
+
+    Example::
+
+        MySqlSourceOptions(hostname="127.0.0.1", port=3306, username="cdc", password="***",
+                           tables=TableSelectors.parse("shop.\\\\.*"))
+    """
+
+    hostname: str = field(metadata=_opt("hostname", "IP address or hostname of the MySQL server.", True))
+    username: str = field(metadata=_opt("username", "User to connect with (needs SELECT, RELOAD, SHOW DATABASES, REPLICATION SLAVE, REPLICATION CLIENT).", True))
+    password: str = field(repr=False, metadata=_opt("password", "Password of the user (never logged).", True))
+    tables: TableSelectors = field(metadata=_opt("tables", "Tables to capture: comma-separated 'db.table' selectors, each part a regex ('\\.' = any char).", True))
+    port: int = field(default=3306, metadata=_opt("port", "Port of the MySQL server. Default 3306."))
+    tables_exclude: TableSelectors | None = field(default=None, metadata=_opt("tables.exclude", "Tables to leave out, same syntax as 'tables', applied after it."))
+    server_id: ServerIdRange = field(default=ServerIdRange(5400, 6400), metadata=_opt("server-id", "Replica server id ('5400') or range ('5400-5408'); the first id of the range not used by another replica is taken. Default 5400-6400."))
+    server_time_zone: str | None = field(default=None, metadata=_opt("server-time-zone", "Session time zone of the server (validated only: TIMESTAMP values are always read in UTC)."))
+    scan_startup_mode: StartupMode = field(default=StartupMode.INITIAL, metadata=_opt("scan.startup.mode", "initial | snapshot | latest-offset | specific-offset. Default initial."))
+    specific_offset_file: str | None = field(default=None, metadata=_opt("scan.startup.specific-offset.file", "Binlog file name for specific-offset."))
+    specific_offset_pos: int | None = field(default=None, metadata=_opt("scan.startup.specific-offset.pos", "Binlog position (bytes) for specific-offset."))
+    snapshot_fetch_size: int = field(default=1024, metadata=_opt("scan.snapshot.fetch.size", "Rows fetched per round trip while snapshotting. Default 1024."))
+    chunk_size: int = field(default=8096, metadata=_opt("scan.incremental.snapshot.chunk.size", "Rows per snapshot chunk (one SELECT ... LIMIT). Default 8096."))
+    heartbeat_interval: timedelta = field(default=timedelta(seconds=30), metadata=_opt("heartbeat.interval", "Interval at which the server sends heartbeats on an idle binlog. Default 30s."))
+    connect_timeout: timedelta = field(default=timedelta(seconds=30), metadata=_opt("connect.timeout", "Timeout to connect to the server. Default 30s."))
+
+    def connection_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``pymysql.connect`` (host, port, user, password, connect_timeout in s)."""
+        return {
+            "host": self.hostname,
+            "port": self.port,
+            "user": self.username,
+            "password": self.password,
+            "connect_timeout": max(1, int(self.connect_timeout.total_seconds())),
+        }
+
+
+#: option key -> dataclass field name, in declaration order.
+OPTION_KEYS: dict[str, str] = {f.metadata["key"]: f.name for f in fields(MySqlSourceOptions)}
+REQUIRED_KEYS: tuple[str, ...] = tuple(f.metadata["key"] for f in fields(MySqlSourceOptions) if f.metadata["required"])

@@ -1,0 +1,225 @@
+"""Table schemas of captured tables: from information_schema (snapshot) and table-map events (binlog).
+
+* Snapshot path: :func:`load_table_schema` reads ``information_schema.COLUMNS`` and the primary
+  key at snapshot time.
+* Binlog path: :meth:`SchemaTracker.on_table_map` builds the schema **at each event** from the
+  table-map event (``binlog_row_metadata=FULL``: names, signedness, charsets, ENUM/SET labels,
+  primary key; nullability from the table-map's null bitmap), so rows written before a
+  ``DROP COLUMN`` keep the dropped column and rows after it do not.
+
+The binlog does not carry an integer's display width, so TINYINT(1) (-> BOOLEAN) is recognised
+with a *hint* from information_schema, used only when the hint's type family agrees with the
+binlog's. Hints are the table's current definition; they are re-read after any DDL statement on
+the table, so a type change of the same column between an event and the time it is read could
+use a newer display width (documented trade-off; only TINYINT(1) vs TINYINT(n) depends on it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
+
+from changelake.changelog.schema import Column, Schema, TableId
+from changelake.connectors.errors import SourceError
+from changelake.connectors.mysql_cdc.columns import (
+    INTEGER_BITS,
+    MySqlColumn,
+    column_from_information_schema,
+    to_data_type,
+)
+
+__all__ = ["TableSchema", "SchemaTracker", "load_table_schema", "load_table_schemas", "column_from_table_map", "list_tables"]
+
+# mysql-replication / MySQL binlog field type codes (pymysqlreplication.constants.FIELD_TYPE)
+_BINLOG_KINDS = {
+    0: "decimal", 246: "decimal", 1: "tinyint", 2: "smallint", 9: "mediumint", 3: "int", 8: "bigint",
+    4: "float", 5: "double", 16: "bit", 13: "year", 10: "date", 14: "date", 11: "time", 19: "time",
+    12: "datetime", 18: "datetime", 7: "timestamp", 17: "timestamp", 245: "json", 247: "enum", 248: "set",
+    255: "geometry",
+}
+_STRING_TYPES = {254: ("binary", "char"), 15: ("varbinary", "varchar"), 253: ("varbinary", "varchar"),
+                 252: ("blob", "text"), 249: ("blob", "text"), 250: ("blob", "text"), 251: ("blob", "text")}
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    """Columns (MySQL view) and primary key of one table at one point in time."""
+
+    table_id: TableId
+    columns: tuple[MySqlColumn, ...]
+    primary_key: tuple[str, ...]
+    schema: Schema = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        cols = [Column(c.name, to_data_type(c)) for c in self.columns]
+        object.__setattr__(self, "schema", Schema(tuple(cols), self.primary_key))
+
+    def column(self, name: str) -> MySqlColumn:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise SourceError(f"table {self.table_id}: no column {name!r}")
+
+
+_IS_COLUMNS = (
+    "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, NUMERIC_PRECISION, NUMERIC_SCALE, "
+    "DATETIME_PRECISION, CHARACTER_SET_NAME, COLUMN_KEY FROM information_schema.COLUMNS "
+    "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION"
+)
+_IS_PK = (
+    "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
+    "AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION"
+)
+
+
+def _text(v: Any) -> Any:
+    return v.decode("utf-8") if isinstance(v, (bytes, bytearray)) else v
+
+
+def load_table_schema(conn: Any, table_id: TableId) -> TableSchema:
+    """Read a table's columns and primary key from information_schema.
+
+    Args:
+        conn: an open PyMySQL connection.
+        table_id: the table.
+
+    Raises:
+        SourceError: the table does not exist.
+    """
+    with conn.cursor() as cur:
+        cur.execute(_IS_PK, (table_id.database, table_id.table))
+        pk = tuple(str(_text(r[0])) for r in cur.fetchall())
+        cur.execute(_IS_COLUMNS, (table_id.database, table_id.table))
+        names = [d[0].upper() for d in cur.description]
+        rows = [dict(zip(names, (_text(v) for v in r))) for r in cur.fetchall()]
+    if not rows:
+        raise SourceError(f"table {table_id} not found in information_schema")
+    cols = tuple(column_from_information_schema(r, primary_key=str(r["COLUMN_NAME"]) in pk) for r in rows)
+    return TableSchema(table_id, cols, pk)
+
+
+def load_table_schemas(conn: Any, table_ids: Iterable[TableId]) -> dict[TableId, TableSchema]:
+    """:func:`load_table_schema` for several tables."""
+    return {t: load_table_schema(conn, t) for t in table_ids}
+
+
+def list_tables(conn: Any) -> list[TableId]:
+    """All base tables of the server outside the system databases, sorted."""
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' "
+            "AND TABLE_SCHEMA NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys')"
+        )
+        return sorted(TableId(str(_text(d)), str(_text(t))) for d, t in cur.fetchall())
+
+
+def column_from_table_map(col: Any, nullable: bool, hint: MySqlColumn | None = None) -> MySqlColumn:
+    """Build a column from a mysql-replication table-map ``Column`` (FULL metadata).
+
+    Args:
+        col: ``pymysqlreplication.column.Column`` (type, name, unsigned, charset, fsp, bits...).
+        nullable: from the table-map's null bitmap.
+        hint: the same column from information_schema, used for facts the binlog lacks
+            (integer display width) only when its type family agrees.
+    """
+    t = int(col.type)
+    charset = getattr(col, "character_set_name", None)
+    binary = charset == "binary" or getattr(col, "collation_name", None) == "binary"
+    name = str(col.name)
+    base: dict[str, Any] = {"name": name, "nullable": nullable, "unsigned": bool(getattr(col, "unsigned", False))}
+    if t in _STRING_TYPES:
+        kind = _STRING_TYPES[t][0 if binary else 1]
+        base["kind"] = kind
+        if kind == "binary":
+            base["length"] = int(getattr(col, "max_length", 0) or 0) or None
+        if not binary:
+            base["charset"] = _mysql_charset(col)
+        return MySqlColumn(**base)
+    kind = _BINLOG_KINDS.get(t)
+    if kind is None:
+        raise SourceError(f"column {name!r}: unsupported binlog column type {t}")
+    base["kind"] = kind
+    if kind in INTEGER_BITS and hint is not None and hint.kind == kind:
+        base["width"] = hint.width
+    elif kind == "decimal":
+        base["precision"], base["scale"] = int(col.precision), int(col.decimals)
+    elif kind == "bit":
+        base["precision"] = int(col.bits)
+    elif kind in ("time", "datetime", "timestamp"):
+        base["precision"] = int(getattr(col, "fsp", 0) or 0)
+    elif kind == "enum":
+        base["labels"] = tuple((col.enum_values or [""])[1:])
+        base["charset"] = _mysql_charset(col)
+    elif kind == "set":
+        base["labels"] = tuple(col.set_values or ())
+        base["charset"] = _mysql_charset(col)
+    if kind == "year":
+        base["unsigned"] = False
+    return MySqlColumn(**base)
+
+
+def _mysql_charset(col: Any) -> str | None:
+    collation = getattr(col, "collation_name", None)
+    if collation:
+        return str(collation).split("_", 1)[0]
+    return None
+
+
+class SchemaTracker:
+    """Schemas of captured tables as of each binlog event.
+
+    Args:
+        hints_loader: ``f(table_id) -> TableSchema | None`` reading the table's current
+            information_schema definition (None if the table no longer exists).
+    """
+
+    def __init__(self, hints_loader: Callable[[TableId], TableSchema | None]) -> None:
+        self._load_hints = hints_loader
+        self._hints: dict[TableId, TableSchema | None] = {}
+        self._by_table_id: dict[int, TableSchema] = {}
+        self._cache: dict[tuple[Any, ...], TableSchema] = {}
+
+    def invalidate(self, table_id: TableId | None = None) -> None:
+        """Forget information_schema hints (of one table, or all after an unparsed DDL)."""
+        if table_id is None:
+            self._hints.clear()
+        else:
+            self._hints.pop(table_id, None)
+
+    def _hint(self, table_id: TableId) -> TableSchema | None:
+        if table_id not in self._hints:
+            self._hints[table_id] = self._load_hints(table_id)
+        return self._hints[table_id]
+
+    def on_table_map(self, event: Any) -> TableSchema:
+        """Build (and remember under its binlog table id) the schema of a TableMapEvent."""
+        table_id = TableId(str(event.schema), str(event.table))
+        bitmap: bytes = bytes(event.null_bitmask)
+        signature = (table_id, tuple(tuple(sorted((k, repr(v)) for k, v in c.data.items())) for c in event.columns), bitmap)
+        cached = self._cache.get(signature)
+        if cached is None:
+            hint = self._hint(table_id)
+            hints = {c.name: c for c in hint.columns} if hint else {}
+            pk_idx: Sequence[int] = list(getattr(event.optional_metadata, "simple_primary_key_list", []) or [])
+            names = [str(c.name) for c in event.columns]
+            pk = tuple(names[i] for i in pk_idx if i < len(names))
+            if not pk and hint is not None and all(k in names for k in hint.primary_key):
+                pk = hint.primary_key
+            cols = []
+            for i, c in enumerate(event.columns):
+                nullable = bool(bitmap[i // 8] & (1 << (i % 8))) and str(c.name) not in pk
+                cols.append(column_from_table_map(c, nullable, hints.get(str(c.name))))
+            cached = TableSchema(table_id, tuple(cols), pk)
+            if len(self._cache) > 10000:
+                self._cache.clear()
+            self._cache[signature] = cached
+        self._by_table_id[int(event.table_id)] = cached
+        return cached
+
+    def for_rows_event(self, event: Any) -> TableSchema | None:
+        """The schema of the table-map that preceded a rows event (None if it was not captured)."""
+        return self._by_table_id.get(int(event.table_id))
+
+    def clear_table_ids(self) -> None:
+        """Binlog table ids are only valid within one binlog file (call on rotation)."""
+        self._by_table_id.clear()

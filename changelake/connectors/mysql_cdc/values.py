@@ -1,0 +1,263 @@
+"""ONE conversion of MySQL values to changelake Python values, for both capture paths.
+
+:func:`convert` accepts either form a value arrives in:
+
+* the snapshot path: PyMySQL's *text protocol* without decoders (``str`` for numbers, temporals and
+  text, ``bytes`` for binary-charset data, as the server prints them with ``time_zone='+00:00'``);
+* the binlog path: mysql-replication's raw Python values (int, float, Decimal, timedelta, naive
+  datetime, bit strings, ``set`` ...), decoded with FULL row metadata.
+
+and returns the value of the column's changelake type (see :mod:`changelake.changelog.types`):
+
+========================  ==============================================================
+MySQL                     Python value
+========================  ==============================================================
+integers                  ``int`` (unsigned exact; TINYINT(1) -> ``bool``; BIGINT UNSIGNED -> ``Decimal``)
+DECIMAL(p, s)             ``Decimal`` with exactly ``s`` fraction digits (``str`` if p > 38)
+FLOAT                     ``float`` whose repr is the shortest decimal that round-trips float32 (5.15)
+DOUBLE                    ``float``
+BIT(1) / BIT(n)           ``bool`` / ``bytes`` of ceil(n/8), little-endian as Debezium's BIT converter
+YEAR                      ``int`` (0 for 0000)
+DATE                      ``date``; zero or partial dates -> None (Debezium, documented)
+TIME(p)                   ``timedelta`` (negative and > 24 h kept)
+DATETIME(p)               naive ``datetime`` (wall clock)
+TIMESTAMP(p)              aware ``datetime`` in UTC; zero -> None
+CHAR/VARCHAR/TEXT         ``str`` (CHAR trailing spaces removed, as MySQL returns it)
+BINARY(N)                 ``bytes`` right-padded with 0x00 to N, as MySQL returns it
+VARBINARY/BLOB            ``bytes``
+ENUM                      ``str`` (``''`` for the invalid index 0)
+SET                       ``str``: labels comma-separated in definition order (``''`` when empty)
+JSON                      ``str``: the document text (MariaDB keeps JSON as text: identical in both paths)
+GEOMETRY                  ``str``: Flink CDC's GeoJSON-like ``{"coordinates":...,"type":...,"srid":...}``
+========================  ==============================================================
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+import math
+import re
+import struct
+from typing import Any
+
+from changelake.connectors.mysql_cdc.columns import INTEGER_BITS, MySqlColumn
+from changelake.connectors.mysql_cdc.geometry import geometry_to_json
+
+__all__ = ["convert", "float32_shortest", "parse_time", "EMPTY_SET"]
+
+#: mysql-replication's ``none_sources`` marker for an empty SET (which it returns as None).
+EMPTY_SET = "empty set"
+_UTC = dt.timezone.utc
+_TIME_RE = re.compile(r"^(-)?(\d+):(\d{1,2}):(\d{1,2})(?:\.(\d{1,6}))?$")
+_DATETIME_RE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?)?$")
+
+
+def float32_shortest(value: float) -> float:
+    """The float whose repr is the shortest decimal that reads back as the same float32.
+
+    ``float32_shortest(5.150000095367432) == 5.15`` (as Java's ``Float.toString`` / Debezium).
+    NaN and infinities are returned unchanged.
+    """
+    if math.isnan(value) or math.isinf(value):
+        return value
+    f32 = struct.unpack("<f", struct.pack("<f", value))[0]
+    for digits in range(1, 10):
+        candidate = float(f"{f32:.{digits}g}")
+        if struct.unpack("<f", struct.pack("<f", candidate))[0] == f32:
+            return candidate
+    return f32
+
+
+def parse_time(text: str) -> dt.timedelta:
+    """Parse MySQL TIME text ``[-]H+:MM:SS[.ffffff]`` into a timedelta (sign applies to the whole)."""
+    m = _TIME_RE.match(text.strip())
+    if not m:
+        raise ValueError(f"not a MySQL TIME value: {text!r}")
+    sign, h, mi, s, frac = m.groups()
+    micros = int((frac or "").ljust(6, "0")) if frac else 0
+    delta = dt.timedelta(hours=int(h), minutes=int(mi), seconds=int(s), microseconds=micros)
+    return -delta if sign else delta
+
+
+def _parse_datetime(text: str) -> dt.datetime | dt.date | None:
+    m = _DATETIME_RE.match(text.strip())
+    if not m:
+        return None
+    y, mo, d, h, mi, s, frac = m.groups()
+    try:
+        if h is None:
+            return dt.date(int(y), int(mo), int(d))
+        return dt.datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), int((frac or "0").ljust(6, "0")))
+    except ValueError:  # zero or partial date such as 0000-00-00 or 2015-00-21
+        return None
+
+
+def _text(raw: Any) -> str:
+    return raw.decode("utf-8") if isinstance(raw, (bytes, bytearray)) else str(raw)
+
+
+def _decimal(raw: Any, col: MySqlColumn) -> decimal.Decimal | str:
+    value = raw if isinstance(raw, decimal.Decimal) else decimal.Decimal(_text(raw))
+    scale = col.scale or 0
+    if (col.precision or 10) > 38:
+        return format(value, "f")
+    with decimal.localcontext() as ctx:
+        ctx.prec = max(col.precision or 10, 38) + 2
+        return value.quantize(decimal.Decimal(1).scaleb(-scale))
+
+
+def _integer(raw: Any, col: MySqlColumn) -> int | bool | decimal.Decimal:
+    value = raw if isinstance(raw, int) else int(_text(raw))
+    if col.unsigned and value < 0:  # read as signed (no FULL metadata): undo two's complement
+        value += 1 << INTEGER_BITS[col.kind]
+    if col.kind == "tinyint" and col.width == 1 and not col.unsigned:
+        return value != 0
+    if col.kind == "bigint" and col.unsigned:
+        return decimal.Decimal(value)
+    return value
+
+
+def _bit(raw: Any, col: MySqlColumn) -> bool | bytes:
+    bits = col.precision or 1
+    if isinstance(raw, str) and set(raw) <= {"0", "1"} and raw:  # binlog: "1000000001"
+        value = int(raw, 2)
+    elif isinstance(raw, (bytes, bytearray)):  # text protocol: big-endian bytes
+        value = int.from_bytes(raw, "big")
+    else:
+        value = int(raw)
+    if bits == 1:
+        return value != 0
+    return value.to_bytes((bits + 7) // 8, "little")
+
+
+def _year(raw: Any, from_binlog: bool) -> int:
+    value = raw if isinstance(raw, int) else int(_text(raw))
+    # the binlog stores YEAR as (year - 1900) in one byte, 0 meaning 0000; mysql-replication adds 1900.
+    return 0 if from_binlog and value == 1900 else value
+
+
+def _set(raw: Any, col: MySqlColumn) -> str:
+    if isinstance(raw, (set, frozenset, list, tuple)):
+        members = {str(v) for v in raw}
+        if col.labels:
+            return ",".join(label for label in col.labels if label in members)
+        return ",".join(sorted(members))
+    return _text(raw)
+
+
+def _json_text(raw: Any) -> str:
+    if isinstance(raw, (bytes, bytearray)):
+        return raw.decode("utf-8")
+    if isinstance(raw, str):
+        return raw
+
+    def plain(v: Any) -> Any:
+        if isinstance(v, (bytes, bytearray)):
+            return v.decode("utf-8")
+        if isinstance(v, dict):
+            return {plain(k): plain(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [plain(x) for x in v]
+        return v
+
+    # MySQL's binary JSON (MySQL 8 only): rendered as MySQL prints JSON ("key": value, ", " separators).
+    return json.dumps(plain(raw), ensure_ascii=False, separators=(", ", ": "))
+
+
+def convert(col: MySqlColumn, raw: Any, *, from_binlog: bool = False, none_source: str | None = None) -> Any:
+    """Convert one raw value of ``col`` to its changelake Python value (table in the module doc).
+
+    Args:
+        col: the column (kind, unsignedness, precision, labels...).
+        raw: PyMySQL text-protocol value (str/bytes) or mysql-replication value; None is NULL.
+        from_binlog: True for mysql-replication values (YEAR 0000 arrives as 1900).
+        none_source: mysql-replication's reason for a None (``"empty set"`` -> ``''``).
+
+    Raises:
+        ValueError: the raw value cannot be read as the column's type (names the column).
+    """
+    if raw is None:
+        if none_source == EMPTY_SET and col.kind == "set":
+            return ""
+        return None
+    try:
+        return _convert(col, raw, from_binlog)
+    except (ValueError, TypeError, ArithmeticError, struct.error) as exc:
+        raise ValueError(f"cannot convert value of column {col.name!r} ({col.kind}): {exc}") from exc
+
+
+def _convert(col: MySqlColumn, raw: Any, from_binlog: bool) -> Any:
+    k = col.kind
+    if k in INTEGER_BITS:
+        return _integer(raw, col)
+    if k == "decimal":
+        return _decimal(raw, col)
+    if k == "float":
+        return float32_shortest(raw if isinstance(raw, float) else float(_text(raw)))
+    if k == "double":
+        return raw if isinstance(raw, float) else float(_text(raw))
+    if k == "bit":
+        return _bit(raw, col)
+    if k == "year":
+        return _year(raw, from_binlog)
+    if k == "date":
+        if isinstance(raw, dt.datetime):
+            return raw.date()
+        if isinstance(raw, dt.date):
+            return raw
+        parsed = _parse_datetime(_text(raw))
+        return parsed.date() if isinstance(parsed, dt.datetime) else parsed
+    if k == "time":
+        return raw if isinstance(raw, dt.timedelta) else parse_time(_text(raw))
+    if k in ("datetime", "timestamp"):
+        if isinstance(raw, dt.datetime):
+            value: dt.datetime | None = raw
+        else:
+            parsed = _parse_datetime(_text(raw))
+            value = parsed if isinstance(parsed, dt.datetime) else None
+        if value is None:
+            return None
+        if k == "datetime":
+            return value.replace(tzinfo=None)
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=_UTC)
+        if from_binlog and value == dt.datetime(1970, 1, 1, tzinfo=_UTC):
+            return None  # the zero TIMESTAMP is stored as epoch 0 (not a valid TIMESTAMP value)
+        return value.astimezone(_UTC)
+    if k in ("char", "varchar", "text", "enum"):
+        text = raw.decode(_python_codec(col.charset)) if isinstance(raw, (bytes, bytearray)) else str(raw)
+        return text.rstrip(" ") if k == "char" else text
+    if k == "set":
+        return _set(raw, col)
+    if k == "json":
+        return _json_text(raw)
+    if k in ("binary", "varbinary", "blob"):
+        data = bytes(raw) if isinstance(raw, (bytes, bytearray)) else str(raw).encode("utf-8")
+        if k == "binary" and col.length and len(data) < col.length:
+            data = data.ljust(col.length, b"\x00")  # the binlog drops BINARY(N)'s trailing zeros
+        return data
+    if k == "geometry":
+        return geometry_to_json(bytes(raw) if isinstance(raw, (bytes, bytearray)) else str(raw).encode("latin-1"))
+    return raw
+
+
+#: MySQL character set -> Python codec (MySQL's latin1 is cp1252; utf16/utf32/ucs2 are big-endian).
+_CODECS = {
+    "utf8mb4": "utf-8", "utf8mb3": "utf-8", "utf8": "utf-8", "latin1": "cp1252", "ascii": "ascii",
+    "binary": "latin-1", "utf16": "utf-16-be", "ucs2": "utf-16-be", "utf16le": "utf-16-le", "utf32": "utf-32-be",
+    "koi8r": "koi8_r", "koi8u": "koi8_u", "sjis": "shift_jis", "ujis": "euc_jp", "eucjpms": "euc_jp",
+    "euckr": "euc_kr", "gb2312": "gb2312", "gbk": "gbk", "gb18030": "gb18030", "big5": "big5", "cp932": "cp932",
+    "tis620": "tis_620", "greek": "iso8859_7", "hebrew": "iso8859_8", "latin2": "iso8859_2", "latin5": "iso8859_9",
+    "latin7": "iso8859_13", "cp1250": "cp1250", "cp1251": "cp1251", "cp1256": "cp1256", "cp1257": "cp1257",
+    "cp850": "cp850", "cp852": "cp852", "cp866": "cp866", "macroman": "mac_roman", "macce": "mac_latin2",
+}
+
+
+def python_codec(charset: str | None) -> str:
+    """Python codec for a MySQL character set name (default utf-8)."""
+    return _CODECS.get((charset or "utf8mb4").lower(), (charset or "utf-8"))
+
+
+_python_codec = python_codec
