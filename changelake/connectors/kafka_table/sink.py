@@ -15,10 +15,11 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from changelake.changelog.errors import UnsupportedChangelogError
+from changelake.changelog.event import DataChangeEvent, Op
 from changelake.changelog.modes import check_changelog_mode, describe_mode
 from changelake.changelog.row import ChangelogRow
 from changelake.changelog.rowkind import RowKind
-from changelake.changelog.schema import Schema
+from changelake.changelog.schema import Schema, TableId
 from changelake.connectors.errors import ConnectorError, SinkFlushError
 from changelake.connectors.kafka_table.options import DeliveryGuarantee, KafkaTableOptions, SinkPartitioner
 
@@ -42,6 +43,10 @@ class KafkaTableSink:
         producer: an existing confluent-kafka Producer to write with (e.g. one transactional
             producer shared with another sink, so both write in one transaction); the sink then
             neither configures, begins, commits nor closes it.
+        merge_updates: with a changelog format, write a ``-U`` directly followed by its ``+U``
+            as ONE update message (debezium ``op: u``, canal/maxwell ``UPDATE``), so readers
+            get -U/+U back, as Flink CDC's Kafka pipeline sink writes updates. False writes
+            them row by row as Flink SQL's serializers do (-U -> ``d``, +U -> ``c``).
 
     Record layout: key = the 'key.fields' columns (prefix stripped) encoded by the key format;
     value = all columns ('ALL') or the non-key columns ('EXCEPT_KEY') encoded by the value format,
@@ -75,6 +80,7 @@ class KafkaTableSink:
         *,
         table_name: str = "default_catalog.default_database.kafka_sink",
         producer: Producer | None = None,
+        merge_updates: bool = True,
     ) -> None:
         self.options = options
         self.schema = schema
@@ -89,6 +95,8 @@ class KafkaTableSink:
         self._rr: itertools.cycle[int] | None = None
         self._in_txn = False
         self.records_written = 0
+        self.merge_updates = merge_updates and hasattr(value_format, "encode_event")
+        self._pending_before: ChangelogRow | None = None
         key_set = set(options.key_fields)
         self._value_columns = [
             c for c in schema.names
@@ -164,6 +172,10 @@ class KafkaTableSink:
         if self._producer is None:
             return
         try:
+            if self._in_txn:
+                self._pending_before = None
+            else:
+                self._drain_pending()
             if self._external_producer is None:
                 if self._in_txn:
                     self.abort_transaction()
@@ -215,10 +227,43 @@ class KafkaTableSink:
                 f"'{self.options.value_format}' accepts {describe_mode(self.changelog_mode)}. Use the "
                 f"'upsert-kafka' connector or a changelog format (debezium-json, canal-json, maxwell-json)."
             )
+        if self.merge_updates:
+            pending, self._pending_before = self._pending_before, None
+            if pending is not None:
+                if row.kind is RowKind.UPDATE_AFTER:
+                    self._write_update(pending, row)
+                    return
+                self._write_row(pending)
+            if row.kind is RowKind.UPDATE_BEFORE:
+                self._pending_before = row
+                return
+        self._write_row(row)
+
+    def _write_row(self, row: ChangelogRow) -> None:
         key, value = self.encode(row)
         if value is None and key is None:
             return
         self._produce(key, value)
+
+    def _write_update(self, before: ChangelogRow, after: ChangelogRow) -> None:
+        table = after.table or TableId(None, self.table_name.rsplit(".", 1)[-1])
+        event = DataChangeEvent(
+            table,
+            Op.UPDATE,
+            {c: before.values.get(c) for c in self._value_columns},
+            {c: after.values.get(c) for c in self._value_columns},
+            ts_ms=int(after.metadata.get("ts_ms", 0) or 0) if after.metadata else 0,
+        )
+        key, _ = self.encode(after) if self.key_format is not None else (None, None)
+        value = self.value_format.encode_event(event)
+        if value is not None or key is not None:
+            self._produce(key, value)
+
+    def _drain_pending(self) -> None:
+        """Write a held -U that no +U followed (as a row-level message)."""
+        pending, self._pending_before = self._pending_before, None
+        if pending is not None:
+            self._write_row(pending)
 
     def _produce(self, key: bytes | None, value: bytes | None) -> None:
         producer = self.producer
@@ -247,6 +292,7 @@ class KafkaTableSink:
             SinkFlushError: a record failed (names topic and partition) or the timeout (s) passed.
         """
         try:
+            self._drain_pending()
             if self.options.sink_delivery_guarantee is DeliveryGuarantee.NONE:
                 self.producer.poll(0)
                 return
@@ -285,6 +331,7 @@ class KafkaTableSink:
         """
         p = self.producer
         try:
+            self._drain_pending()
             p.flush(timeout_s)
             self._raise_delivery_errors()
             if offsets:
@@ -303,6 +350,7 @@ class KafkaTableSink:
     def abort_transaction(self, timeout_s: float = 60.0) -> None:
         """Abort the open transaction: none of its records become visible to read_committed readers."""
         self._errors.clear()
+        self._pending_before = None
         if self._in_txn:
             self.producer.abort_transaction(timeout_s)
             self._in_txn = False

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import Any
+from typing import Any, Mapping
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -70,6 +70,7 @@ class KafkaTableSource:
         self._positions: dict[TP, int] = {}
         self._stop: dict[TP, int] | None = None
         self._eof: set[TP] = set()
+        self._start: dict[TP, int] = {}
         self.records_read = 0
 
     @property
@@ -109,6 +110,7 @@ class KafkaTableSource:
         except KafkaException as exc:
             self.close()
             raise SourceError(f"cannot open kafka source on {self._topics_text()}: {exc}") from exc
+        self._start = dict(start)
         self._consumer.assign([TopicPartition(t, p, start[(t, p)]) for t, p in tps])
         for tp, off in start.items():
             if off >= 0:
@@ -223,6 +225,21 @@ class KafkaTableSource:
     def offsets_to_commit(self) -> list[TopicPartition]:
         """:meth:`positions` as TopicPartitions (for ``send_offsets_to_transaction``/``commit``)."""
         return [TopicPartition(t, p, off) for (t, p), off in sorted(self._positions.items())]
+
+    def seek(self, offsets: Mapping[TP, int]) -> None:
+        """Continue reading the given partitions at the given offsets (others keep their position).
+
+        Raises:
+            SourceError: a (topic, partition) that this source does not read.
+        """
+        unknown = [tp for tp in offsets if tp not in self._start]
+        if unknown:
+            raise SourceError(f"cannot seek partitions {unknown}: this source reads {sorted(self._start)}")
+        merged = {tp: offsets.get(tp, self._positions.get(tp, start)) for tp, start in self._start.items()}
+        self.consumer.assign([TopicPartition(t, p, off) for (t, p), off in merged.items()])
+        for tp, off in offsets.items():
+            self._positions[tp] = off
+            self._eof.discard(tp)
 
     def group_metadata(self) -> Any:
         """The consumer's group metadata (for ``send_offsets_to_transaction``)."""
