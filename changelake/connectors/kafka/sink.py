@@ -154,8 +154,9 @@ class KafkaPipelineSink:
     def close(self) -> None:
         """Abort an uncommitted transaction (exactly-once) or flush (otherwise), then disconnect.
 
-        Idempotent. Events written after the last :meth:`commit` are not guaranteed under
-        exactly-once (they are aborted) — resume from :meth:`stored_position`.
+        Idempotent. Events written after the last :meth:`commit` are aborted under exactly-once —
+        resume from :meth:`stored_position`; otherwise queued records are flushed (up to
+        ``sink.flush.timeout``).
         """
         producer, self._producer = self._producer, None
         if producer is None:
@@ -167,8 +168,10 @@ class KafkaPipelineSink:
                 except KafkaException as exc:
                     log.warning("abort of the open transaction failed on close: %s", exc)
                 self._in_txn = False
-            elif self.options.delivery_guarantee is not DeliveryGuarantee.NONE:
-                producer.flush(self.options.flush_timeout.total_seconds())
+            else:  # a clean close delivers what is queued, also with 'none' (which only skips waiting at commit)
+                left = producer.flush(self.options.flush_timeout.total_seconds())
+                if left:
+                    log.warning("%d record(s) still undelivered when closing the Kafka pipeline sink", left)
         finally:
             self._admin = None
             self._creator = None

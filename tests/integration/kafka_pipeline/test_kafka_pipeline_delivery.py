@@ -1,0 +1,257 @@
+"""Partition placement and delivery guarantees of the Kafka pipeline sink on the real broker."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+from changelake.changelog.event import DataChangeEvent, Op
+from changelake.changelog.schema import Schema, TableId
+from changelake.changelog.types import DataType, TypeRoot
+from changelake.connectors.errors import SinkFlushError
+from changelake.connectors.kafka import KafkaPipelineSink, KafkaPipelineSource
+
+pytestmark = pytest.mark.integration
+
+SCHEMA = Schema.of([("id", DataType(TypeRoot.INT, nullable=False)), ("v", DataType(TypeRoot.STRING))], ["id"])
+
+
+def uid() -> str:
+    return uuid.uuid4().hex[:10]
+
+
+def inserts(table: TableId, ids) -> list[DataChangeEvent]:
+    return [DataChangeEvent(table, Op.CREATE, None, {"id": i, "v": f"v{i}"}, SCHEMA) for i in ids]
+
+
+# -- Kafka's Java murmur2 partitioner (org.apache.kafka.common.utils.Utils.murmur2), independent of the code
+def murmur2(data: bytes) -> int:
+    m, r, mask = 0x5BD1E995, 24, 0xFFFFFFFF
+    length = len(data)
+    h = (0x9747B28C ^ length) & mask
+    for i in range(length // 4):
+        k = int.from_bytes(data[4 * i:4 * i + 4], "little")
+        k = (k * m) & mask
+        k ^= k >> r
+        k = (k * m) & mask
+        h = (h * m) & mask
+        h ^= k
+    rest = length % 4
+    tail = length & ~3
+    if rest == 3:
+        h ^= data[tail + 2] << 16
+    if rest >= 2:
+        h ^= data[tail + 1] << 8
+    if rest >= 1:
+        h ^= data[tail]
+        h = (h * m) & mask
+    h ^= h >> 13
+    h = (h * m) & mask
+    h ^= h >> 15
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def java_partition(key: bytes, partitions: int) -> int:
+    return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+def test_murmur2_helper_matches_kafka_java_vectors():
+    assert murmur2(b"21") == -973932308
+    assert murmur2(b"foobar") == -790332482
+    assert murmur2(b"a-little-bit-long-string") == -985981536
+    assert murmur2(b"abc") == 479470107
+
+
+def read_committed_records(bootstrap: str, topic: str) -> list:
+    src = KafkaPipelineSource({"properties.bootstrap.servers": bootstrap, "topic": topic,
+                               "scan.bounded.mode": "latest-offset"}, group_id=f"g-{uid()}")
+    src.open()
+    out = []
+    for _ in range(60):
+        if src.caught_up():
+            break
+        out.extend(src.poll(200, 0.5))
+    assert src.caught_up(), (src.positions(), src.end_offsets())
+    src.close()
+    return out
+
+
+def read_uncommitted_values(bootstrap: str, topic: str) -> list[bytes]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uid()}", "isolation.level": "read_uncommitted",
+                  "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+    meta = c.list_topics(topic, timeout=10).topics[topic]
+    c.assign([TopicPartition(topic, p, 0) for p in meta.partitions])
+    pending, out = set(meta.partitions), []
+    for _ in range(200):
+        if not pending:
+            break
+        msg = c.poll(0.5)
+        if msg is None:
+            continue
+        if msg.error():
+            if msg.error().code() == KafkaError._PARTITION_EOF:
+                pending.discard(msg.partition())
+            continue
+        out.append(msg.value())
+    c.close()
+    return out
+
+
+def test_hash_by_key_places_records_as_kafkas_java_partitioner(kafka_bootstrap):
+    table = TableId(f"db_{uid()}", "customers")
+    opts = {"properties.bootstrap.servers": kafka_bootstrap, "partition.strategy": "hash-by-key",
+            "sink.topic.partitions": "4"}
+    for run in range(2):  # a second sink instance (a restart) places every key the same way
+        with KafkaPipelineSink(opts, pipeline_name=f"p-{uid()}") as sink:
+            sink.write(inserts(table, range(40)))
+            sink.commit({"run": run})
+    records = read_committed_records(kafka_bootstrap, str(table))
+    assert len(records) == 80
+    placements: dict[bytes, set[int]] = {}
+    for r in records:
+        assert r.partition == java_partition(r.key, 4), r.key
+        placements.setdefault(r.key, set()).add(r.partition)
+    assert all(len(p) == 1 for p in placements.values())
+    assert len({r.partition for r in records}) == 4  # 40 keys do spread over all partitions
+
+
+def test_all_to_zero_uses_partition_zero_of_a_multi_partition_topic(kafka_bootstrap, topic_factory):
+    topic = topic_factory(partitions=3)
+    opts = {"properties.bootstrap.servers": kafka_bootstrap, "topic": topic}
+    with KafkaPipelineSink(opts, pipeline_name=f"p-{uid()}") as sink:
+        sink.write(inserts(TableId("d", "t"), range(20)))
+        sink.commit({"pos": 1})
+    records = read_committed_records(kafka_bootstrap, topic)
+    assert len(records) == 20 and {r.partition for r in records} == {0}
+
+
+@pytest.mark.parametrize("guarantee", ["at-least-once", "none"])
+def test_position_is_stored_after_the_data(kafka_bootstrap, guarantee):
+    name, offsets = f"p-{uid()}", f"offsets-{uid()}"
+    table = TableId(f"db_{uid()}", "t")
+    opts = {"properties.bootstrap.servers": kafka_bootstrap, "sink.delivery-guarantee": guarantee,
+            "sink.offsets-topic": offsets}
+    with KafkaPipelineSink(opts, pipeline_name=name) as sink:
+        assert sink.stored_position() is None
+        sink.write(inserts(table, range(5)))
+        sink.commit({"file": "mysql-bin.000001", "pos": 5})
+        sink.write(inserts(table, range(5, 8)))
+        sink.commit({"file": "mysql-bin.000001", "pos": 8})
+    # the offsets topic is compacted and keyed by pipeline name; another pipeline does not interfere
+    with KafkaPipelineSink(opts, pipeline_name=f"other-{uid()}") as other:
+        other.write(inserts(table, [100]))
+        other.commit({"pos": 1})
+        assert other.stored_position() == {"pos": 1}
+    restarted = KafkaPipelineSink(opts, pipeline_name=name)
+    assert restarted.stored_position() == {"file": "mysql-bin.000001", "pos": 8}
+    assert len(read_committed_records(kafka_bootstrap, str(table))) == 9
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    res = ConfigResource(ConfigResource.Type.TOPIC, offsets)
+    config = admin.describe_configs([res])[res].result(timeout=10)
+    assert config["cleanup.policy"].value == "compact"
+
+
+def test_exactly_once_zombie_is_fenced_and_restart_neither_loses_nor_duplicates(kafka_bootstrap):
+    name, offsets = f"p-{uid()}", f"offsets-{uid()}"
+    table = TableId(f"db_{uid()}", "t")
+    opts = {"properties.bootstrap.servers": kafka_bootstrap, "sink.delivery-guarantee": "exactly-once",
+            "sink.offsets-topic": offsets}
+    zombie = KafkaPipelineSink(opts, pipeline_name=name)
+    zombie.open()
+    assert zombie.stored_position() is None
+    zombie.write(inserts(table, range(0, 3)))
+    zombie.commit({"pos": 3})
+    zombie.write(inserts(table, range(3, 6)))
+    zombie.commit({"pos": 6})
+    zombie.write(inserts(table, range(6, 9)))  # this batch's transaction is never committed
+    assert zombie._producer is not None and zombie._producer.flush(10) == 0  # the records did reach the broker
+
+    restarted = KafkaPipelineSink(opts, pipeline_name=name)
+    restarted.open()  # init_transactions fences the zombie and aborts its open transaction
+    position = restarted.stored_position()
+    assert position == {"pos": 6}
+    restarted.write(inserts(table, range(position["pos"], 9)))
+    restarted.commit({"pos": 9})
+
+    with pytest.raises(SinkFlushError, match="commit of the transaction"):
+        zombie.commit({"pos": 999})  # a fenced producer cannot commit
+    restarted.close()
+    zombie.close()
+
+    ids = [e.after["id"] for r in read_committed_records(kafka_bootstrap, str(table)) for e in r.events]
+    assert ids == list(range(9))  # each event exactly once, in order
+    raw = read_uncommitted_values(kafka_bootstrap, str(table))
+    assert len(raw) == 12  # the aborted batch is in the log, invisible to read_committed readers
+    assert KafkaPipelineSink(opts, pipeline_name=name).stored_position() == {"pos": 9}
+
+
+def test_exactly_once_abort_discards_the_batch(kafka_bootstrap):
+    name, offsets = f"p-{uid()}", f"offsets-{uid()}"
+    table = TableId(f"db_{uid()}", "t")
+    opts = {"properties.bootstrap.servers": kafka_bootstrap, "sink.delivery-guarantee": "exactly-once",
+            "sink.offsets-topic": offsets}
+    with KafkaPipelineSink(opts, pipeline_name=name) as sink:
+        sink.write(inserts(table, [1]))
+        sink.commit({"pos": 1})
+        sink.write(inserts(table, [2]))
+        sink.abort()
+        assert sink.stored_position() == {"pos": 1}
+        sink.write(inserts(table, [3]))
+        sink.commit({"pos": 3})
+    assert [e.after["id"] for r in read_committed_records(kafka_bootstrap, str(table)) for e in r.events] == [1, 3]
+
+
+_CRASHING_WRITER = textwrap.dedent(
+    """
+    import json, os, sys
+    from changelake.changelog.event import DataChangeEvent, Op
+    from changelake.changelog.schema import Schema, TableId
+    from changelake.changelog.types import DataType, TypeRoot
+    from changelake.connectors.kafka import KafkaPipelineSink
+
+    opts, name, db = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
+    schema = Schema.of([("id", DataType(TypeRoot.INT, nullable=False)), ("v", DataType(TypeRoot.STRING))], ["id"])
+    ev = lambda i: DataChangeEvent(TableId(db, "t"), Op.CREATE, None, {"id": i, "v": f"v{i}"}, schema)
+    sink = KafkaPipelineSink(opts, pipeline_name=name)
+    sink.open()
+    sink.write([ev(i) for i in range(0, 50)])
+    sink.commit({"pos": 50})
+    sink.write([ev(i) for i in range(50, 80)])
+    sink._producer.flush(10)
+    print("mid-batch", flush=True)
+    sys.stdin.read()  # wait to be killed
+    """
+)
+
+
+def test_exactly_once_survives_a_killed_process(kafka_bootstrap):
+    name, offsets, db = f"p-{uid()}", f"offsets-{uid()}", f"db_{uid()}"
+    opts = {"properties.bootstrap.servers": kafka_bootstrap, "sink.delivery-guarantee": "exactly-once",
+            "sink.offsets-topic": offsets}
+    proc = subprocess.Popen([sys.executable, "-c", _CRASHING_WRITER, json.dumps(opts), name, db],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__)))))
+    try:
+        assert proc.stdout.readline().strip() == "mid-batch"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+
+    with KafkaPipelineSink(opts, pipeline_name=name) as sink:
+        position = sink.stored_position()
+        assert position == {"pos": 50}
+        table = TableId(db, "t")
+        sink.write(inserts(table, range(position["pos"], 100)))
+        sink.commit({"pos": 100})
+    ids = [e.after["id"] for r in read_committed_records(kafka_bootstrap, f"{db}.t") for e in r.events]
+    assert ids == list(range(100))
