@@ -16,7 +16,8 @@ DECIMAL(p, s)            bytes, logicalType decimal (two's-complement big-endian
 CHAR/VARCHAR/STRING      string
 BINARY/VARBINARY/BYTES   bytes
 DATE                     int, logicalType date (days since 1970-01-01)
-TIME(p)                  int time-millis (p <= 3) / long time-micros (p > 3); signed, may exceed 24 h
+TIME(p)                  int time-millis (p <= 3, as Flink; |value| < 596 h) / long time-micros
+                         (p > 3); signed, may exceed 24 h (MySQL's +-838:59:59 needs p > 3)
 TIMESTAMP(p)             long timestamp-millis/-micros (Flink's legacy mapping, the default) or
                          local-timestamp-millis/-micros (``timestamp_mapping.legacy=false``);
                          the wall clock counted as if it were UTC
@@ -170,7 +171,14 @@ def to_avro_value(value: Any, dtype: DataType, field: str, format: str = "avro")
             if isinstance(value, dt.time):
                 value = dt.timedelta(hours=value.hour, minutes=value.minute, seconds=value.second, microseconds=value.microsecond)
             us = _us(value)
-            return us // 1000 if _millis(dtype) else us
+            if not _millis(dtype):
+                return us
+            if not -(2**31) <= us // 1000 < 2**31:
+                raise ValueError(
+                    "does not fit Avro time-millis (int32 ms, about +-596 h); "
+                    "declare the column TIME(4..6) to write time-micros"
+                )
+            return us // 1000
         if root is TypeRoot.TIMESTAMP and isinstance(value, dt.datetime):
             if value.tzinfo is not None:
                 raise ValueError("a TIMESTAMP value must be a naive (wall-clock) datetime")
