@@ -404,7 +404,7 @@ def validate_options(declaration: Mapping[str, str] | TableDeclaration, schema: 
     validate_scan_bounded(values)
     props = dict(values["properties"])
     props.pop("transaction.timeout.ms", None)
-    return UpsertKafkaOptions(
+    options = UpsertKafkaOptions(
         bootstrap_servers=raw["properties.bootstrap.servers"],
         key_format=raw["key.format"],
         value_format=_value_format_name(raw) or "",
@@ -427,6 +427,33 @@ def validate_options(declaration: Mapping[str, str] | TableDeclaration, schema: 
         scan_null_key_mode=values["scan.null-key.mode"],
         scan_changelog_mode=values["scan.changelog-mode"],
     )
+    validate_format_construction(raw, options, schema)
+    return options
+
+
+def validate_format_construction(raw: Mapping[str, str], options: UpsertKafkaOptions, schema: Schema) -> None:
+    """Build the key and value formats once (no I/O) so that bad format option values and
+    schemas a format cannot carry (e.g. ``raw`` with two key columns) fail here, naming the
+    full option key (``key.json.ignore-parse-errors``)."""
+    from changelake.connectors.upsert_kafka.layout import RowLayout
+    from changelake.formats.errors import FormatOptionError, FormatSchemaError
+
+    layout = RowLayout(schema, options)
+    value_prefix = "value." if "value.format" in raw else ""
+    for which, name, sub_schema, fmt_opts, prefix in (
+        ("key", options.key_format, layout.key_schema, options.key_format_options, "key."),
+        ("value", options.value_format, layout.value_schema, options.value_format_options, value_prefix),
+    ):
+        try:
+            formats_bridge.create_format(name, sub_schema, fmt_opts)
+        except FormatOptionError as exc:
+            key = f"{prefix}{name}.{exc.option}" if exc.option else f"{which}.format"
+            raise _fail(f"Invalid {which} format options ('{key}'): {exc}", key) from exc
+        except FormatSchemaError as exc:
+            raise _fail(
+                f"'{name}' cannot be the {which} format of this table (columns {sub_schema.names}): {exc}",
+                f"{which}.format" if which == "key" or value_prefix else "format",
+            ) from exc
 
 
 def create_sink(declaration: Mapping[str, str] | TableDeclaration, schema: Schema | None = None, **kwargs: Any) -> "UpsertKafkaSink":

@@ -393,3 +393,17 @@ def test_messages_never_show_passwords():
     secret = "s3cr3t-pw"
     err = fails(with_(base(), **{"properties.sasl.password": secret, "sink.semantic": "x"}))
     assert secret not in str(err)
+
+
+def test_bad_format_option_value_names_the_full_key():
+    err = fails(with_(base(), **{"value.json.ignore-parse-errors": "maybe"}))
+    assert err.option == "value.json.ignore-parse-errors"
+    assert "Invalid value format options ('value.json.ignore-parse-errors')" in str(err)
+    assert "maybe" in str(err)
+
+
+def test_raw_key_format_needs_a_single_key_column():
+    schema = Schema.of([("a", parse_data_type("STRING NOT NULL")), ("b", parse_data_type("STRING NOT NULL")), ("v", parse_data_type("INT"))], ["a", "b"])
+    err = fails(with_(base(), **{"key.format": "raw"}), schema)
+    assert "'raw' cannot be the key format of this table (columns ['a', 'b'])" in str(err)
+    assert err.option == "key.format"
