@@ -37,7 +37,7 @@ import math
 import re
 import struct
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
-from json.encoder import encode_basestring, encode_basestring_ascii  # type: ignore[attr-defined]
+from json.encoder import encode_basestring, encode_basestring_ascii
 from typing import Any, Mapping
 
 from changelake.changelog.types import DataType, TypeRoot
@@ -163,7 +163,7 @@ def float32_shortest(value: float) -> float:
         candidate = float(f"{value:.{digits}g}")
         if struct.pack("<f", candidate) == target:
             return candidate
-    return struct.unpack("<f", target)[0]  # pragma: no cover - 9 digits always round-trip
+    return float(struct.unpack("<f", target)[0])  # pragma: no cover - 9 digits always round-trip
 
 
 # -- typed values ------------------------------------------------------------------------------------
