@@ -70,8 +70,8 @@ OFFSETS_TOPIC_CONFIG = {"cleanup.policy": "compact"}
 _ADMIN_KEYS = ("bootstrap.servers", "security.protocol", "client.id")
 
 
-def _client_config(properties: Mapping[str, str], drop_producer_only: bool = False) -> dict[str, str]:
-    conf = dict(properties)
+def _client_config(properties: Mapping[str, str], drop_producer_only: bool = False) -> dict[str, Any]:
+    conf: dict[str, Any] = dict(properties)
     if drop_producer_only:
         for key in list(conf):
             if key.startswith(("acks", "enable.idempotence", "linger", "batch", "compression", "partitioner",
@@ -224,7 +224,7 @@ class KafkaPipelineSink:
         if opts.value_format is ValueFormat.JSON:
             if event.op is Op.DELETE:
                 return [(topic, key, None, headers)]
-            out = []
+            out: list[tuple[str, bytes, bytes | None, list[tuple[str, bytes]]]] = []
             if event.op is Op.UPDATE and event.before is not None:
                 old_key = encode_key_for_row(table_text, event.schema, event.before, opts.key_format)
                 if old_key != key:
@@ -434,12 +434,13 @@ def read_stored_position(properties: Mapping[str, str], offsets_topic: str, pipe
             msg = consumer.poll(0.5)
             if msg is None:
                 continue
-            if msg.error() is not None:
-                if msg.error().code() == KafkaError._PARTITION_EOF:
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
                     pending.discard(msg.partition())
                     continue
                 raise SinkFlushError(f"cannot read topic {offsets_topic!r} partition {msg.partition()}: "
-                                     f"{msg.error().str()}")
+                                     f"{err.str()}")
             if msg.key() == wanted:
                 found, have = msg.value(), True
         if not have or found is None:

@@ -17,7 +17,10 @@ offsets are committed only on request (:meth:`commit_advisory`) so that lag can 
 offsets are snapshotted at open (and :meth:`refresh`) for "until caught up" reads.
 
 Consumers use ``isolation.level=read_committed`` unless ``properties.isolation.level`` says
-otherwise, so aborted transactions of an exactly-once Pipeline 1 are never read.
+otherwise, so aborted transactions of an exactly-once Pipeline 1 are never read. End offsets are
+then last stable offsets: an open transaction is not waited for, and the commit markers of a
+transaction committed a moment ago may not have reached the partition yet (call :meth:`refresh`
+to take a new snapshot).
 
 Example::
 
@@ -260,19 +263,19 @@ class KafkaPipelineSource:
         msgs = consumer.consume(num_messages=max_records, timeout=timeout_s)
         for msg in msgs:
             err = msg.error()
+            tp = (str(msg.topic()), int(msg.partition() or 0))
+            offset = int(msg.offset() or 0)
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
-                    tp = (msg.topic(), msg.partition())
-                    self._pos[tp] = max(self._pos.get(tp, 0), msg.offset())
+                    self._pos[tp] = max(self._pos.get(tp, 0), offset)
                     continue
-                raise SourceError(f"error reading topic {msg.topic()!r} partition {msg.partition()}: {err.str()}")
-            tp = (msg.topic(), msg.partition())
-            if bounded and msg.offset() >= self._end.get(tp, 0):
+                raise SourceError(f"error reading topic {tp[0]!r} partition {tp[1]}: {err.str()}")
+            if bounded and offset >= self._end.get(tp, 0):
                 if tp not in self._paused:
                     consumer.pause([TopicPartition(*tp)])
                     self._paused.add(tp)
                 continue
-            self._pos[tp] = msg.offset() + 1
+            self._pos[tp] = offset + 1
             out.append(self._decode(msg))
         return out
 

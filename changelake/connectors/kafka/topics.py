@@ -17,7 +17,7 @@ import logging
 from typing import Iterable, Mapping, Sequence
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from changelake.changelog.schema import TableId
 from changelake.changelog.selectors import Selectors

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 
 import pytest
@@ -70,16 +71,34 @@ def test_murmur2_helper_matches_kafka_java_vectors():
     assert murmur2(b"abc") == 479470107
 
 
-def read_committed_records(bootstrap: str, topic: str) -> list:
+def read_committed_records(bootstrap: str, topic: str, expected: int | None = None) -> list:
+    """Read ``topic`` read_committed until caught up with the end offsets.
+
+    A transaction's commit markers reach the partitions shortly after ``commit_transaction``
+    returns, so the last stable offset may lag for a moment: with ``expected`` the end offsets are
+    re-read (up to 15 s) until that many records arrived; one more refresh then proves no extra
+    (duplicate) record follows.
+    """
     src = KafkaPipelineSource({"properties.bootstrap.servers": bootstrap, "topic": topic,
                                "scan.bounded.mode": "latest-offset"}, group_id=f"g-{uid()}")
     src.open()
-    out = []
-    for _ in range(60):
-        if src.caught_up():
-            break
+    out: list = []
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
         out.extend(src.poll(200, 0.5))
+        if src.caught_up():
+            if expected is None or len(out) >= expected:
+                break
+            time.sleep(0.2)
+            src.refresh()
     assert src.caught_up(), (src.positions(), src.end_offsets())
+    if expected is not None:
+        time.sleep(0.5)
+        src.refresh()
+        for _ in range(10):
+            out.extend(src.poll(200, 0.3))
+            if src.caught_up():
+                break
     src.close()
     return out
 
@@ -113,7 +132,7 @@ def test_hash_by_key_places_records_as_kafkas_java_partitioner(kafka_bootstrap):
         with KafkaPipelineSink(opts, pipeline_name=f"p-{uid()}") as sink:
             sink.write(inserts(table, range(40)))
             sink.commit({"run": run})
-    records = read_committed_records(kafka_bootstrap, str(table))
+    records = read_committed_records(kafka_bootstrap, str(table), 80)
     assert len(records) == 80
     placements: dict[bytes, set[int]] = {}
     for r in records:
@@ -129,7 +148,7 @@ def test_all_to_zero_uses_partition_zero_of_a_multi_partition_topic(kafka_bootst
     with KafkaPipelineSink(opts, pipeline_name=f"p-{uid()}") as sink:
         sink.write(inserts(TableId("d", "t"), range(20)))
         sink.commit({"pos": 1})
-    records = read_committed_records(kafka_bootstrap, topic)
+    records = read_committed_records(kafka_bootstrap, topic, 20)
     assert len(records) == 20 and {r.partition for r in records} == {0}
 
 
@@ -152,7 +171,7 @@ def test_position_is_stored_after_the_data(kafka_bootstrap, guarantee):
         assert other.stored_position() == {"pos": 1}
     restarted = KafkaPipelineSink(opts, pipeline_name=name)
     assert restarted.stored_position() == {"file": "mysql-bin.000001", "pos": 8}
-    assert len(read_committed_records(kafka_bootstrap, str(table))) == 9
+    assert len(read_committed_records(kafka_bootstrap, str(table), 9)) == 9
     from confluent_kafka.admin import AdminClient, ConfigResource
 
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
@@ -188,7 +207,7 @@ def test_exactly_once_zombie_is_fenced_and_restart_neither_loses_nor_duplicates(
     restarted.close()
     zombie.close()
 
-    ids = [e.after["id"] for r in read_committed_records(kafka_bootstrap, str(table)) for e in r.events]
+    ids = [e.after["id"] for r in read_committed_records(kafka_bootstrap, str(table), 9) for e in r.events]
     assert ids == list(range(9))  # each event exactly once, in order
     raw = read_uncommitted_values(kafka_bootstrap, str(table))
     assert len(raw) == 12  # the aborted batch is in the log, invisible to read_committed readers
@@ -208,7 +227,7 @@ def test_exactly_once_abort_discards_the_batch(kafka_bootstrap):
         assert sink.stored_position() == {"pos": 1}
         sink.write(inserts(table, [3]))
         sink.commit({"pos": 3})
-    assert [e.after["id"] for r in read_committed_records(kafka_bootstrap, str(table)) for e in r.events] == [1, 3]
+    assert [e.after["id"] for r in read_committed_records(kafka_bootstrap, str(table), 2) for e in r.events] == [1, 3]
 
 
 _CRASHING_WRITER = textwrap.dedent(
@@ -253,5 +272,5 @@ def test_exactly_once_survives_a_killed_process(kafka_bootstrap):
         table = TableId(db, "t")
         sink.write(inserts(table, range(position["pos"], 100)))
         sink.commit({"pos": 100})
-    ids = [e.after["id"] for r in read_committed_records(kafka_bootstrap, f"{db}.t") for e in r.events]
+    ids = [e.after["id"] for r in read_committed_records(kafka_bootstrap, f"{db}.t", 100) for e in r.events]
     assert ids == list(range(100))
