@@ -27,7 +27,7 @@ from changelake.errors import ChangelakeError
 __all__ = ["register", "run", "build_declaration", "changelog_lines"]
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     """Add the ``changelog`` sub-command to the CLI's sub-parsers."""
     p = subparsers.add_parser("changelog", help="print an upsert-kafka topic as a changelog (+I/-U/+U/-D)")
     p.add_argument("--ddl", type=Path, help="file with one CREATE TABLE ... WITH ('connector' = 'upsert-kafka', ...)")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from changelake.connectors.errors import ConnectorError
 
@@ -29,7 +29,7 @@ def client_properties(options: Mapping[str, Any]) -> dict[str, str]:
 
 
 def _admin(bootstrap: str | Mapping[str, str]) -> AdminClient:
-    conf = {"bootstrap.servers": bootstrap} if isinstance(bootstrap, str) else dict(bootstrap)
+    conf: dict[str, Any] = {"bootstrap.servers": bootstrap} if isinstance(bootstrap, str) else dict(bootstrap)
     return AdminClient(conf)
 
 
@@ -102,7 +102,7 @@ def end_offsets(consumer_or_bootstrap: Consumer | str | Mapping[str, str], topic
         conf: dict[str, Any] = (
             {"bootstrap.servers": consumer_or_bootstrap}
             if isinstance(consumer_or_bootstrap, str)
-            else dict(consumer_or_bootstrap)
+            else dict(consumer_or_bootstrap)  # type: ignore[arg-type]
         )
         conf.setdefault("group.id", "changelake-end-offsets")
         conf["enable.auto.commit"] = False

@@ -148,18 +148,24 @@ class UpsertKafkaSink:
             conf["transaction.timeout.ms"] = self.options.transaction_timeout_ms
         return conf
 
+    def build_formats(self) -> None:
+        """Build the key and value formats (no I/O); :meth:`open` calls it. Lets
+        :meth:`to_record` serialize rows without a broker."""
+        if self._key_format is None:
+            self._key_format = formats_bridge.create_format(
+                self.options.key_format, self.layout.key_schema, self.options.key_format_options
+            )
+            self._value_format = formats_bridge.create_format(
+                self.options.value_format, self.layout.value_schema, self.options.value_format_options
+            )
+
     def open(self) -> "UpsertKafkaSink":
         """Build the formats, create missing topics (compacted), start the producer (and with
         exactly-once ``init_transactions``, fencing an older producer with the same id).
         Raises ConnectorError / SinkFlushError on Kafka failures."""
         if self._producer is not None:
             return self
-        self._key_format = formats_bridge.create_format(
-            self.options.key_format, self.layout.key_schema, self.options.key_format_options
-        )
-        self._value_format = formats_bridge.create_format(
-            self.options.value_format, self.layout.value_schema, self.options.value_format_options
-        )
+        self.build_formats()
         conf = self.producer_config()
         if self.create_topics and self.options.topics:
             admin_conf = {k: v for k, v in conf.items() if k not in _PRODUCER_ONLY}

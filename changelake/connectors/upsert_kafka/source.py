@@ -288,14 +288,14 @@ class UpsertKafkaSource:
         last_ts: int | None = None
         for msg in messages:
             err = msg.error()
-            tp = (msg.topic(), msg.partition())
+            tp: TP = (str(msg.topic()), int(msg.partition() or 0))
+            offset = int(msg.offset() or 0)
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
-                    self._advance(tp, msg.offset())
-                    self._check_end(consumer, tp, msg.offset())
+                    self._advance(tp, offset)
+                    self._check_end(consumer, tp, offset)
                     continue
-                raise SourceError(f"Kafka error on topic {msg.topic()!r} partition {msg.partition()}: {err.str()}")
-            offset = msg.offset()
+                raise SourceError(f"Kafka error on topic {tp[0]!r} partition {tp[1]}: {err.str()}")
             if self._ends is not None and (tp in self._done or offset >= self._ends.get(tp, 0)):
                 self._check_end(consumer, tp, offset)
                 continue

@@ -363,3 +363,48 @@ def test_changelog_command_prints_flink_changelog(kafka_bootstrap, tmp_path, mon
     out = io.StringIO()
     assert changelog_cmd.run(parser.parse_args(["changelog", "--ddl", str(ddl)]), out=out) == 0
     assert out.getvalue().splitlines() == EXPECTED_CHANGELOG
+
+
+def test_multi_topic_sink_and_topic_pattern_source(kafka_bootstrap):
+    prefix = f"pat{uuid.uuid4().hex[:8]}"
+    a, b = f"{prefix}-a", f"{prefix}-b"
+    with create_sink(opts(kafka_bootstrap, f"{a};{b}"), SCHEMA) as sink:
+        sink.write(ChangelogRow(RowKind.INSERT, {"region": "eu", "pv": 1, "amount": None}, None, {"topic": a}))
+        sink.write(ChangelogRow(RowKind.INSERT, {"region": "us", "pv": 2, "amount": None}, None, {"topic": b}))
+    o = opts(kafka_bootstrap, "unused")
+    del o["topic"]
+    o["topic-pattern"] = f"{prefix}-.*"
+    with create_source(o, SCHEMA) as source:
+        rows = source.read_all()
+    assert sorted(changelog(rows)) == ["+I[eu, 1, NULL]", "+I[us, 2, NULL]"]
+    assert {r.metadata["topic"] for r in rows} == {a, b}
+
+
+def test_group_offsets_bound_and_none_guarantee(kafka_bootstrap):
+    topic = f"uk-{uuid.uuid4().hex[:10]}"
+    with create_sink(opts(kafka_bootstrap, topic, **{"sink.delivery-guarantee": "none"}), SCHEMA) as sink:
+        sink.write_all([row(RowKind.INSERT, f"r{i}", i, None) for i in range(4)])
+        sink.producer.flush(10)  # 'none' does not wait on flush(); wait here for the test
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    c = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": group, "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition(topic, 0, 3)], asynchronous=False)
+    c.close()
+    o = opts(kafka_bootstrap, topic, **{"scan.bounded.mode": "group-offsets", "properties.group.id": group})
+    with create_source(o, SCHEMA) as source:
+        assert changelog(source.read_all()) == ["+I[r0, 0, NULL]", "+I[r1, 1, NULL]", "+I[r2, 2, NULL]"]
+
+
+def test_kafka_common_helpers(kafka_bootstrap, topic_factory):
+    from changelake.connectors.kafka_common import end_offsets, ensure_topics, partition_count
+
+    name = f"kc-{uuid.uuid4().hex[:8]}"
+    assert ensure_topics(kafka_bootstrap, [name], partitions=3, config={"cleanup.policy": "compact"}) == [name]
+    assert ensure_topics(kafka_bootstrap, [name], partitions=3) == []  # exists: left alone
+    assert partition_count(kafka_bootstrap, name) == 3
+    p = Producer({"bootstrap.servers": kafka_bootstrap, "partitioner": "murmur2_random"})
+    for i in range(10):
+        p.produce(name, key=b"k", value=str(i).encode())
+    p.flush(10)
+    ends = end_offsets(kafka_bootstrap, name)
+    assert sorted(ends.values()) == [0, 0, 10]
+    assert ends[partition_for(b"k", 3)] == 10
