@@ -57,6 +57,8 @@ def _read_time2(self: Any, column: Any) -> dt.timedelta:
 
 
 def _charset_to_encoding(name: str) -> str:
+    if name == "binary":
+        return "binary"  # not a codec: the library keeps the bytes (BINARY, VARBINARY, BLOB)
     return python_codec(_MYSQL_NAMES.get(name, name))
 
 

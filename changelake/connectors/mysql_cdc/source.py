@@ -19,13 +19,14 @@ continues exactly after that event (snapshot progress or binlog transaction + ro
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Mapping
 
 from changelake.changelog.event import DataChangeEvent
 from changelake.changelog.schema import TableId
 from changelake.connectors.errors import OptionValidationError, SourceError
 from changelake.connectors.mysql_cdc.binlog import BinlogReader, Progress
-from changelake.connectors.mysql_cdc.errors import BinlogPurgedError
+from changelake.connectors.mysql_cdc.errors import BinlogPurgedError, ServerIdClashError
 from changelake.connectors.mysql_cdc.options import MySqlSourceOptions, StartupMode
 from changelake.connectors.mysql_cdc.positions import BinlogPosition, SnapshotProgress, SourcePosition, binlog_file_index
 from changelake.connectors.mysql_cdc.preflight import (
@@ -120,7 +121,7 @@ class MySqlSource:
         variables = read_variables(self._ctl)
         check_binlog_settings(variables)
         own = int(variables["server_id"]) if variables.get("server_id") else None
-        self._server_id = choose_server_id(self.options.server_id, used_server_ids(self._ctl), own)
+        self._server_id = self._choose_server_id(own)
         self._tables = self._find_tables()
 
         start = self._start
@@ -234,8 +235,20 @@ class MySqlSource:
                 )
         return selected
 
+    def _choose_server_id(self, own: int | None, grace_s: float = 3.0) -> int:
+        # A reader that just stopped (or was killed) stays registered until the server notices
+        # the closed connection (about one heartbeat): retry briefly before reporting a clash.
+        deadline = time.monotonic() + grace_s
+        while True:
+            try:
+                return choose_server_id(self.options.server_id, used_server_ids(self._ctl), own)
+            except ServerIdClashError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.3)
+
     def _master_status(self) -> BinlogPosition:
-        self._ctl.ping(reconnect=True)
+        self._ctl = _alive(self._ctl, self.options.connection_kwargs())
         with self._ctl.cursor() as cur:
             cur.execute("SHOW MASTER STATUS")
             row = cur.fetchone()
@@ -261,13 +274,13 @@ class MySqlSource:
         conn_kwargs = self.options.connection_kwargs()
 
         # The hints loader runs in the reader thread; give it its own connection.
-        hint_conn = text_connection(conn_kwargs)
+        self._hint_conn = text_connection(conn_kwargs)
 
         def thread_hints(table_id: TableId) -> TableSchema | None:
+            self._hint_conn = _alive(self._hint_conn, conn_kwargs)
             try:
-                hint_conn.ping(reconnect=True)
-                return load_table_schema(hint_conn, table_id)
-            except SourceError:
+                return load_table_schema(self._hint_conn, table_id)
+            except SourceError:  # the table is gone: decode from the table-map alone
                 return None
 
         assert self._server_id is not None
@@ -275,7 +288,19 @@ class MySqlSource:
             conn_kwargs, self._server_id, pos, self.is_captured, SchemaTracker(thread_hints),
             heartbeat_s=self.options.heartbeat_interval.total_seconds(),
         )
-        self._hint_conn = hint_conn
         self._reader.start()
         if self._position is None or self._position.snapshot is not None:
             self._position = SourcePosition(pos)
+
+
+def _alive(conn: Any, conn_kwargs: dict[str, Any]) -> Any:
+    """``conn`` if it still answers, else a new text connection (session settings re-applied)."""
+    try:
+        conn.ping()
+        return conn
+    except Exception:  # noqa: BLE001 - any failure: reconnect
+        try:
+            conn.close()
+        except Exception:  # noqa: BLE001
+            pass
+        return text_connection(conn_kwargs)

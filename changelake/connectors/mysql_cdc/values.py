@@ -54,6 +54,16 @@ _TIME_RE = re.compile(r"^(-)?(\d+):(\d{1,2}):(\d{1,2})(?:\.(\d{1,6}))?$")
 _DATETIME_RE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?)?$")
 
 
+_FLT_MAX = 3.4028234663852886e38
+_FLT_ROUND_LIMIT = 3.4028235677973366e38  # FLT_MAX + half an ulp: larger magnitudes overflow
+
+
+def _to_float32(value: float) -> float:
+    if _FLT_MAX < abs(value) < _FLT_ROUND_LIMIT:
+        return math.copysign(_FLT_MAX, value)  # IEEE round-to-nearest gives FLT_MAX; struct refuses
+    return float(struct.unpack("<f", struct.pack("<f", value))[0])
+
+
 def float32_shortest(value: float) -> float:
     """The float whose repr is the shortest decimal that reads back as the same float32.
 
@@ -62,10 +72,10 @@ def float32_shortest(value: float) -> float:
     """
     if math.isnan(value) or math.isinf(value):
         return value
-    f32 = struct.unpack("<f", struct.pack("<f", value))[0]
+    f32 = _to_float32(value)
     for digits in range(1, 10):
         candidate = float(f"{f32:.{digits}g}")
-        if struct.unpack("<f", struct.pack("<f", candidate))[0] == f32:
+        if abs(candidate) < _FLT_ROUND_LIMIT and _to_float32(candidate) == f32:
             return candidate
     return f32
 
@@ -234,7 +244,7 @@ def _convert(col: MySqlColumn, raw: Any, from_binlog: bool) -> Any:
     if k == "json":
         return _json_text(raw)
     if k in ("binary", "varbinary", "blob"):
-        data = bytes(raw) if isinstance(raw, (bytes, bytearray)) else str(raw).encode("utf-8")
+        data = bytes(raw) if isinstance(raw, (bytes, bytearray)) else str(raw).encode("latin-1")
         if k == "binary" and col.length and len(data) < col.length:
             data = data.ljust(col.length, b"\x00")  # the binlog drops BINARY(N)'s trailing zeros
         return data
@@ -246,7 +256,7 @@ def _convert(col: MySqlColumn, raw: Any, from_binlog: bool) -> Any:
 #: MySQL character set -> Python codec (MySQL's latin1 is cp1252; utf16/utf32/ucs2 are big-endian).
 _CODECS = {
     "utf8mb4": "utf-8", "utf8mb3": "utf-8", "utf8": "utf-8", "latin1": "cp1252", "ascii": "ascii",
-    "binary": "latin-1", "utf16": "utf-16-be", "ucs2": "utf-16-be", "utf16le": "utf-16-le", "utf32": "utf-32-be",
+    "utf16": "utf-16-be", "ucs2": "utf-16-be", "utf16le": "utf-16-le", "utf32": "utf-32-be",
     "koi8r": "koi8_r", "koi8u": "koi8_u", "sjis": "shift_jis", "ujis": "euc_jp", "eucjpms": "euc_jp",
     "euckr": "euc_kr", "gb2312": "gb2312", "gbk": "gbk", "gb18030": "gb18030", "big5": "big5", "cp932": "cp932",
     "tis620": "tis_620", "greek": "iso8859_7", "hebrew": "iso8859_8", "latin2": "iso8859_2", "latin5": "iso8859_9",
