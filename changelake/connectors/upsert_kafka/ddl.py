@@ -12,11 +12,13 @@ Example::
 The statement is parsed with sqlglot; column types go through
 :func:`changelake.changelog.parse_data_type` (Flink's type names, e.g. ``STRING``,
 ``DECIMAL(10, 2)``, ``TIMESTAMP_LTZ(3)``). Primary-key columns become NOT NULL, as in Flink.
-Computed columns, metadata columns and WATERMARK clauses are not supported.
+A ``WATERMARK FOR col AS expr`` clause is recorded as text (sqlglot cannot parse it); computed
+and metadata columns are not supported.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -31,11 +33,16 @@ __all__ = ["TableDeclaration", "parse_create_table"]
 
 @dataclass(frozen=True)
 class TableDeclaration:
-    """A declared table: its name, schema (with primary key, possibly empty) and WITH options."""
+    """A declared table: its name, schema (with primary key, possibly empty) and WITH options.
+
+    ``watermark`` is ``(rowtime column, watermark expression text)`` of a ``WATERMARK FOR col AS
+    expr`` clause, or None; it is recorded, not interpreted.
+    """
 
     name: str
     schema: Schema
     options: Mapping[str, str] = field(default_factory=dict)
+    watermark: tuple[str, str] | None = None
 
 
 _SQLGLOT_TO_FLINK = {"TEXT": "STRING", "TIMESTAMPLTZ": "TIMESTAMP_LTZ", "USERDEFINED": None}
@@ -66,6 +73,40 @@ def _backticks_to_quotes(text: str) -> str:
     return "".join(out)
 
 
+_WATERMARK_RE = re.compile(r"WATERMARK\s+FOR\s+(`[^`]+`|\"[^\"]+\"|\w+)\s+AS\s+", re.I)
+
+
+def _split_watermark(text: str) -> tuple[str, tuple[str, str] | None]:
+    """Remove a top-level ``, WATERMARK FOR col AS expr`` item from the column list."""
+    m = _WATERMARK_RE.search(text)
+    if not m:
+        return text, None
+    # the item ends at the next comma at the same paren depth, or at the closing paren
+    depth, in_string, end = 0, False, len(text)
+    for i in range(m.end(), len(text)):
+        ch = text[i]
+        if ch == "'":
+            in_string = not in_string
+        elif in_string:
+            continue
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            if depth == 0:
+                end = i
+                break
+            depth -= 1
+        elif ch == "," and depth == 0:
+            end = i
+            break
+    start = text.rfind(",", 0, m.start())
+    if start < 0 or text[start:m.start()].strip(", \n\t\r"):
+        start = m.start()
+    column = m.group(1).strip("`\"")
+    expr = text[m.end():end].strip()
+    return text[:start] + text[end:], (column, expr)
+
+
 def parse_create_table(text: str) -> TableDeclaration:
     """Parse one ``CREATE TABLE name (col TYPE [NOT NULL], ..., [PRIMARY KEY (a, b) NOT ENFORCED])
     WITH ('k' = 'v', ...)`` statement.
@@ -77,6 +118,7 @@ def parse_create_table(text: str) -> TableDeclaration:
         OptionValidationError: the text is not a single CREATE TABLE statement, a column type is
             unknown (names the column), or the schema is inconsistent.
     """
+    text, watermark = _split_watermark(text)
     try:
         statements = [s for s in sqlglot.parse(_backticks_to_quotes(text), error_level=sqlglot.ErrorLevel.RAISE) if s is not None]
     except sqlglot.errors.ParseError as exc:
@@ -124,4 +166,4 @@ def parse_create_table(text: str) -> TableDeclaration:
             schema = schema.with_primary_key(primary_key)
     except SchemaError as exc:
         raise OptionValidationError(f"table {name}: {exc}") from exc
-    return TableDeclaration(name, schema, options)
+    return TableDeclaration(name, schema, options, watermark)

@@ -77,3 +77,28 @@ def test_no_primary_key_gives_empty_key():
 def test_errors(text, match):
     with pytest.raises(OptionValidationError, match=match):
         parse_create_table(text)
+
+
+def test_watermark_clause_of_the_seed_is_recorded():
+    decl = parse_create_table(
+        """CREATE TABLE pageviews (
+          user_id    BIGINT,
+          page_id    BIGINT,
+          viewtime   TIMESTAMP,
+          user_region STRING,
+          WATERMARK FOR viewtime AS viewtime - INTERVAL '2' SECOND
+        ) WITH ('connector' = 'kafka', 'topic' = 'pv', 'format' = 'json')"""
+    )
+    assert decl.schema.names == ["user_id", "page_id", "viewtime", "user_region"]
+    assert decl.watermark == ("viewtime", "viewtime - INTERVAL '2' SECOND")
+    assert decl.options["format"] == "json"
+
+
+def test_watermark_between_columns():
+    decl = parse_create_table(
+        "CREATE TABLE p (a BIGINT, WATERMARK FOR `ts` AS ts - INTERVAL '1' SECOND, ts TIMESTAMP(3), "
+        "PRIMARY KEY (a) NOT ENFORCED) WITH ('x' = 'y')"
+    )
+    assert decl.schema.names == ["a", "ts"]
+    assert decl.watermark == ("ts", "ts - INTERVAL '1' SECOND")
+    assert decl.schema.primary_key == ("a",)
