@@ -219,10 +219,30 @@ class KafkaPipelineSource:
         self._paused.clear()
 
     def refresh(self) -> None:
-        """Take a new snapshot of the end offsets (and resume partitions paused at the old end)."""
+        """Take a new snapshot of the end offsets, resume partitions paused at the old end, and
+        assign partitions and (``topic-pattern``) topics created since open; new partitions start at
+        their earliest offset, as Flink's partition discovery does.
+
+        Raises:
+            SourceError: Kafka cannot be reached or a topic disappeared.
+        """
         consumer = self._require()
-        for tp in self._assigned:
-            self._end[tp] = consumer.get_watermark_offsets(TopicPartition(*tp), timeout=self._timeout_s)[1]
+        try:
+            topics = self._resolve_topics()
+            new = [(t, p) for t, parts in topics.items() for p in parts if (t, p) not in self._end]
+            if new:
+                added = []
+                for tp in new:
+                    low, _ = consumer.get_watermark_offsets(TopicPartition(*tp), timeout=self._timeout_s)
+                    self._pos[tp] = low
+                    added.append(TopicPartition(tp[0], tp[1], low))
+                consumer.incremental_assign(added)
+                self._assigned.extend(new)
+                log.info("assigned new partitions %s", new)
+            for tp in self._assigned:
+                self._end[tp] = consumer.get_watermark_offsets(TopicPartition(*tp), timeout=self._timeout_s)[1]
+        except KafkaException as exc:
+            raise SourceError(f"cannot refresh Kafka source on {self._topic_text()}: {exc}") from exc
         if self._paused:
             consumer.resume([TopicPartition(t, p) for t, p in self._paused])
             self._paused.clear()
@@ -342,9 +362,12 @@ class KafkaPipelineSource:
         """Records behind the current end per partition: live high watermark minus next offset."""
         consumer = self._require()
         out = {}
-        for tp in self._assigned:
-            high = consumer.get_watermark_offsets(TopicPartition(*tp), timeout=self._timeout_s)[1]
-            out[tp] = max(0, high - self._pos.get(tp, 0))
+        try:
+            for tp in self._assigned:
+                high = consumer.get_watermark_offsets(TopicPartition(*tp), timeout=self._timeout_s)[1]
+                out[tp] = max(0, high - self._pos.get(tp, 0))
+        except KafkaException as exc:
+            raise SourceError(f"cannot read end offsets of {self._topic_text()}: {exc}") from exc
         return out
 
 

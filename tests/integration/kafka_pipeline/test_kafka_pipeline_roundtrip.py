@@ -247,3 +247,34 @@ def test_missing_topic_is_a_source_error(kafka_bootstrap):
                               group_id="g")
     with pytest.raises(SourceError, match="does not exist"):
         src.open()
+
+
+def test_refresh_discovers_new_topics_and_new_records(kafka_bootstrap):
+    db = f"db_{uid()}"
+    opts = {"properties.bootstrap.servers": kafka_bootstrap}
+    with KafkaPipelineSink(opts, pipeline_name=f"p-{uid()}") as sink:
+        sink.write(changes(TableId(db, "a"))[:1])
+        sink.commit({"pos": 1})
+    src = KafkaPipelineSource({**opts, "topic-pattern": rf"{db}\..*"}, group_id=f"g-{uid()}")
+    src.open()
+    got = []
+    for _ in range(40):
+        got.extend(src.poll(10, 0.3))
+        if src.caught_up():
+            break
+    assert src.assignment() == [(f"{db}.a", 0)]
+    with KafkaPipelineSink(opts, pipeline_name=f"p-{uid()}") as sink:
+        sink.write(changes(TableId(db, "b"))[:2] + changes(TableId(db, "a"))[1:2])
+        sink.commit({"pos": 2})
+    assert src.caught_up()  # against the old snapshot
+    src.refresh()
+    assert not src.caught_up()
+    assert sorted(src.assignment()) == [(f"{db}.a", 0), (f"{db}.b", 0)]
+    for _ in range(40):
+        got.extend(src.poll(10, 0.3))
+        if src.caught_up():
+            break
+    src.close()
+    assert sorted((str(e.table), e.after["id"]) for r in got for e in r.events) == [
+        (f"{db}.a", 1), (f"{db}.a", 2), (f"{db}.b", 1), (f"{db}.b", 2)
+    ]
