@@ -75,5 +75,5 @@ def apply() -> None:
     from pymysqlreplication.row_event import RowsEvent
 
     setattr(RowsEvent, "_RowsEvent__read_time2", _read_time2)
-    RowsEvent.charset_to_encoding = staticmethod(_charset_to_encoding)  # type: ignore[method-assign, assignment]
+    RowsEvent.charset_to_encoding = staticmethod(_charset_to_encoding)
     _applied = True

@@ -135,9 +135,10 @@ def column_from_table_map(col: Any, nullable: bool, hint: MySqlColumn | None = N
         if not binary:
             base["charset"] = _mysql_charset(col)
         return MySqlColumn(**base)
-    kind = _BINLOG_KINDS.get(t)
-    if kind is None:
+    found = _BINLOG_KINDS.get(t)
+    if found is None:
         raise SourceError(f"column {name!r}: unsupported binlog column type {t}")
+    kind = found
     base["kind"] = kind
     if kind in INTEGER_BITS and hint is not None and hint.kind == kind:
         base["width"] = hint.width

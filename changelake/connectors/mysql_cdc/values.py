@@ -34,6 +34,7 @@ GEOMETRY                  ``str``: Flink CDC's GeoJSON-like ``{"coordinates":...
 
 from __future__ import annotations
 
+import codecs
 import datetime as dt
 import decimal
 import json
@@ -253,9 +254,27 @@ def _convert(col: MySqlColumn, raw: Any, from_binlog: bool) -> Any:
     return raw
 
 
-#: MySQL character set -> Python codec (MySQL's latin1 is cp1252; utf16/utf32/ucs2 are big-endian).
+def _mysql_latin1_search(name: str) -> codecs.CodecInfo | None:
+    """MySQL's latin1 is cp1252 with the five bytes cp1252 leaves undefined mapped to U+0081 etc."""
+    if name not in ("mysql_latin1", "mysql-latin1"):
+        return None
+    table = "".join(bytes([b]).decode("cp1252", errors="ignore") or chr(b) for b in range(256))
+    encoding_table = codecs.charmap_build(table)
+
+    def encode(text: str, errors: str = "strict") -> tuple[bytes, int]:
+        return codecs.charmap_encode(text, errors, encoding_table)
+
+    def decode(data: Any, errors: str = "strict") -> tuple[str, int]:
+        return codecs.charmap_decode(data, errors, table)
+
+    return codecs.CodecInfo(encode, decode, name="mysql-latin1")
+
+
+codecs.register(_mysql_latin1_search)
+
+#: MySQL character set -> Python codec (MySQL's latin1 is cp1252 plus 5 C1 controls; utf16/utf32/ucs2 are big-endian).
 _CODECS = {
-    "utf8mb4": "utf-8", "utf8mb3": "utf-8", "utf8": "utf-8", "latin1": "cp1252", "ascii": "ascii",
+    "utf8mb4": "utf-8", "utf8mb3": "utf-8", "utf8": "utf-8", "latin1": "mysql-latin1", "ascii": "ascii",
     "utf16": "utf-16-be", "ucs2": "utf-16-be", "utf16le": "utf-16-le", "utf32": "utf-32-be",
     "koi8r": "koi8_r", "koi8u": "koi8_u", "sjis": "shift_jis", "ujis": "euc_jp", "eucjpms": "euc_jp",
     "euckr": "euc_kr", "gb2312": "gb2312", "gbk": "gbk", "gb18030": "gb18030", "big5": "big5", "cp932": "cp932",

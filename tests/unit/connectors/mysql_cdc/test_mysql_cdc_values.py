@@ -72,6 +72,13 @@ def test_decimal_keeps_the_column_scale_exactly():
     assert str(convert(col("decimal", precision=65, scale=30), "1.5")) == "1.5"  # p > 38: text
 
 
+def test_mysql_latin1_is_cp1252_with_c1_controls():
+    from changelake.connectors.mysql_cdc.values import python_codec
+
+    assert b"caf\xe9 \x80 \x81".decode(python_codec("latin1")) == "café € \x81"
+    assert convert(col("varchar", charset="latin1"), b"\x80") == "€"
+
+
 def test_empty_set_and_null():
     s = col("set", labels=("a",))
     assert convert(s, None, from_binlog=True, none_source=EMPTY_SET) == ""
