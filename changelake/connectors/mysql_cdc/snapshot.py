@@ -34,7 +34,7 @@ from changelake.connectors.mysql_cdc.positions import BinlogPosition, SnapshotPr
 from changelake.connectors.mysql_cdc.schema_tracker import TableSchema, load_table_schema
 from changelake.connectors.mysql_cdc.values import convert
 
-__all__ = ["SnapshotReader", "text_connection", "quote", "select_list"]
+__all__ = ["SnapshotReader", "text_connection", "quote", "select_list", "read_table"]
 
 #: PyMySQL encoders only (parameters are escaped), no decoders: every value arrives as the
 #: server's text (str) or, for binary-charset data, bytes -- converted by values.convert.
@@ -64,6 +64,31 @@ def select_list(table: TableSchema) -> str:
         q = quote(c.name)
         parts.append(f"({q} + 0e0) AS {q}" if c.kind == "float" else q)
     return ", ".join(parts)
+
+
+def read_table(connection: dict[str, Any], table_id: TableId) -> tuple[TableSchema, list[dict[str, Any]]]:
+    """All rows of one table, converted exactly as the snapshot path converts them.
+
+    For checks that compare MySQL with a sink (e.g. the lake). Not a consistent snapshot of
+    several tables; rows come in no particular order.
+
+    Args:
+        connection: PyMySQL connection kwargs (host, port, user, password).
+        table_id: the table.
+
+    Returns:
+        (table schema, rows as column name -> Python value).
+    """
+    conn = text_connection(connection)
+    try:
+        table = load_table_schema(conn, table_id)
+        sql = f"SELECT {select_list(table)} FROM {quote(table_id.database or '')}.{quote(table_id.table)}"
+        with conn.cursor(pymysql.cursors.SSCursor) as cur:
+            cur.execute(sql)
+            rows = [{c.name: convert(c, v) for c, v in zip(table.columns, raw)} for raw in cur.fetchall_unbuffered()]
+        return table, rows
+    finally:
+        conn.close()
 
 
 def _key_param(table: TableSchema, name: str, raw: Any) -> Any:

@@ -23,6 +23,7 @@ import time
 from typing import Any, Mapping
 
 from changelake.changelog.event import DataChangeEvent
+from changelake.changelog.rowkind import RETRACT, RowKind
 from changelake.changelog.schema import TableId
 from changelake.connectors.errors import OptionValidationError, SourceError
 from changelake.connectors.mysql_cdc.binlog import BinlogReader, Progress
@@ -57,6 +58,9 @@ class MySqlSource:
     resolution; 0 for snapshot rows) and ``position`` (JSON-serialisable, the position *after* the
     event). Changelog mode: all kinds (+I, -U, +U, -D), as Flink CDC's MySQL source.
     """
+
+    #: row kinds this source produces (Flink's ChangelogMode.all()).
+    changelog_mode: frozenset[RowKind] = RETRACT
 
     def __init__(self, options: MySqlSourceOptions | Mapping[str, Any], start_position: Mapping[str, Any] | None = None) -> None:
         if not isinstance(options, MySqlSourceOptions):
