@@ -22,6 +22,8 @@ pipeline name, as Kafka Connect stores source offsets:
   transaction; :meth:`open` fences an older producer with the same id and aborts its open
   transaction, so a restart that resumes from :meth:`stored_position` neither loses nor duplicates;
 - ``at-least-once``: the data is flushed (acknowledged) before the position record is written;
+  the producer uses ``acks=all`` and ``enable.idempotence=true`` unless ``properties.*`` say
+  otherwise (Kafka's Java producer defaults, so retries keep per-partition order);
 - ``none``: records and position are sent without waiting for acknowledgements.
 
 Example::
@@ -141,6 +143,9 @@ class KafkaPipelineSink:
             conf.setdefault("transaction.timeout.ms", "60000")
         elif opts.delivery_guarantee is DeliveryGuarantee.AT_LEAST_ONCE:
             conf.setdefault("acks", "all")
+            # Kafka's Java producer (>= 3.0) is idempotent by default, so retries keep per-partition
+            # order; do the same unless the user opts out (ApsaraMQ needs enable.idempotence=false).
+            conf.setdefault("enable.idempotence", "true")
         conf["error_cb"] = self._on_client_error
         self._producer = Producer(conf)
         if self.exactly_once:
@@ -259,11 +264,13 @@ class KafkaPipelineSink:
         return headers
 
     def _produce(self, producer: Producer, topic: str, key: bytes, value: bytes | None,
-                 headers: list[tuple[str, bytes]]) -> None:
+                 headers: list[tuple[str, bytes]], partition: int | None = None) -> None:
         kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": self._on_delivery}
         if headers:
             kwargs["headers"] = headers
-        if self.options.partition_strategy is PartitionStrategy.ALL_TO_ZERO:
+        if partition is not None:
+            kwargs["partition"] = partition
+        elif self.options.partition_strategy is PartitionStrategy.ALL_TO_ZERO:
             kwargs["partition"] = 0
         deadline = time.monotonic() + self.options.flush_timeout.total_seconds()
         while True:
@@ -316,12 +323,13 @@ class KafkaPipelineSink:
         producer = self._require_open()
         opts = self.options
         timeout_s = opts.flush_timeout.total_seconds()
+        # position records always go to partition 0, so the last one for a key is well defined
         value = json.dumps(dict(position), sort_keys=True, separators=(",", ":"), default=str).encode("utf-8")
         key = self.pipeline_name.encode("utf-8")
         if self.exactly_once:
             if not self._in_txn:
                 self._begin()
-            self._produce(producer, opts.offsets_topic, key, value, [])
+            self._produce(producer, opts.offsets_topic, key, value, [], partition=0)
             try:
                 producer.commit_transaction(timeout_s)
             except KafkaException as exc:
@@ -333,10 +341,10 @@ class KafkaPipelineSink:
             self._raise_delivery_errors()
         elif opts.delivery_guarantee is DeliveryGuarantee.AT_LEAST_ONCE:
             self._flush(producer, timeout_s)
-            self._produce(producer, opts.offsets_topic, key, value, [])
+            self._produce(producer, opts.offsets_topic, key, value, [], partition=0)
             self._flush(producer, timeout_s)
         else:
-            self._produce(producer, opts.offsets_topic, key, value, [])
+            self._produce(producer, opts.offsets_topic, key, value, [], partition=0)
             producer.poll(0)
         self._records_since_commit = 0
         self.metrics["commits"] += 1
