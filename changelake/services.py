@@ -257,7 +257,7 @@ class KafkaService:
         if not (data / "meta.properties").exists():
             cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
             fmt = subprocess.run(
-                java + ["kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props)],
+                java + ["kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", "-c", str(props)],
                 capture_output=True,
                 text=True,
             )
