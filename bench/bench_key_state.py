@@ -4,6 +4,9 @@
 
 RSS is the process's peak resident set size (``ru_maxrss``) after the run, in MiB; the sqlite
 store keeps data on disk, so its RSS stays near the page-cache cap (``--cache-mb``) whatever N is.
+
+Measured on the dev VM (sqlite, 64 MiB cache): 1M keys -> 84 MiB peak RSS, 91 MiB on disk,
+~68k puts/s; 10M keys -> 83 MiB peak RSS, 869 MiB on disk, ~46k puts/s.
 """
 
 from __future__ import annotations
