@@ -245,11 +245,18 @@ class MySqlSource:
         deadline = time.monotonic() + grace_s
         while True:
             try:
-                return choose_server_id(self.options.server_id, used_server_ids(self._ctl), own)
+                return choose_server_id(self.options.server_id, self._used_server_ids(), own)
             except ServerIdClashError:
                 if time.monotonic() >= deadline:
                     raise
                 time.sleep(0.3)
+
+    def _used_server_ids(self) -> list[int]:
+        try:
+            return used_server_ids(self._ctl)
+        except Exception as exc:  # noqa: BLE001 - e.g. the user may not run SHOW SLAVE HOSTS
+            log.warning("cannot list replicas with SHOW SLAVE HOSTS (%s); server-id clashes are not detected", exc)
+            return []
 
     def _master_status(self) -> BinlogPosition:
         self._ctl = _alive(self._ctl, self.options.connection_kwargs())
