@@ -1,7 +1,6 @@
 """Prove a lake table's key state equals its MySQL table's (the DuckDB asset check's engine).
 
-The MySQL side is read with the CDC source's own value conversion (``mysql_cdc.values.convert``
-over the information_schema column types), so MySQL and the lake are compared in one type system;
+The MySQL side is read with the CDC source's own value conversion (the snapshot path's), so MySQL and the lake are compared in one type system;
 the lake side is a full pyiceberg scan. Both become Arrow tables with the lake table's Arrow
 schema and are joined by :func:`changelake.checks.key_state.compare_key_state` in DuckDB.
 """
@@ -30,37 +29,12 @@ def mysql_params_from_env(env: Mapping[str, str]) -> dict[str, Any]:
 
 
 def read_mysql_table(params: Mapping[str, Any], table: TableId) -> tuple[Any, list[dict[str, Any]]]:
-    """All rows of ``table`` as changelake Python values, with its Schema (columns and primary key).
+    """All rows of ``table`` as changelake Python values, with its Schema (columns and primary key),
+    converted exactly as the snapshot path of Pipeline 1 converts them (``mysql_cdc.snapshot.read_table``)."""
+    from changelake.connectors.mysql_cdc.snapshot import read_table
 
-    Values are converted exactly as the snapshot path of Pipeline 1 converts them. Identifiers are
-    quoted; nothing from data is put into SQL.
-    """
-    import pymysql
-    from pymysql.constants import FIELD_TYPE
-
-    from changelake.connectors.mysql_cdc.schema_tracker import load_table_schema
-    from changelake.connectors.mysql_cdc.values import convert
-
-    # Raw text protocol values (str/bytes): the CDC converter owns every type's interpretation.
-    raw_conv = {t: (lambda v: v) for t in vars(FIELD_TYPE).values() if isinstance(t, int)}
-    conn = pymysql.connect(
-        host=params["host"], port=int(params["port"]), user=params["user"], password=params["password"],
-        charset="utf8mb4", autocommit=True, init_command="SET time_zone='+00:00'", conv=raw_conv,
-    )
-    try:
-        ts = load_table_schema(conn, table)
-        quoted = ", ".join("`" + c.name.replace("`", "``") + "`" for c in ts.columns)
-        db = table.database.replace("`", "``") if table.database else ""
-        name = table.table.replace("`", "``")
-        with conn.cursor() as cur:
-            cur.execute(f"SELECT {quoted} FROM `{db}`.`{name}`")
-            rows = [
-                {c.name: convert(c, raw) for c, raw in zip(ts.columns, record)}
-                for record in cur.fetchall()
-            ]
-        return ts.schema, rows
-    finally:
-        conn.close()
+    table_schema, rows = read_table(dict(params), table)
+    return table_schema.schema, rows
 
 
 class _Result:
