@@ -270,9 +270,17 @@ class MySqlSource:
     def _check_binlog_exists(self, pos: BinlogPosition) -> None:
         with self._ctl.cursor() as cur:
             cur.execute("SHOW BINARY LOGS")
-            files = [str(r[0]) for r in cur.fetchall()]
-        if pos.file not in files:
+            sizes = {str(r[0]): int(r[1]) for r in cur.fetchall()}
+        files = list(sizes)
+        if pos.file not in sizes:
             raise BinlogPurgedError(pos.file, pos.pos, files)
+        if pos.pos > sizes[pos.file]:
+            raise SourceError(
+                f"The binlog position {pos.file}:{pos.pos} lies beyond the end of that file ({sizes[pos.file]} bytes): "
+                "it does not belong to this server's binlog (was the server or its binlog reset?). To re-snapshot, "
+                "delete the pipeline's stored offsets (or use a new pipeline name) and start with "
+                "'scan.startup.mode' = 'initial'."
+            )
 
     def _start_snapshot(self, progress: SnapshotProgress, binlog_pos: BinlogPosition | None) -> None:
         self._snapshot = SnapshotReader(

@@ -11,7 +11,7 @@ import pytest
 
 from changelake.changelog.event import Op
 from changelake.changelog.schema import TableId
-from changelake.connectors.errors import OptionValidationError
+from changelake.connectors.errors import OptionValidationError, SourceError
 from changelake.connectors.mysql_cdc import BinlogPurgedError, MySqlSource, ServerIdClashError
 from changelake.connectors.mysql_cdc.preflight import check_binlog_settings, read_variables
 from mysql_cdc_support import drain, json_row, run_sql, source_options
@@ -246,3 +246,18 @@ def test_preflight_accepts_the_test_server_and_snapshot_mode_finishes(mysql_para
         assert src.caught_up() and src.poll(10, 0.1) == []
     finally:
         src.close()
+
+
+def test_position_beyond_the_end_of_a_file_is_refused(mysql_params, database_factory):
+    db = database_factory()
+    run_sql(mysql_params, db, "CREATE TABLE t (id INT PRIMARY KEY)")
+    probe = _open(mysql_params, db, **{"scan.startup.mode": "latest-offset"})
+    try:
+        here = probe.position
+    finally:
+        probe.close()
+    bogus = {"phase": "binlog", "file": here["file"], "pos": here["pos"] + 10_000_000, "row": 0}
+    src = MySqlSource(source_options(mysql_params, db), bogus)
+    with pytest.raises(SourceError, match="beyond the end of that file"):
+        src.open()
+    src.close()
