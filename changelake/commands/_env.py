@@ -19,6 +19,10 @@ def apply_local_service_env() -> dict[str, str]:
             os.environ.setdefault(key, value)
     dagster_home = os.environ.setdefault("DAGSTER_HOME", str(default_state_dir() / "dagster"))
     os.makedirs(dagster_home, exist_ok=True)
+    instance_yaml = os.path.join(dagster_home, "dagster.yaml")
+    if not os.path.exists(instance_yaml):
+        with open(instance_yaml, "w") as f:
+            f.write("telemetry:\n  enabled: false\nrun_monitoring:\n  enabled: true\n")
     lake = default_state_dir() / "lake"
     (lake / "warehouse").mkdir(parents=True, exist_ok=True)
     return {k: os.environ.get(k, "") for k in services.env()}

@@ -49,8 +49,14 @@ def _materialize_lake(defs) -> dict[str, dict]:
     """Materialize the lake assets with their checks; returns check results per table."""
     import dagster as dg
 
+    from changelake.commands.pipeline import QUIET_LOG_LEVEL
+
     job = defs.resolve_job_def("kafka_to_iceberg_materialize")
-    result = job.execute_in_process(instance=dg.DagsterInstance.get(), raise_on_error=False)
+    result = job.execute_in_process(
+        instance=dg.DagsterInstance.get(),
+        raise_on_error=False,
+        run_config={"loggers": {"console": {"config": {"log_level": QUIET_LOG_LEVEL}}}},
+    )
     checks: dict[str, dict] = {}
     for evaluation in result.get_asset_check_evaluations():
         table = ".".join(evaluation.asset_key.path[1:])
@@ -103,12 +109,13 @@ def _print_seed_message(bootstrap: str) -> dict | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import dagster as dg
+    import warnings
 
     from changelake.commands._env import apply_local_service_env
     from changelake.commands.pipeline import run_pipeline_job
     from changelake.demo.seed import load_kafka_test, run_sysbench, update_seed_customer
 
+    warnings.filterwarnings("ignore", module="dagster")
     apply_local_service_env()
     params = _mysql_params()
     bootstrap = os.environ["KAFKA_BOOTSTRAP_SERVERS"]
@@ -118,26 +125,25 @@ def run(args: argparse.Namespace) -> int:
     print(f"kafka_test rows: {counts}")
     print(f"sysbench: {run_sysbench(params, events=args.sysbench_events)}")
 
-    _step("2. Pipeline 1: MySQL -> Kafka (snapshot, then binlog), Dagster job, until caught up")
+    _step("2. Pipeline 1: MySQL -> Kafka, Dagster job, until caught up (snapshot, then binlog)")
     result = run_pipeline_job(PIPELINE_1, until_caught_up=True)
     if not result.success:
         return _fail(result)
     _print_outputs(result)
 
-    from platform_defs.definitions import defs
-
-    _step("3. Pipeline 2: Kafka -> Iceberg, Dagster assets + DuckDB key-state checks")
-    checks = _materialize_lake(defs)
-    _print_checks(checks)
-
-    _step("4. The seed's example: UPDATE customers SET phone_number='1234' WHERE id=4")
+    _step("3. More OLTP writes (binlog path) and the seed's update: UPDATE customers SET phone_number='1234' WHERE id=4")
+    print(f"sysbench: {run_sysbench(params, events=args.sysbench_events)}")
     update_seed_customer(params)
     result = run_pipeline_job(PIPELINE_1, until_caught_up=True)
     if not result.success:
         return _fail(result)
+    _print_outputs(result)
+    print("The Debezium-JSON message of the update on topic kafka_test.customers (payload):")
     message = _print_seed_message(bootstrap)
 
-    _step("5. Pipeline 2 again (resumes from its stored offsets) and the checks")
+    from platform_defs.definitions import defs
+
+    _step("4. Pipeline 2: Kafka -> Iceberg as Dagster assets, then the DuckDB key-state checks")
     checks = _materialize_lake(defs)
     _print_checks(checks)
 
@@ -147,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
     except ImportError:
         run_pageviews_demo = None
     if run_pageviews_demo is not None:
-        _step("6. Page views: PV and UV per region -> upsert-kafka (retract changelog into upsert sink)")
+        _step("5. Page views: PV and UV per region -> upsert-kafka (retract changelog into upsert sink)")
         pv_ok = run_pageviews_demo(bootstrap, events=args.pageviews)
 
     _step("Summary")

@@ -8,10 +8,14 @@ launches (one long-running op), in-process, on the Dagster instance of ``$DAGSTE
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
-__all__ = ["register", "run"]
+__all__ = ["register", "run", "run_pipeline_job", "QUIET_LOG_LEVEL"]
+
+#: Dagster console log level for in-process runs started from the CLI (the UI shows everything).
+QUIET_LOG_LEVEL = os.environ.get("CHANGELAKE_LOG_LEVEL", "WARNING")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -40,7 +44,10 @@ def run_pipeline_job(path: Path, until_caught_up: bool, max_duration_s: float | 
     if max_duration_s is not None:
         config["max_duration_s"] = max_duration_s
     return defs.resolve_job_def(job.name).execute_in_process(
-        run_config={"ops": {f"run_{job_name(structure)}": {"config": config}}},
+        run_config={
+            "ops": {f"run_{job_name(structure)}": {"config": config}},
+            "loggers": {"console": {"config": {"log_level": QUIET_LOG_LEVEL}}},
+        },
         instance=dg.DagsterInstance.get(),
         raise_on_error=False,
     )
