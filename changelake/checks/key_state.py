@@ -264,7 +264,7 @@ def _compare(
 
 # -- alignment of column pairs -------------------------------------------------------------------
 
-ArrowColumn = pa.ChunkedArray
+ArrowColumn = Any  # pyarrow.ChunkedArray (pyarrow ships no type information)
 
 
 def _align(s: ArrowColumn, l: ArrowColumn, name: str, naive_tz: str) -> tuple[ArrowColumn, ArrowColumn, str | None]:
@@ -292,11 +292,11 @@ def _align(s: ArrowColumn, l: ArrowColumn, name: str, naive_tz: str) -> tuple[Ar
 
 
 def _is_text(t: pa.DataType) -> bool:
-    return pa.types.is_string(t) or pa.types.is_large_string(t)
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t))
 
 
 def _is_time_like(t: pa.DataType) -> bool:
-    return pa.types.is_duration(t) or pa.types.is_time(t)
+    return bool(pa.types.is_duration(t) or pa.types.is_time(t))
 
 
 def _align_timestamps(s: ArrowColumn, l: ArrowColumn, naive_tz: str) -> tuple[ArrowColumn, ArrowColumn, str | None]:

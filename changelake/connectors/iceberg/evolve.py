@@ -133,9 +133,9 @@ def apply_evolution(table: Table, changes: list[SchemaChange]) -> None:
         return
     with table.update_schema() as update:
         for change in changes:
-            if change.kind == "add":
+            if change.kind == "add" and change.type is not None:
                 update.add_column(change.column, change.type, required=False)
-            elif change.kind == "widen":
+            elif change.kind == "widen" and change.type is not None:
                 update.update_column(change.column, field_type=change.type)
-            else:
+            elif change.kind == "make-optional":
                 update.update_column(change.column, required=False)

@@ -402,8 +402,8 @@ def _delete_plan(table: Table, keys: pa.Table, primary_key: list[str]) -> tuple[
     """
     columns = {name: keys.column(name).to_pylist() for name in primary_key}
     if len(primary_key) == 1:
-        return In(primary_key[0], set(columns[primary_key[0]])), None
-    predicates = [In(name, set(values)) for name, values in columns.items()]
+        return _in(primary_key[0], columns[primary_key[0]]), None
+    predicates = [_in(name, values) for name, values in columns.items()]
     coarse: BooleanExpression = And(*predicates)
     matched = table.scan(row_filter=coarse).to_arrow()
     if matched.num_rows == 0:
@@ -412,3 +412,9 @@ def _delete_plan(table: Table, keys: pa.Table, primary_key: list[str]) -> tuple[
     lake_keys = zip(*(matched.column(name).to_pylist() for name in primary_key))
     keep = pa.array([k not in changed for k in lake_keys], type=pa.bool_())
     return coarse, matched.filter(keep)
+
+
+def _in(column: str, values: Iterable[Any]) -> BooleanExpression:
+    """``column IN values`` (pyiceberg's ``In``; its pydantic signature confuses type checkers)."""
+    expression: BooleanExpression = In(column, set(values))  # type: ignore[call-arg, arg-type]
+    return expression
