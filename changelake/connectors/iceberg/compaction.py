@@ -21,13 +21,22 @@ __all__ = ["TruncateMarker", "TRUNCATE", "BatchItem", "CompactedBatch", "compact
 
 @dataclass(frozen=True)
 class TruncateMarker:
-    """Stands for a ``TRUNCATE TABLE`` (Debezium op ``t``) inside a batch: delete every row."""
+    """Stands for a ``TRUNCATE TABLE`` (Debezium op ``t``) inside a batch: delete every row.
+
+    Attributes:
+        metadata: like :attr:`ChangelogRow.metadata`; give ``topic``, ``partition`` and ``offset``
+            of the Kafka record that carried the truncate, so that a replayed batch reaching
+            past the committed offsets does not truncate again rows absorbed after it, e.g.
+            ``TruncateMarker({"topic": "shop.orders", "partition": 0, "offset": 41})``.
+    """
+
+    metadata: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
     def __repr__(self) -> str:
-        return "TRUNCATE"
+        return "TRUNCATE" + (f"{dict(self.metadata)}" if self.metadata else "")
 
 
-#: The one truncate marker; put it in the row list passed to ``IcebergSink.write``.
+#: A truncate marker without a Kafka position (replays of it are not filtered per record).
 TRUNCATE = TruncateMarker()
 
 BatchItem = Union[ChangelogRow, TruncateMarker]

@@ -219,11 +219,12 @@ class IcebergSink:
 
         Args:
             table_id: the source table (mapped to ``namespace.table``).
-            rows: changelog rows in order, oldest first; :data:`~changelake.connectors.iceberg.compaction.TRUNCATE`
-                markers delete every row written before them. ``-U`` rows are ignored; the batch
+            rows: changelog rows in order, oldest first; :class:`~changelake.connectors.iceberg.compaction.TruncateMarker`
+                items delete every row written before them. ``-U`` rows are ignored; the batch
                 is reduced to the last change per primary key (``+I``/``+U`` upsert, ``-D``
-                delete). A row whose ``metadata`` has ``topic``, ``partition`` and ``offset``
-                below the committed offset of that partition is dropped (partial replay).
+                delete). A row or marker whose ``metadata`` has ``topic``, ``partition`` and
+                ``offset`` below the committed offset of that partition is dropped (partial
+                replay); give it, or a batch reaching past the committed offsets re-applies them.
             schema: the rows' schema (with the primary key); the table is created/evolved first.
             offsets: ``"topic/partition"`` -> next offset after this batch (see
                 :func:`~changelake.connectors.iceberg.offsets.topic_partition`). When every
@@ -358,8 +359,6 @@ def _count_rows(rows: Sequence[BatchItem]) -> int:
 
 
 def _already_absorbed(item: BatchItem, committed: Mapping[str, int]) -> bool:
-    if not isinstance(item, ChangelogRow):
-        return False
     meta = item.metadata
     if "topic" not in meta or "partition" not in meta or "offset" not in meta:
         return False

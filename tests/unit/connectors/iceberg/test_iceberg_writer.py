@@ -19,6 +19,7 @@ from changelake.connectors.iceberg import (
     OFFSETS_PROPERTY,
     TRUNCATE,
     IcebergSink,
+    TruncateMarker,
     IcebergSinkError,
     IcebergSinkOptions,
     NullPrimaryKeyError,
@@ -395,3 +396,20 @@ def test_read_table_columns_and_errors(sink: IcebergSink, options: IcebergSinkOp
         read_table(options, T, columns=["nope"])
     with pytest.raises(IcebergSinkError, match="Iceberg table 'shop.missing' .* does not exist"):
         read_table(options, TableId("shop", "missing"))
+
+
+def test_replayed_truncate_with_position_is_not_applied_again(sink: IcebergSink, options: IcebergSinkOptions) -> None:
+    def at(offset: int) -> dict[str, Any]:
+        return {"topic": "orders", "partition": 0, "offset": offset}
+
+    first = [
+        ChangelogRow(I, {"id": 1, "name": "a", "qty": 1}, metadata=at(0)),
+        TruncateMarker(at(1)),
+        ChangelogRow(I, {"id": 2, "name": "b", "qty": 2}, metadata=at(2)),
+    ]
+    sink.write(T, first, SIMPLE, {"orders/0": 3})
+    # restart from an older position with a larger batch: offsets 0..3 arrive again plus offset 3
+    again = [*first, ChangelogRow(I, {"id": 3, "name": "c", "qty": 3}, metadata=at(3))]
+    result = sink.write(T, again, SIMPLE, {"orders/0": 4})
+    assert not result.truncated
+    assert lake(options) == [{"id": 2, "name": "b", "qty": 2}, {"id": 3, "name": "c", "qty": 3}]
