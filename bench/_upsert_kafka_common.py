@@ -127,6 +127,8 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> Non
 
 def _fmt(value: object) -> str:
     if isinstance(value, float):
+        if abs(value) < 1:
+            return f"{value:.3f}"
         return f"{value:,.2f}" if abs(value) < 100 else f"{value:,.0f}"
     if isinstance(value, int):
         return f"{value:,}"

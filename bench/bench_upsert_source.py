@@ -1,0 +1,166 @@
+"""Benchmark the upsert-kafka source against Kafka's own ``kafka-consumer-perf-test``.
+
+Fills a fresh topic (one partition by default) on a throw-away single-node Kafka with N keyed
+records (default 500k) over K keys (default 50k, uniform, seeded) of ``(id BIGINT PK, name STRING,
+amount DECIMAL(10,2), ts TIMESTAMP(3))`` in json key and value: inserts, updates and, with
+probability ``--delete-ratio`` (default 5%), tombstones. The topic is written by the upsert-kafka
+sink itself (not timed). Then it reads the whole topic:
+
+* ``upsert-kafka`` source with ``scan.bounded.mode = latest-offset``, once per key-state store
+  (``memory``: :class:`MemoryKeyStateStore`; ``sqlite``: :class:`SqliteKeyStateStore` in a temp
+  dir, committed after every ``poll()`` as the source does by default), emitting the normalized
+  changelog (+I new key, +U known key, -D tombstone of a live key; nothing for an identical
+  row or a tombstone of an unknown key);
+* Java ``org.apache.kafka.tools.ConsumerPerformance --messages N`` on the same topic.
+
+Rates: records read from Kafka per second and changelog rows emitted per second, from the first
+``poll()`` until the bounded end is reached (``open()`` not timed). For the Java tool the table
+shows ``fetch.nMsg.sec`` (which leaves out its group join/rebalance time, as ours leaves out
+``open()``) and, in the note below the table, its overall ``nMsg.sec``. MB/s is key + value bytes
+read per second, 1 MB = 2^20 bytes as in Kafka's tools.
+
+    .venv/bin/python bench/bench_upsert_source.py               # 500k records, ~1-2 min on 2 cores
+    .venv/bin/python bench/bench_upsert_source.py --records 100000 --stores memory
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _upsert_kafka_common import (  # noqa: E402
+    MIB,
+    SCHEMA,
+    changelog,
+    kafka_broker,
+    print_table,
+    progress,
+    run_java_tool,
+    upsert_options,
+)
+
+from changelake.changelog.state import KeyStateStore, MemoryKeyStateStore, SqliteKeyStateStore  # noqa: E402
+from changelake.connectors.upsert_kafka import create_sink, create_source  # noqa: E402
+from changelake.services import KafkaService  # noqa: E402
+
+
+def fill_topic(kafka: KafkaService, args: argparse.Namespace) -> tuple[str, Counter[str]]:
+    """Write the benchmark's records to a new compacted topic with the upsert-kafka sink; returns
+    (topic, count of rows written by kind)."""
+    rows = changelog(args.records, args.keys, delete_ratio=args.delete_ratio)
+    topic = f"bench-source-{uuid.uuid4().hex[:8]}"
+    start = time.perf_counter()
+    with create_sink(upsert_options(kafka.bootstrap_servers, topic), SCHEMA,
+                     topic_partitions=args.partitions, flush_timeout_s=120.0) as sink:
+        sink.write_all(rows)
+        sink.flush()
+    progress(f"wrote {len(rows):,} records to {topic} in {time.perf_counter() - start:.1f} s")
+    return topic, Counter(row.kind.short_string for row in rows)
+
+
+def run_source(kafka: KafkaService, topic: str, store: KeyStateStore, args: argparse.Namespace) -> dict[str, float]:
+    """Read ``topic`` to its end with the upsert-kafka source; returns seconds, records read,
+    bytes read and changelog rows emitted (also per kind, keys ``+I``/``+U``/``-D``/``-U``)."""
+    options = upsert_options(kafka.bootstrap_servers, topic, **{
+        "scan.bounded.mode": "latest-offset", "scan.changelog-mode": args.changelog_mode,
+    })
+    kinds: Counter[str] = Counter()
+    with create_source(options, SCHEMA, store=store) as source:
+        step = max(1, args.records // 10)
+        next_report = step
+        start = time.perf_counter()
+        while not source.is_bounded_end_reached():
+            for row in source.poll(1.0, max_records=args.max_records):
+                kinds[row.kind.short_string] += 1
+            read = int(source.metrics.snapshot()["numRecordsIn"])
+            if read >= next_report:
+                next_report += step
+                progress(f"source ({type(store).__name__}): {read:,}/{args.records:,} records, "
+                         f"{read / (time.perf_counter() - start):,.0f} records/s")
+        seconds = time.perf_counter() - start
+        metrics = source.metrics.snapshot()
+    return {"seconds": seconds, "records": metrics["numRecordsIn"], "bytes": metrics["numBytesIn"],
+            "rows": sum(kinds.values()), **kinds}
+
+
+def run_java_consumer(kafka: KafkaService, topic: str, records: int) -> dict[str, str]:
+    """Kafka's ConsumerPerformance reading ``records`` messages of ``topic``; returns its
+    summary as header -> value (``nMsg.sec``, ``fetch.nMsg.sec``, ``MB.sec``, ...)."""
+    out = run_java_tool(
+        kafka,
+        "org.apache.kafka.tools.ConsumerPerformance",
+        ["--bootstrap-server", kafka.bootstrap_servers, "--topic", topic, "--messages", str(records),
+         "--group", f"bench-java-{uuid.uuid4().hex[:8]}", "--timeout", "30000"],
+    )
+    lines = [line for line in out.splitlines() if "," in line]
+    header = next((i for i, line in enumerate(lines) if line.startswith("start.time")), None)
+    if header is None or header + 1 >= len(lines):
+        raise RuntimeError(f"no summary in ConsumerPerformance output: {out[-500:]}")
+    summary = dict(zip((h.strip() for h in lines[header].split(",")), (v.strip() for v in lines[header + 1].split(","))))
+    if int(summary["data.consumed.in.nMsg"]) != records:
+        raise RuntimeError(f"ConsumerPerformance read {summary['data.consumed.in.nMsg']} messages, expected {records}")
+    return summary
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=500_000, help="records in the topic (default 500k)")
+    ap.add_argument("--keys", type=int, default=50_000, help="distinct keys (default 50k)")
+    ap.add_argument("--delete-ratio", type=float, default=0.05, help="share of tombstones (default 0.05)")
+    ap.add_argument("--partitions", type=int, default=1, help="partitions of the topic (default 1)")
+    ap.add_argument("--stores", default="memory,sqlite", help="key-state stores to run, comma-separated")
+    ap.add_argument("--max-records", type=int, default=500, help="poll(max_records=...) (default 500, the source's)")
+    ap.add_argument("--changelog-mode", default="upsert", choices=["upsert", "retract"], help="scan.changelog-mode")
+    ap.add_argument("--skip-java", action="store_true", help="do not run Kafka's ConsumerPerformance")
+    args = ap.parse_args()
+    stores = [s.strip() for s in args.stores.split(",") if s.strip()]
+    if unknown := set(stores) - {"memory", "sqlite"}:
+        ap.error(f"unknown store(s) {sorted(unknown)}; choose from memory, sqlite")
+
+    results: list[list[object]] = []
+    with kafka_broker() as kafka, tempfile.TemporaryDirectory(prefix="changelake-bench-state-") as state_dir:
+        topic, written = fill_topic(kafka, args)
+        for name in stores:
+            store = MemoryKeyStateStore() if name == "memory" else SqliteKeyStateStore(Path(state_dir) / topic)
+            try:
+                r = run_source(kafka, topic, store, args)
+            finally:
+                store.close()
+            if r["records"] != args.records:
+                raise RuntimeError(f"the source read {r['records']} records, expected {args.records}")
+            kinds = " ".join(f"{k}{int(r.get(k, 0)):,}" for k in ("+I", "-U", "+U", "-D") if r.get(k))
+            results.append([f"upsert-kafka source, {name} state", int(r["records"]), int(r["rows"]), kinds,
+                            r["records"] / r["seconds"], r["rows"] / r["seconds"], r["bytes"] / MIB / r["seconds"],
+                            r["seconds"]])
+        java: dict[str, str] = {}
+        if not args.skip_java:
+            progress(f"Kafka ConsumerPerformance: {args.records:,} messages of {topic}")
+            java = run_java_consumer(kafka, topic, args.records)
+            fetch_rate = float(java["fetch.nMsg.sec"])
+            results.append(["Java ConsumerPerformance (fetch)", args.records, "", "", fetch_rate, "",
+                            float(java["fetch.MB.sec"]), float(java["fetch.time.ms"]) / 1000.0])
+
+    print()
+    print(f"upsert-kafka source: {args.records:,} records over {args.keys:,} keys "
+          f"({' '.join(f'{k}{v:,}' for k, v in sorted(written.items()))} written; -D = tombstone), json key+value, "
+          f"{args.partitions} partition(s), scan.changelog-mode {args.changelog_mode}, poll max_records {args.max_records}")
+    headers = ["run", "records", "changelog", "by kind", "records/s", "changelog/s", "MB/s", "seconds"]
+    if java:
+        headers.append("ours/Java")
+        for r in results:
+            r.append(r[4] / fetch_rate)  # type: ignore[operator]
+    print_table(headers, results)
+    if java:
+        print(f"Java ConsumerPerformance overall (with group join): {float(java['nMsg.sec']):,.0f} records/s, "
+              f"rebalance {java['rebalance.time.ms']} ms")
+
+
+if __name__ == "__main__":
+    main()
