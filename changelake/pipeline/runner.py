@@ -116,14 +116,14 @@ def run_pipeline(
         ChangelakeError subclasses from the connectors (source gone, delivery failed, ...).
     """
     pair = (defn.source_type, defn.sink_type)
-    if pair == ("mysql", "kafka"):
+    if pair in (("mysql", "kafka"), ("mysql", "upsert-kafka")):
         runner = run_mysql_to_kafka
     elif pair == ("kafka", "iceberg"):
         runner = run_kafka_to_iceberg
     else:
         raise OptionValidationError(
             f"pipeline '{defn.name}': source type '{defn.source_type}' with sink type '{defn.sink_type}' is not "
-            "supported; supported pairs: mysql -> kafka, kafka -> iceberg",
+            "supported; supported pairs: mysql -> kafka, mysql -> upsert-kafka, kafka -> iceberg",
             option="type",
         )
     return runner(
@@ -147,14 +147,20 @@ def run_mysql_to_kafka(
     on_batch: BatchCallback | None = None,
 ) -> RunStats:
     """Snapshot, then binlog, into one Kafka topic per table; the source position is committed
-    with every batch (in the same Kafka transaction under ``exactly-once``)."""
+    with every batch (in the same Kafka transaction under ``exactly-once``).
+
+    The sink is chosen by ``sink.type``: ``kafka`` -> KafkaPipelineSink (Flink CDC's Kafka pipeline
+    sink), ``upsert-kafka`` -> UpsertKafkaIngestionSink (keyed, compacted topics; tombstones for deletes).
+    """
     from changelake.connectors.kafka.sink import KafkaPipelineSink
     from changelake.connectors.mysql_cdc.source import MySqlSource
+    from changelake.connectors.upsert_kafka.ingestion import UpsertKafkaIngestionSink
 
     router, transformer = _router(defn), Transformer(parse_transform_rules(defn.transform))
     stats = RunStats(defn.name)
     clock = _Clock(max_duration_s, stop)
-    sink = KafkaPipelineSink(defn.options("sink"), pipeline_name=defn.name)
+    sink_class = UpsertKafkaIngestionSink if defn.sink_type == "upsert-kafka" else KafkaPipelineSink
+    sink = sink_class(defn.options("sink"), pipeline_name=defn.name)
     sink.open()
     try:
         position = sink.stored_position()
