@@ -285,3 +285,19 @@ def test_runner_validates_upsert_kafka_options_before_connecting():
     )
     with pytest.raises(OptionValidationError, match="Unsupported options found for 'upsert-kafka'"):
         run_pipeline(defn)
+
+
+def test_example_pipeline_parses_and_its_sink_options_validate():
+    from pathlib import Path
+
+    from changelake.pipeline.definition import load_pipeline
+
+    path = Path(__file__).resolve().parents[4] / "pipelines" / "examples" / "mysql-to-upsert-kafka.yaml"
+    env = {"MYSQL_HOST": "h", "MYSQL_PORT": "3306", "MYSQL_USER": "u", "MYSQL_PASSWORD": "pw",
+           "KAFKA_BOOTSTRAP_SERVERS": BOOTSTRAP}
+    defn = load_pipeline(path, env=env)
+    assert (defn.source_type, defn.sink_type) == ("mysql", "upsert-kafka")
+    opts = UpsertKafkaIngestionOptions.from_options(defn.options("sink"), defn.name)
+    assert opts.kafka.delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE
+    assert opts.kafka.add_table_id_to_header and opts.kafka.topic_partitions == 3
+    assert defn.route == [{"source-table": "kafka_test.customers", "sink-table": "customers_upsert"}]
