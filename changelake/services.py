@@ -315,6 +315,7 @@ class MariaDBService:
     port: int = 13306
     user: str = "changelake"
     server_id: int = 1
+    extra_args: tuple[str, ...] = ()
 
     @property
     def pid_file(self) -> Path:
@@ -401,6 +402,7 @@ class MariaDBService:
             "--innodb-flush-log-at-trx-commit=2",
             "--sync-binlog=0",
             "--max-connections=500",
+            *self.extra_args,  # later arguments win: tests use this to start a misconfigured server
         ]
         (self.home / "binlog").mkdir(exist_ok=True)
         with open(self.home / "mariadbd.out", "ab") as out:

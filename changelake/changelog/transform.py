@@ -317,6 +317,9 @@ class TransformRule:
         Raises:
             TransformError: see :meth:`apply_schema`.
         """
+        if event.op is Op.TRUNCATE:
+            # No row images: only the schema (when the event carries one) is transformed.
+            return event if event.schema is None else replace(event, schema=self.apply_schema(event.schema))
         source_schema = event.schema
         if source_schema is None:
             row = event.key_row or event.after or event.before or {}

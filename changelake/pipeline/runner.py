@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 from changelake.changelog import DataChangeEvent, Op, Schema, TableId
@@ -91,12 +91,13 @@ def _router(defn: PipelineDefinition) -> Router:
 
 
 def _route_and_transform(events: list[DataChangeEvent], router: Router, transformer: Transformer) -> list[DataChangeEvent]:
+    """Transform, then route, as Flink CDC does: ``transform`` rules match the source table's
+    name, ``route`` then re-addresses the transformed event to its sink table(s)."""
     out: list[DataChangeEvent] = []
     for event in events:
-        for routed in router.route_event(event):
-            transformed = transformer.apply(routed)
-            if transformed is not None:
-                out.append(transformed)
+        transformed = transformer.apply(event)
+        if transformed is not None:
+            out.extend(router.route_event(transformed))
     return out
 
 
@@ -167,21 +168,28 @@ def run_mysql_to_kafka(
         source = MySqlSource(defn.options("source"), start_position=position)
         source.open()
         try:
+            committed = position
             while True:
                 events = source.poll(max_events=batch_size, timeout_s=0.5)
+                # The source's position also moves past idle or uncaptured binlog traffic and from
+                # the snapshot to the binlog phase: commit it even when a poll returned nothing.
+                current = source.position
                 if events:
                     out = _route_and_transform(events, router, transformer)
                     sink.write(out)
-                    sink.commit(events[-1].position)
+                if events or (current is not None and current != committed):
+                    sink.commit(current)
+                    committed = current
+                    stats.position = current
+                if events:
                     stats.events += len(events)
                     stats.batches += 1
-                    stats.position = events[-1].position
                     per_table: dict[str, int] = {}
                     for e in out:
                         per_table[str(e.table)] = per_table.get(str(e.table), 0) + 1
                         stats.tables[str(e.table)] = stats.tables.get(str(e.table), 0) + 1
                     if on_batch:
-                        on_batch({"events": len(events), "tables": per_table, "position": stats.position})
+                        on_batch({"events": len(events), "tables": per_table, "position": current})
                 reason = clock.expired()
                 if reason:
                     stats.stopped_because = reason
@@ -235,9 +243,18 @@ def write_checkpoint(catalog: Any, pipeline: str, offsets: Mapping[str, int]) ->
     )
 
 
-def _event_schema(event: DataChangeEvent, transformer: Transformer) -> Schema:
+def _event_schema(
+    event: DataChangeEvent,
+    transformer: Transformer,
+    known: Mapping[TableId, Schema],
+    pending: tuple[Schema, list[Any]] | None,
+) -> Schema | None:
+    """The schema of an event after transform: its own (from the message's schema wrapper), else
+    inferred from its row; a truncate without one takes the table's last known schema (or None)."""
     if event.schema is not None:
         return event.schema
+    if event.op is Op.TRUNCATE:
+        return pending[0] if pending else known.get(event.table)
     values = event.after if event.after is not None else (event.before or {})
     return transformer.apply_schema(event.table, infer_schema(values))
 
@@ -258,7 +275,7 @@ def run_kafka_to_iceberg(
         OptionValidationError: a table without primary key (add ``primary-keys`` in ``transform``).
     """
     from changelake.connectors.iceberg import IcebergSink, parse_sink_options
-    from changelake.connectors.iceberg.compaction import TRUNCATE
+    from changelake.connectors.iceberg.compaction import TruncateMarker
     from changelake.connectors.iceberg.offsets import topic_partition
     from changelake.connectors.kafka.source import KafkaPipelineSource
 
@@ -273,6 +290,7 @@ def run_kafka_to_iceberg(
         source = KafkaPipelineSource(defn.options("source"), group_id=f"changelake-{defn.name}")
         source.open(start_offsets=start or None)
         stats.offsets = dict(checkpoint)
+        known_schemas: dict[TableId, Schema] = {}
         try:
             while True:
                 records = source.poll(max_records=batch_size, timeout_s=0.5)
@@ -284,7 +302,16 @@ def run_kafka_to_iceberg(
                         batch_offsets[tp] = max(batch_offsets.get(tp, 0), record.offset + 1)
                         meta = {"topic": record.topic, "partition": record.partition, "offset": record.offset}
                         for event in _route_and_transform(list(record.events), router, transformer):
-                            schema = _event_schema(event, transformer)
+                            prev = per_table.get(event.table)
+                            schema = _event_schema(event, transformer, known_schemas, prev)
+                            if schema is None:
+                                raise OptionValidationError(
+                                    f"pipeline '{defn.name}': a truncate of {event.table} (topic {record.topic!r} "
+                                    f"partition {record.partition} offset {record.offset}) carries no schema and no row "
+                                    "of the table was seen before it; write the topic with "
+                                    "'debezium-json.include-schema.enabled: true'",
+                                    option="debezium-json.include-schema.enabled",
+                                )
                             if not schema.primary_key:
                                 raise OptionValidationError(
                                     f"pipeline '{defn.name}': table {event.table} (topic {record.topic!r} partition "
@@ -292,18 +319,17 @@ def run_kafka_to_iceberg(
                                     "a 'transform' rule: primary-keys: <col>[,<col>...]",
                                     option="transform.primary-keys",
                                 )
-                            prev = per_table.get(event.table)
+                            known_schemas[event.table] = schema
                             items = prev[1] if prev else []
                             if prev and prev[0] != schema:
                                 sink.add(event.table, items, prev[0], {})
                                 items = []
                             if event.op is Op.TRUNCATE:
-                                items.append(TRUNCATE)
+                                # The marker carries its offset, so a replayed batch that reaches past
+                                # the committed offsets does not truncate the table a second time.
+                                items.append(TruncateMarker(metadata=meta))
                             else:
-                                items.extend(
-                                    r.__class__(r.kind, r.values, r.table, {**r.metadata, **meta})
-                                    for r in event.to_rows()
-                                )
+                                items.extend(replace(r, metadata={**r.metadata, **meta}) for r in event.to_rows())
                             per_table[event.table] = (schema, items)
                     for table_id, (schema, items) in per_table.items():
                         sink.add(table_id, items, schema, batch_offsets)

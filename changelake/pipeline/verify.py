@@ -10,8 +10,6 @@ from __future__ import annotations
 import time
 from typing import Any, Mapping
 
-import pyarrow as pa
-
 from changelake.changelog import TableId
 from changelake.pipeline.definition import PipelineDefinition
 
@@ -48,22 +46,14 @@ class _Result:
         return bool(self.comparison.passed)
 
     def metadata(self) -> dict[str, Any]:
+        """The comparison's counts and sample keys, plus ``mismatches`` (all kinds) and ``attempts``."""
         c = self.comparison
-        mismatches = c.missing_in_lake + c.extra_in_lake + c.value_mismatches
-        md = {
-            "table": str(self.table),
-            "rows_source": c.rows_source,
-            "rows_lake": c.rows_lake,
-            "missing_in_lake": c.missing_in_lake,
-            "extra_in_lake": c.extra_in_lake,
-            "value_mismatches": c.value_mismatches,
-            "mismatches": mismatches,
-            "attempts": self.attempts,
-        }
-        for name in ("sample_missing", "sample_extra", "sample_mismatched"):
-            sample = getattr(c, name, None)
-            if sample:
-                md[name] = str(list(sample)[:10])
+        md = dict(c.metadata())
+        md.update(
+            table=str(self.table),
+            mismatches=c.missing_in_lake + c.extra_in_lake + c.value_mismatches,
+            attempts=self.attempts,
+        )
         return md
 
 
@@ -94,25 +84,7 @@ def verify_lake_table(
         schema, rows = read_mysql_table(params, table)
         lake = read_table(options, table)
         source = rows_to_arrow(rows, schema, table=str(table))
-        lake, source = _align(lake, source)
         comparison = compare_key_state(lake, source, list(schema.primary_key))
         if comparison.passed or attempts >= 2:
             return _Result(comparison, table, attempts)
         time.sleep(recheck_after_s)
-
-
-def _align(lake: pa.Table, source: pa.Table) -> tuple[pa.Table, pa.Table]:
-    """Cast MySQL's Arrow columns to the lake's types where both have the column (the lake may
-    have widened a type through schema evolution)."""
-    fields = {f.name: f.type for f in lake.schema}
-    cols = []
-    for f in source.schema:
-        col = source.column(f.name)
-        target = fields.get(f.name)
-        if target is not None and target != f.type:
-            try:
-                col = col.cast(target)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                pass
-        cols.append(col)
-    return lake, pa.table(cols, names=source.schema.names)

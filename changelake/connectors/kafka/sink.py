@@ -209,14 +209,41 @@ class KafkaPipelineSink:
         if self.exactly_once and not self._in_txn and events:
             self._begin()
         for event in events:
+            if event.op is Op.TRUNCATE:
+                for topic, key, value, headers, partition in self._truncate_records(producer, event):
+                    self._produce(producer, topic, key, value, headers, partition)
+                continue
             for topic, key, value, headers in self._records(event):
                 self._produce(producer, topic, key, value, headers)
         producer.poll(0)
 
-    def _records(self, event: DataChangeEvent) -> list[tuple[str, bytes, bytes | None, list[tuple[str, bytes]]]]:
-        if event.op is Op.TRUNCATE:
+    def _truncate_records(
+        self, producer: Producer, event: DataChangeEvent
+    ) -> list[tuple[str, bytes, bytes, list[tuple[str, bytes]], int | None]]:
+        """A truncate as the changelog format writes it (debezium-json ``t``, canal-json
+        ``TRUNCATE``), keyed ``{"TableId": ...}``; with ``hash-by-key`` it goes to every partition
+        of the topic, since the table's keys are spread over all of them. The plain ``json``
+        (upsert) format cannot express a truncate: nothing is written and ``skipped`` counts it."""
+        opts = self.options
+        if opts.value_format is ValueFormat.JSON:
             self.metrics["skipped"] += 1
             return []
+        value = self._format(event).encode_event(event)
+        if value is None:
+            self.metrics["skipped"] += 1
+            return []
+        topic = self.topic_for(event.table)
+        if opts.auto_create_topics and self._creator is not None:
+            self._creator.ensure([topic])
+        key = encode_key_for_row(str(event.table), None, None, opts.key_format)
+        headers = self._headers(event.table)
+        if opts.partition_strategy is PartitionStrategy.ALL_TO_ZERO:
+            return [(topic, key, value, headers, 0)]
+        metadata = producer.list_topics(topic, timeout=opts.flush_timeout.total_seconds())
+        partitions = sorted(metadata.topics[topic].partitions)
+        return [(topic, key, value, headers, p) for p in partitions]
+
+    def _records(self, event: DataChangeEvent) -> list[tuple[str, bytes, bytes | None, list[tuple[str, bytes]]]]:
         opts = self.options
         topic = self.topic_for(event.table)
         if opts.auto_create_topics and self._creator is not None:

@@ -268,8 +268,10 @@ class BinlogReader:
         if truncated is None or not self._captured(truncated):
             return
         if tx.emit():
+            current = self._tracker.current(truncated)
             event = DataChangeEvent(
-                table=truncated, op=Op.TRUNCATE, before=None, after=None, schema=None,
+                table=truncated, op=Op.TRUNCATE, before=None, after=None,
+                schema=current.schema if current is not None else None,
                 ts_ms=int(ev.timestamp) * 1000, position=SourcePosition(tx.position()).to_dict(),
             )
             self._put(("event", event))

@@ -187,6 +187,13 @@ class SchemaTracker:
         else:
             self._hints.pop(table_id, None)
 
+    def current(self, table_id: TableId) -> TableSchema | None:
+        """The table's schema as information_schema shows it now (None if the table is gone).
+
+        Used for events without a table-map (TRUNCATE), which carry no columns of their own.
+        """
+        return self._hint(table_id)
+
     def _hint(self, table_id: TableId) -> TableSchema | None:
         if table_id not in self._hints:
             self._hints[table_id] = self._load_hints(table_id)

@@ -1,0 +1,72 @@
+"""Helpers to build both pipelines' definitions against the test services."""
+
+from __future__ import annotations
+
+import random
+
+import pymysql
+import pytest
+
+from changelake.pipeline.definition import parse_pipeline
+
+
+@pytest.fixture
+def mysql_exec(mysql_params):
+    """``mysql_exec(db, *statements)``: run SQL statements (utf8mb4, UTC session)."""
+
+    def run(db: str, *statements: str, params=None) -> None:
+        conn = pymysql.connect(**mysql_params, database=db, autocommit=True, charset="utf8mb4",
+                               init_command="SET time_zone='+00:00'")
+        try:
+            with conn.cursor() as cur:
+                for sql in statements:
+                    cur.execute(sql, params)
+        finally:
+            conn.close()
+
+    return run
+
+
+@pytest.fixture
+def pipeline_pair(mysql_params, kafka_bootstrap, tmp_path):
+    """``pipeline_pair(db, tables, primary_keys="id", p1_extra={}, name=None)`` -> (pipeline 1, pipeline 2)."""
+
+    def make(db: str, tables: list[str], primary_keys: str = "id", p1_extra: dict | None = None, name: str | None = None):
+        name = name or f"it-{db}"
+        p1 = parse_pipeline(
+            {
+                "pipeline": {"name": f"{name}-p1"},
+                "source": {
+                    "type": "mysql", "hostname": mysql_params["host"], "port": mysql_params["port"],
+                    "username": mysql_params["user"], "password": mysql_params["password"],
+                    "tables": f"{db}.\\.*", "server-id": str(random.randint(7000, 7999)),
+                },
+                "sink": {
+                    "type": "kafka", "properties.bootstrap.servers": kafka_bootstrap,
+                    "sink.delivery-guarantee": "exactly-once", "debezium-json.include-schema.enabled": True,
+                    **(p1_extra or {}),
+                },
+            },
+            env={},
+        )
+        p2 = parse_pipeline(
+            {
+                "pipeline": {"name": f"{name}-p2"},
+                "source": {
+                    "type": "kafka", "properties.bootstrap.servers": kafka_bootstrap,
+                    "topic": ";".join(f"{db}.{t}" for t in tables), "scan.startup.mode": "earliest-offset",
+                    "value.format": "debezium-json", "debezium-json.distributed-tables": True,
+                },
+                "transform": [{"source-table": "\\.*.\\.*", "projection": "\\*", "primary-keys": primary_keys}],
+                "sink": {
+                    "type": "iceberg", "catalog.properties.type": "sql",
+                    "catalog.properties.uri": f"sqlite:///{tmp_path / 'catalog.db'}",
+                    "catalog.properties.warehouse": f"file://{tmp_path / 'warehouse'}",
+                },
+            },
+            env={},
+        )
+        (tmp_path / "warehouse").mkdir(exist_ok=True)
+        return p1, p2
+
+    return make
