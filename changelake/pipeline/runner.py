@@ -40,6 +40,7 @@ class RunStats:
         offsets: next Kafka offset per ``topic/partition`` (Pipeline 2).
         elapsed_s: wall time of the run in seconds.
         stopped_because: ``caught-up``, ``max-duration``, ``stopped``.
+        metrics: the sink's counters at the end of the run (e.g. Kafka records, tombstones, commits).
     """
 
     pipeline: str
@@ -50,6 +51,7 @@ class RunStats:
     offsets: dict[str, int] = field(default_factory=dict)
     elapsed_s: float = 0.0
     stopped_because: str = ""
+    metrics: dict[str, Any] = field(default_factory=dict)
 
     def offsets_json(self) -> dict[str, int]:
         return dict(self.offsets)
@@ -65,6 +67,7 @@ class RunStats:
             "offsets": json.dumps(self.offsets, sort_keys=True),
             "elapsed_s": round(self.elapsed_s, 3),
             "stopped_because": self.stopped_because,
+            "sink_metrics": json.dumps(self.metrics, sort_keys=True, default=str),
         }
 
 
@@ -201,6 +204,7 @@ def run_mysql_to_kafka(
             source.close()
     finally:
         sink.close()
+        stats.metrics = dict(getattr(sink, "metrics", {}))
     stats.elapsed_s = clock.elapsed
     return stats
 
