@@ -44,6 +44,8 @@ from _upsert_kafka_common import (  # noqa: E402
     upsert_options,
 )
 
+from confluent_kafka import Consumer, TopicPartition  # noqa: E402
+
 from changelake.changelog.row import ChangelogRow  # noqa: E402
 from changelake.connectors.kafka_common import ensure_topics  # noqa: E402
 from changelake.connectors.upsert_kafka import create_sink  # noqa: E402
@@ -95,7 +97,22 @@ def run_sink(kafka: KafkaService, rows: list[ChangelogRow], args: argparse.Names
                 progress(f"sink ({label}): {i:,}/{len(rows):,} rows, {i / elapsed:,.0f} rows/s")
         sink.flush()
         seconds = time.perf_counter() - start
-    return seconds, int(sink.metrics.snapshot()["numRecordsOut"])
+    out = int(sink.metrics.snapshot()["numRecordsOut"])
+    stored = topic_size(kafka, topic)
+    if stored != out:
+        raise RuntimeError(f"topic {topic} holds {stored} records but the sink handed {out} to Kafka")
+    return seconds, out
+
+
+def topic_size(kafka: KafkaService, topic: str) -> int:
+    """Records in ``topic``: the sum of its partitions' high watermarks (nothing is compacted
+    yet: the log cleaner never touches the active segment)."""
+    consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": f"bench-{uuid.uuid4().hex[:8]}"})
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions)
+    finally:
+        consumer.close()
 
 
 def run_java_producer(kafka: KafkaService, records: int, record_size: int, partitions: int) -> tuple[float, float]:

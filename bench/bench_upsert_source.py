@@ -46,14 +46,34 @@ from _upsert_kafka_common import (  # noqa: E402
     upsert_options,
 )
 
+from changelake.changelog.row import ChangelogRow  # noqa: E402
+from changelake.changelog.rowkind import RowKind  # noqa: E402
 from changelake.changelog.state import KeyStateStore, MemoryKeyStateStore, SqliteKeyStateStore  # noqa: E402
 from changelake.connectors.upsert_kafka import create_sink, create_source  # noqa: E402
 from changelake.services import KafkaService  # noqa: E402
 
 
-def fill_topic(kafka: KafkaService, args: argparse.Namespace) -> tuple[str, Counter[str]]:
+def expected_changelog(rows: list[ChangelogRow]) -> Counter[str]:
+    """The changelog the upsert source must emit for ``rows`` written by the sink, by kind: +I
+    for a key not live, +U for a live key (the generator never repeats a row exactly), -D for a
+    tombstone of a live key, nothing for a tombstone of a key that is not live."""
+    live: set[object] = set()
+    kinds: Counter[str] = Counter()
+    for row in rows:
+        key = row.values["id"]
+        if row.kind is RowKind.DELETE:
+            if key in live:
+                kinds["-D"] += 1
+                live.discard(key)
+        else:
+            kinds["+U" if key in live else "+I"] += 1
+            live.add(key)
+    return kinds
+
+
+def fill_topic(kafka: KafkaService, args: argparse.Namespace) -> tuple[str, Counter[str], Counter[str]]:
     """Write the benchmark's records to a new compacted topic with the upsert-kafka sink; returns
-    (topic, count of rows written by kind)."""
+    (topic, count of rows written by kind, expected changelog by kind)."""
     rows = changelog(args.records, args.keys, delete_ratio=args.delete_ratio)
     topic = f"bench-source-{uuid.uuid4().hex[:8]}"
     start = time.perf_counter()
@@ -62,7 +82,7 @@ def fill_topic(kafka: KafkaService, args: argparse.Namespace) -> tuple[str, Coun
         sink.write_all(rows)
         sink.flush()
     progress(f"wrote {len(rows):,} records to {topic} in {time.perf_counter() - start:.1f} s")
-    return topic, Counter(row.kind.short_string for row in rows)
+    return topic, Counter(row.kind.short_string for row in rows), expected_changelog(rows)
 
 
 def run_source(kafka: KafkaService, topic: str, store: KeyStateStore, args: argparse.Namespace) -> dict[str, float]:
@@ -126,7 +146,7 @@ def main() -> None:
 
     results: list[list[object]] = []
     with kafka_broker() as kafka, tempfile.TemporaryDirectory(prefix="changelake-bench-state-") as state_dir:
-        topic, written = fill_topic(kafka, args)
+        topic, written, expected = fill_topic(kafka, args)
         for name in stores:
             store = MemoryKeyStateStore() if name == "memory" else SqliteKeyStateStore(Path(state_dir) / topic)
             try:
@@ -135,6 +155,12 @@ def main() -> None:
                 store.close()
             if r["records"] != args.records:
                 raise RuntimeError(f"the source read {r['records']} records, expected {args.records}")
+            want = {k: expected[k] for k in ("+I", "+U", "-D")}
+            if args.changelog_mode == "retract":
+                want["-U"] = want["+U"]  # retract: -U(previous row) before each +U
+            got = {k: int(r.get(k, 0)) for k in want}
+            if got != want:
+                raise RuntimeError(f"the {name} source emitted {got}, expected {want}")
             kinds = " ".join(f"{k}{int(r.get(k, 0)):,}" for k in ("+I", "-U", "+U", "-D") if r.get(k))
             results.append([f"upsert-kafka source, {name} state", int(r["records"]), int(r["rows"]), kinds,
                             r["records"] / r["seconds"], r["rows"] / r["seconds"], r["bytes"] / MIB / r["seconds"],
