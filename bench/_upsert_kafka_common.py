@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import os
+import platform
 import random
 import subprocess
 import sys
@@ -106,6 +108,13 @@ def run_java_tool(kafka: KafkaService, main_class: str, args: Sequence[str], hea
         tail = " | ".join((proc.stdout + proc.stderr).strip().splitlines()[-5:])
         raise RuntimeError(f"{main_class} exited with {proc.returncode}: {tail}")
     return proc.stdout
+
+
+def machine_note() -> str:
+    """CPU count and load averages (1/5/15 min), to read the figures against: other processes
+    on the machine take CPU from both our client and the broker."""
+    load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    return f"{os.cpu_count()} CPUs, load average {load} (1/5/15 min), {platform.python_implementation()} {platform.python_version()}"
 
 
 def progress(message: str) -> None:

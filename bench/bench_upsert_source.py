@@ -40,6 +40,7 @@ from _upsert_kafka_common import (  # noqa: E402
     SCHEMA,
     changelog,
     kafka_broker,
+    machine_note,
     print_table,
     progress,
     run_java_tool,
@@ -186,6 +187,7 @@ def main() -> None:
     if java:
         print(f"Java ConsumerPerformance overall (with group join): {float(java['nMsg.sec']):,.0f} records/s, "
               f"rebalance {java['rebalance.time.ms']} ms")
+    print(f"machine: {machine_note()}")
 
 
 if __name__ == "__main__":
