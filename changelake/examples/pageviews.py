@@ -397,15 +397,15 @@ def run_pageviews_aggregation(
         # the sink first: with exactly-once, init_transactions fences a previous incarnation and
         # aborts its open transaction, so the committed offsets read next are stable
         upsert_sink.open()
-        source.open()
         # -- recover: state as of the committed offsets --------------------------------------------
         committed = source.committed()
         snap = _load_snapshot(state_path, agg)
         if snap is not None and all(off <= committed.get(tp, 0) for tp, off in snap.items()):
             stats.restored_snapshot = True
-            source.seek(snap)
         else:
+            snap = None
             agg.store.clear()
+        source.open(start_offsets=snap)  # earliest where the snapshot has no offset
         replay_until = committed
 
         if retract_sink is not None:
@@ -417,25 +417,32 @@ def run_pageviews_aggregation(
                 retract_sink.check_input_mode(agg.changelog_mode, node_description=agg.describe())
             retract_sink.open()
 
+        # Fresh rows wait in `held` until every partition is replayed up to its committed offset:
+        # a region's value depends on all partitions, so nothing is emitted from a partial state.
+        held: list[ChangelogRow] = []
+
+        def recovering() -> bool:
+            pos = source.positions()
+            return any(pos.get(tp, -1) < off for tp, off in replay_until.items())
+
         while True:
-            if until_caught_up and source.finished:
-                break
-            if max_duration_s is not None and time.monotonic() - started > max_duration_s:
-                break
-            rows = source.poll(poll_timeout_s, batch_size)
-            if not rows:
-                continue
+            stop = (until_caught_up and source.finished) or (
+                max_duration_s is not None and time.monotonic() - started > max_duration_s
+            )
+            rows = [] if stop else source.poll(poll_timeout_s, batch_size)
             stats.events_read += len(rows)
-            fresh: list[ChangelogRow] = []
             for r in rows:
                 tp = (r.metadata["topic"], r.metadata["partition"])
                 if r.metadata["offset"] < replay_until.get(tp, 0):
                     agg.process(r)
                     stats.events_replayed += 1
                 else:
-                    fresh.append(r)
-            out = agg.process_batch(fresh) if mini_batch else agg.process_all(fresh)
+                    held.append(r)
+            if recovering() and not stop:
+                continue
+            fresh, held = held, []
             if fresh:
+                out = agg.process_batch(fresh) if mini_batch else agg.process_all(fresh)
                 if eos:
                     upsert_sink.begin_transaction()
                 for o in out:
@@ -446,15 +453,18 @@ def run_pageviews_aggregation(
                     if retract_sink is not None:
                         retract_sink.write(o)
                         stats.records_written += 1
+                if retract_sink is not None:
+                    retract_sink.flush()  # writes a held -U; inside the transaction with exactly-once
                 if eos:
-                    upsert_sink.commit_transaction(source.offsets_to_commit(), source.group_metadata())
+                    upsert_sink.commit_transaction(source.offsets_to_commit(replay_until), source.group_metadata())
                 else:
                     upsert_sink.flush()
-                    if retract_sink is not None:
-                        retract_sink.flush()
-                    source.commit()
+                    source.commit(replay_until)
                 stats.batches += 1
-            _save_snapshot(state_path, agg, source.positions())
+            if rows or fresh:
+                _save_snapshot(state_path, agg, source.positions())
+            if stop:
+                break
         if not eos:
             upsert_sink.flush()
     finally:

@@ -12,8 +12,9 @@ ms since epoch), so consume-transform-produce code can commit exactly what it co
 from __future__ import annotations
 
 import re
+import time
 import uuid
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, TypeVar
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -27,6 +28,31 @@ from changelake.formats.errors import DecodeError
 __all__ = ["KafkaTableSource"]
 
 TP = tuple[str, int]
+T = TypeVar("T")
+
+
+_RETRIABLE = {
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError._TIMED_OUT,
+    KafkaError._WAIT_COORD,
+    KafkaError.UNSTABLE_OFFSET_COMMIT,
+}
+
+
+def _retry_coordinator(fn: Callable[[], T], timeout_s: float, what: str) -> T:
+    """Call ``fn`` until it stops failing with a retriable group-coordinator error."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return fn()
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            code = err.code() if isinstance(err, KafkaError) else None
+            if code not in _RETRIABLE or time.monotonic() > deadline:
+                raise SourceError(f"cannot {what}: {exc}") from exc
+            time.sleep(0.2)
 
 
 class KafkaTableSource:
@@ -70,7 +96,7 @@ class KafkaTableSource:
         self._positions: dict[TP, int] = {}
         self._stop: dict[TP, int] | None = None
         self._eof: set[TP] = set()
-        self._start: dict[TP, int] = {}
+        self._assigned = False
         self.records_read = 0
 
     @property
@@ -94,15 +120,26 @@ class KafkaTableSource:
             raise ConnectorError("kafka source is not open; call open() first")
         return self._consumer
 
-    def open(self) -> "KafkaTableSource":
+    def _connect(self) -> Consumer:
+        if self._consumer is None:
+            self._consumer = Consumer(self.consumer_config())
+        return self._consumer
+
+    def open(self, start_offsets: Mapping[TP, int] | None = None) -> "KafkaTableSource":
         """Connect, resolve topics and partitions, compute start and end offsets, assign.
+
+        Args:
+            start_offsets: next offsets to read per (topic, partition), overriding
+                'scan.startup.mode' for those partitions (e.g. restored from a checkpoint).
+                Partitions are assigned once, at these offsets: re-assigning later could
+                deliver records prefetched for the first assignment.
 
         Raises:
             SourceError: a topic does not exist or offsets cannot be read (names the topic).
         """
-        if self._consumer is not None:
+        if self._assigned:
             return self
-        self._consumer = Consumer(self.consumer_config())
+        consumer = self._connect()
         try:
             tps = self._partitions()
             start = self._start_offsets(tps)
@@ -110,8 +147,14 @@ class KafkaTableSource:
         except KafkaException as exc:
             self.close()
             raise SourceError(f"cannot open kafka source on {self._topics_text()}: {exc}") from exc
-        self._start = dict(start)
-        self._consumer.assign([TopicPartition(t, p, start[(t, p)]) for t, p in tps])
+        if start_offsets:
+            unknown = [tp for tp in start_offsets if tp not in start]
+            if unknown:
+                self.close()
+                raise SourceError(f"cannot start partitions {unknown}: this source reads {sorted(start)}")
+            start.update(start_offsets)
+        consumer.assign([TopicPartition(t, p, start[(t, p)]) for t, p in tps])
+        self._assigned = True
         for tp, off in start.items():
             if off >= 0:
                 self._positions[tp] = off
@@ -130,6 +173,7 @@ class KafkaTableSource:
                 self._consumer.close()
             finally:
                 self._consumer = None
+                self._assigned = False
 
     def _topics_text(self) -> str:
         return f"topic pattern {self.options.topic_pattern!r}" if self.options.topic_pattern else f"topic(s) {list(self.options.topics)}"
@@ -149,10 +193,16 @@ class KafkaTableSource:
             out.extend((t, p) for p in sorted(tmd.partitions))
         return out
 
-    def committed(self, timeout_s: float = 10.0) -> dict[TP, int]:
-        """The consumer group's committed next offsets per (topic, partition) with one."""
+    def committed(self, timeout_s: float = 30.0) -> dict[TP, int]:
+        """The consumer group's committed next offsets per (topic, partition) with one (may be
+        called before :meth:`open`).
+
+        Retries while the group coordinator is loading or moving (a fresh broker), up to
+        ``timeout_s`` seconds. Raises SourceError after that.
+        """
+        self._connect()
         tps = [TopicPartition(t, p) for t, p in self._partitions()]
-        res = self.consumer.committed(tps, timeout=timeout_s)
+        res = _retry_coordinator(lambda: self.consumer.committed(tps, timeout=10), timeout_s, "read committed offsets")
         return {(r.topic, r.partition): r.offset for r in res if r.offset >= 0}
 
     def _offsets_for_time(self, tps: list[TP], ms: int) -> dict[TP, int]:
@@ -222,34 +272,30 @@ class KafkaTableSource:
         """Next offset to consume per (topic, partition), for every partition read so far."""
         return dict(self._positions)
 
-    def offsets_to_commit(self) -> list[TopicPartition]:
-        """:meth:`positions` as TopicPartitions (for ``send_offsets_to_transaction``/``commit``)."""
-        return [TopicPartition(t, p, off) for (t, p), off in sorted(self._positions.items())]
+    def offsets_to_commit(self, floor: Mapping[TP, int] | None = None) -> list[TopicPartition]:
+        """:meth:`positions` as TopicPartitions (for ``send_offsets_to_transaction``/``commit``).
 
-    def seek(self, offsets: Mapping[TP, int]) -> None:
-        """Continue reading the given partitions at the given offsets (others keep their position).
-
-        Raises:
-            SourceError: a (topic, partition) that this source does not read.
+        Args:
+            floor: offsets never to go below, per partition (e.g. the committed offsets while
+                a restarted job is still replaying a partition: committing its position then
+                would move the group's offset backwards). Partitions only in ``floor`` are
+                included too.
         """
-        unknown = [tp for tp in offsets if tp not in self._start]
-        if unknown:
-            raise SourceError(f"cannot seek partitions {unknown}: this source reads {sorted(self._start)}")
-        merged = {tp: offsets.get(tp, self._positions.get(tp, start)) for tp, start in self._start.items()}
-        self.consumer.assign([TopicPartition(t, p, off) for (t, p), off in merged.items()])
-        for tp, off in offsets.items():
-            self._positions[tp] = off
-            self._eof.discard(tp)
+        merged = dict(floor or {})
+        for tp, off in self._positions.items():
+            merged[tp] = max(off, merged.get(tp, off))
+        return [TopicPartition(t, p, off) for (t, p), off in sorted(merged.items())]
 
     def group_metadata(self) -> Any:
         """The consumer's group metadata (for ``send_offsets_to_transaction``)."""
         return self.consumer.consumer_group_metadata()
 
-    def commit(self) -> None:
-        """Synchronously commit :meth:`positions` to the consumer group (non-transactional)."""
-        offsets = self.offsets_to_commit()
+    def commit(self, floor: Mapping[TP, int] | None = None) -> None:
+        """Synchronously commit :meth:`positions` (not below ``floor``, see
+        :meth:`offsets_to_commit`) to the consumer group (non-transactional)."""
+        offsets = self.offsets_to_commit(floor)
         if offsets:
-            self.consumer.commit(offsets=offsets, asynchronous=False)
+            _retry_coordinator(lambda: self.consumer.commit(offsets=offsets, asynchronous=False), 30.0, "commit offsets")
 
     def poll(self, timeout_s: float = 1.0, max_records: int = 500) -> list[ChangelogRow]:
         """Up to ``max_records`` records as changelog rows; waits at most ``timeout_s`` seconds.
