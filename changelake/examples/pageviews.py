@@ -18,14 +18,25 @@ there is refused before anything is written.
 
 Exactly-once (``delivery_guarantee="exactly-once"``) is consume-transform-produce: each batch is
 one Kafka transaction holding the output records (both topics) and the consumed offsets
-(``send_offsets_to_transaction``). **State recovery** rebuilds the aggregation by replaying the
-input topic up to the committed group offsets without emitting (the input is the source of
-truth, so no state topic is needed). To make restarts cheap, a local snapshot (state + the
-offsets it covers) is written to ``state_dir`` after each committed batch; a restart restores it
-and replays only from its offsets up to the committed ones, and falls back to a full replay from
-the earliest offset when the snapshot is missing, corrupt, or ahead of the committed offsets.
+(``send_offsets_to_transaction``); a restart's ``init_transactions`` (same ``transactional.id``)
+fences the killed run and aborts its open transaction.
+
+**State recovery** rebuilds the aggregation by replaying the input topic up to the committed
+group offsets without emitting (the input is the source of truth, so no state topic is needed):
+
+* a local snapshot (state + the offsets it covers) is written to ``state_dir`` after each batch;
+  a restart restores it and replays only from its offsets up to the committed ones; a missing or
+  corrupt snapshot, or one ahead of the committed offsets, means a full replay from the earliest
+  offset;
+* the source is assigned once, at the restored offsets (re-assigning could deliver records
+  prefetched for the first assignment);
+* fresh records wait until EVERY partition is replayed up to its committed offset, since a
+  region's value depends on all partitions;
+* offsets are never committed below the committed ones (a partition still being replayed keeps
+  its committed offset).
+
 The same recovery is used with at-least-once (offsets committed after the records are
-acknowledged); there a crash between the two can repeat updates, which an upsert topic absorbs.
+acknowledged); there a crash between the two repeats updates, which an upsert topic absorbs.
 """
 
 from __future__ import annotations

@@ -312,15 +312,15 @@ class KafkaTableSource:
         out: list[ChangelogRow] = []
         for m in msgs:
             err = m.error()
-            tp = (m.topic(), m.partition())
+            tp: TP = (str(m.topic()), int(m.partition() or 0))
+            off = int(m.offset() or 0)
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
-                    self._positions[tp] = max(self._positions.get(tp, 0), m.offset())
-                    if self._stop is not None and m.offset() >= self._stop.get(tp, 0):
+                    self._positions[tp] = max(self._positions.get(tp, 0), off)
+                    if self._stop is not None and off >= self._stop.get(tp, 0):
                         self._eof.add(tp)
                     continue
                 raise SourceError(f"kafka source error on topic {tp[0]!r} partition {tp[1]}: {err}")
-            off = m.offset()
             if self._stop is not None and off >= self._stop.get(tp, 0):
                 self._eof.add(tp)
                 continue
