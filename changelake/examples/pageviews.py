@@ -449,7 +449,9 @@ def run_pageviews_aggregation(
                     stats.events_replayed += 1
                 else:
                     held.append(r)
-            if recovering() and not stop:
+            if recovering():
+                if stop:  # never emit from a partial state; the next run replays again
+                    break
                 continue
             fresh, held = held, []
             if fresh:

@@ -10,7 +10,7 @@ Flink's planner message (see :func:`changelake.changelog.modes.check_changelog_m
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import Any, Iterable
 
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
@@ -281,9 +281,13 @@ class KafkaTableSink:
                 producer.poll(0.1)
         raise SinkFlushError(f"local producer queue for topic {self.topic!r} stayed full for 10 s")
 
-    def write_all(self, rows: list[ChangelogRow]) -> None:
+    def write_all(self, rows: Iterable[ChangelogRow]) -> int:
+        """Write every row (see :meth:`write`); returns how many were given."""
+        n = 0
         for r in rows:
             self.write(r)
+            n += 1
+        return n
 
     def flush(self, timeout_s: float = 30.0) -> None:
         """Wait until every sent record is acknowledged (no-op wait for 'none').

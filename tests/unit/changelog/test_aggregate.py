@@ -346,3 +346,19 @@ def test_random_batches_match_recomputation(seed: int) -> None:
                 batch.append(row(I, **new))
         changelog += agg.process_batch(batch)
         assert materialize(list(changelog)) == recompute(live)
+
+
+def test_pageviews_query_agrees_with_duckdb_group_by() -> None:
+    """The page-views query (PV = COUNT(*), UV = COUNT(DISTINCT user_id)) vs DuckDB's GROUP BY,
+    including users leaving (retractions) and a region emptying."""
+    from changelake.examples.pageviews import generate_pageviews, pageviews_aggregate, recompute_pv_uv
+
+    events = generate_pageviews(5000, seed=3, regions=("EU", "US", "APAC", "TINY"), users=300)
+    agg = pageviews_aggregate()
+    agg.process_batch([row(I, **e) for e in events])
+    gone = [e for e in events if e["user_id"] % 3 == 0 or e["user_region"] == "TINY"]
+    agg.process_batch([row(D, **e) for e in gone])
+    kept = [e for e in events if not (e["user_id"] % 3 == 0 or e["user_region"] == "TINY")]
+    got = {k[0]: (v["pv"], v["uv"]) for k, v in agg.result().items()}
+    assert got == recompute_pv_uv(kept)
+    assert "TINY" not in got and len(got) == 3
