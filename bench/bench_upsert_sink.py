@@ -195,8 +195,8 @@ def main() -> None:
     headers = ["run", "rows in", "to Kafka", "rows in/s", "MB/s", "seconds"]
     if java_rate:
         headers.append("ours/Java")
-        for r in results:
-            r.append(r[3] / java_rate)  # type: ignore[operator]
+        for line in results:
+            line.append(float(line[3]) / java_rate)  # type: ignore[arg-type]
     print_table(headers, results)
     print(f"machine: {machine_note()}")
 

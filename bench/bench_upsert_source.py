@@ -181,8 +181,8 @@ def main() -> None:
     headers = ["run", "records", "changelog", "by kind", "records/s", "changelog/s", "MB/s", "seconds"]
     if java:
         headers.append("ours/Java")
-        for r in results:
-            r.append(r[4] / fetch_rate)  # type: ignore[operator]
+        for line in results:
+            line.append(float(line[4]) / fetch_rate)  # type: ignore[arg-type]
     print_table(headers, results)
     if java:
         print(f"Java ConsumerPerformance overall (with group join): {float(java['nMsg.sec']):,.0f} records/s, "
