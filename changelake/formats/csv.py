@@ -25,7 +25,7 @@ from changelake.changelog.row import ChangelogRow
 from changelake.changelog.rowkind import INSERT_ONLY, RowKind
 from changelake.formats.base import Format
 from changelake.formats.errors import DecodeError, EncodeError, FormatOptionError
-from changelake.formats.json_values import from_json_value, to_json_value
+from changelake.formats.json_values import json_decoder_for, json_encoder_for
 from changelake.formats.options import option
 
 __all__ = ["CsvFormat", "CsvOptions"]
@@ -88,13 +88,20 @@ class CsvFormat(Format):
             "lineterminator": "\n",
             "strict": True,
         }
+        # per-column converters, built once (same results and errors as to/from_json_value)
+        columns = self.schema.columns if self.schema is not None else ()
+        self._encoders = [(c.name, json_encoder_for(c.type, c.name, format=self.name)) for c in columns]
+        self._decoders = [
+            (c.name, None if c.type.is_string else json_decoder_for(c.type, c.name, format=self.name))
+            for c in columns
+        ]
 
     def __init__(self, schema: Any, options: Any = None) -> None:
         self._given = set(options or {})
         super().__init__(schema, options)
 
-    def _field_text(self, value: Any, dtype: Any, name: str) -> str:
-        v = to_json_value(value, dtype, name, format=self.name)
+    def _field_text(self, v: Any) -> str:
+        """The CSV field of a JSON value (of ``json_encoder_for``)."""
         if v is None:
             return self.options.null_literal if self.options.null_literal is not None else ""
         if isinstance(v, bool):
@@ -108,7 +115,8 @@ class CsvFormat(Format):
     def encode(self, row: ChangelogRow) -> bytes:
         """One CSV line (no line separator) of the schema's columns; the row kind is not written."""
         assert self.schema is not None
-        fields = [self._field_text(row.values.get(c.name), c.type, c.name) for c in self.schema.columns]
+        values = row.values
+        fields = [self._field_text(enc(values.get(name))) for name, enc in self._encoders]
         buf = io.StringIO()
         try:
             csv.writer(buf, **self._dialect).writerow(fields)
@@ -138,7 +146,7 @@ class CsvFormat(Format):
         except csv.Error as exc:
             raise self._corrupt(f"malformed CSV: {exc}", data) from exc
         rows = []
-        columns = self.schema.columns
+        columns = self._decoders
         literal = self.options.null_literal
         for record in records:
             if not record or (self.options.allow_comments and record[0].startswith("#")):
@@ -148,14 +156,14 @@ class CsvFormat(Format):
                     f"Row length mismatch. {len(columns)} fields expected but was {len(record)}.", data
                 )
             values: dict[str, Any] = {}
-            for col, field in zip(columns, record):
+            for (name, dec), field in zip(columns, record):
                 if (literal is not None and field == literal) or (literal is None and field == ""):
-                    values[col.name] = None
-                elif col.type.is_string:
-                    values[col.name] = field
+                    values[name] = None
+                elif dec is None:  # a string column
+                    values[name] = field
                 else:
                     try:
-                        values[col.name] = from_json_value(field, col.type, col.name, format=self.name)
+                        values[name] = dec(field)
                     except DecodeError as exc:
                         raise self._rewrap(exc, data) from exc.__cause__
             rows.append(ChangelogRow(RowKind.INSERT, values))

@@ -13,15 +13,26 @@ Example::
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Any, Mapping
+from decimal import Decimal
+from json.encoder import encode_basestring
+from typing import Any, Callable, Mapping
 
 from changelake.changelog.row import ChangelogRow
 from changelake.changelog.rowkind import INSERT_ONLY, RowKind
 from changelake.changelog.schema import Schema
 from changelake.formats.base import Format
 from changelake.formats.errors import DecodeError, EncodeError, FormatOptionError
-from changelake.formats.json_values import dumps, from_json_value, loads, to_json_untyped, to_json_value, to_plain
+from changelake.formats.json_values import (
+    dumps,
+    from_json_value,
+    json_decoder_for,
+    json_encoder_for,
+    loads,
+    to_json_untyped,
+    to_plain,
+)
 from changelake.formats.options import MapNullKeyMode, TimestampFormat, option
 
 __all__ = ["JsonFormat", "JsonOptions", "JsonCodecOptions", "encode_object", "decode_object"]
@@ -62,6 +73,79 @@ class JsonOptions(JsonCodecOptions):
     )
 
 
+def _decimal_text(value: Decimal) -> str:
+    return format(value, "f") if value.is_finite() else encode_basestring(str(value))
+
+
+def _float_text(value: float) -> str:
+    if math.isfinite(value):
+        return float.__repr__(value)
+    return encode_basestring("NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity"))
+
+
+#: JSON text of a JSON value by its exact type, as ``json_values.dumps`` writes it; other types
+#: (subclasses) take the general path.
+_TEXT: dict[type, Callable[[Any], str]] = {
+    str: encode_basestring,
+    int: int.__repr__,
+    bool: lambda b: "true" if b else "false",
+    float: _float_text,
+    Decimal: _decimal_text,
+}
+
+
+class _ObjectCodec:
+    """The per-column converters of one schema (built once, see :func:`_codec_for`)."""
+
+    __slots__ = ("schema", "encoders", "decoders", "text_columns")
+
+    def __init__(self, schema: Schema, format: str, timestamp_format: TimestampFormat) -> None:
+        self.schema = schema
+        #: (column, encoder) in schema order
+        self.encoders = [
+            (c.name, json_encoder_for(c.type, c.name, timestamp_format=timestamp_format, format=format))
+            for c in schema.columns
+        ]
+        #: (column, decoder, type) in schema order
+        self.decoders = [(c.name, json_decoder_for(c.type, c.name, format=format), c.type) for c in schema.columns]
+        #: (column, '"column":', encoder) in schema order
+        self.text_columns = [(name, encode_basestring(name) + ":", enc) for name, enc in self.encoders]
+
+    def encode_text(self, values: Mapping[str, Any], ignore_null_fields: bool) -> bytes | None:
+        """``dumps(encode_object(values, ...))`` without the intermediate object; None when a
+        value needs the general writer (an unusual type or text that is not valid UTF-8)."""
+        parts = []
+        text = _TEXT
+        for name, prefix, enc in self.text_columns:
+            jv = enc(values.get(name))
+            if jv is None:
+                if not ignore_null_fields:
+                    parts.append(prefix + "null")
+                continue
+            write = text.get(type(jv))
+            if write is None:
+                return None
+            parts.append(prefix + write(jv))
+        try:
+            return ("{" + ",".join(parts) + "}").encode("utf-8")
+        except UnicodeEncodeError:
+            return None
+
+
+_CODECS: dict[tuple[int, str, TimestampFormat], _ObjectCodec] = {}
+
+
+def _codec_for(schema: Schema, format: str, timestamp_format: TimestampFormat = TimestampFormat.SQL) -> _ObjectCodec:
+    """The codec of ``schema`` (cached by identity: a Schema is immutable and the cache holds it)."""
+    key = (id(schema), format, timestamp_format)
+    codec = _CODECS.get(key)
+    if codec is None or codec.schema is not schema:
+        if len(_CODECS) >= 256:
+            _CODECS.clear()
+        codec = _CODECS[key] = _ObjectCodec(schema, format, timestamp_format)
+    return codec
+
+
 def encode_object(
     values: Mapping[str, Any],
     schema: Schema | None,
@@ -80,10 +164,8 @@ def encode_object(
             except TypeError as exc:
                 raise EncodeError(str(exc), format=format, field=name, value=value) from exc
     else:
-        for col in schema.columns:
-            obj[col.name] = to_json_value(
-                values.get(col.name), col.type, col.name, timestamp_format=timestamp_format, format=format
-            )
+        for name, enc in _codec_for(schema, format, timestamp_format).encoders:
+            obj[name] = enc(values.get(name))
     if ignore_null_fields:
         obj = {k: v for k, v in obj.items() if v is not None}
     return obj
@@ -111,14 +193,18 @@ def decode_object(
     if schema is None:
         return {str(k): to_plain(v) for k, v in obj.items()}
     values: dict[str, Any] = {}
-    for col in schema.columns:
-        field = f"{path}.{col.name}" if path else col.name
-        if col.name not in obj:
+    for name, dec, dtype in _codec_for(schema, format).decoders:
+        if name not in obj:
             if fail_on_missing_field:
-                raise DecodeError(f"Could not find field with name '{col.name}'.", format=format, field=field)
-            values[col.name] = None
+                field = f"{path}.{name}" if path else name
+                raise DecodeError(f"Could not find field with name '{name}'.", format=format, field=field)
+            values[name] = None
             continue
-        values[col.name] = from_json_value(obj[col.name], col.type, field, format=format)
+        try:
+            values[name] = dec(obj[name])
+        except DecodeError:
+            # the same error, naming the field with its path
+            values[name] = from_json_value(obj[name], dtype, f"{path}.{name}" if path else name, format=format)
     return values
 
 
@@ -136,11 +222,27 @@ class JsonFormat(Format):
             raise FormatOptionError(
                 "fail-on-missing-field and ignore-parse-errors shouldn't both be true.", format=self.name
             )
+        self._validate_codec()
+
+    def _validate_codec(self) -> None:
+        self._codec = (
+            None if self.schema is None else _codec_for(self.schema, self.name, self.options.timestamp_format_standard)
+        )
 
     def encode(self, row: ChangelogRow) -> bytes:
         """The row's values as one compact JSON object; the row kind is not written (insert-only)."""
+        return self.encode_values(row.values)
+
+    def encode_values(self, values: Mapping[str, Any]) -> bytes:
+        """``encode`` of a row with these values: the schema's columns (missing -> null, other keys
+        ignored) as one compact JSON object. Raises EncodeError naming the column."""
+        codec = self._codec
+        if codec is not None:
+            data = codec.encode_text(values, self.options.encode_ignore_null_fields)
+            if data is not None:
+                return data
         obj = encode_object(
-            row.values,
+            values,
             self.schema,
             format=self.name,
             timestamp_format=self.options.timestamp_format_standard,

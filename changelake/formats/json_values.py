@@ -38,7 +38,7 @@ import re
 import struct
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from json.encoder import encode_basestring, encode_basestring_ascii
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from changelake.changelog.types import DataType, TypeRoot
 from changelake.formats.errors import DecodeError, EncodeError
@@ -47,6 +47,8 @@ from changelake.formats.options import TimestampFormat
 __all__ = [
     "to_json_value",
     "from_json_value",
+    "json_encoder_for",
+    "json_decoder_for",
     "to_json_untyped",
     "to_plain",
     "dumps",
@@ -293,6 +295,197 @@ def to_json_untyped(value: Any, *, timestamp_format: TimestampFormat = Timestamp
     raise TypeError(f"cannot write a {type(value).__name__} as JSON")
 
 
+def _quantize_fast(value: Any, exp: Decimal, scale: int, precision: int) -> Decimal | None:
+    """:func:`_decimal` for the common case (a finite ``Decimal`` or an int), else None (the caller
+    then takes the general path, which raises the errors)."""
+    tp = type(value)
+    if tp is Decimal:
+        if not value.is_finite():
+            return None
+    elif tp is int:
+        value = Decimal(value)
+    else:
+        return None
+    try:
+        q = value.quantize(exp, rounding=ROUND_HALF_UP)
+    except ArithmeticError:
+        return None
+    # q has exponent -scale, so its digit count is adjusted() + 1 + scale
+    if q and q.adjusted() + 1 + scale > precision:
+        return None
+    return q
+
+
+def json_encoder_for(
+    dtype: DataType,
+    field: str | None = None,
+    *,
+    timestamp_format: TimestampFormat = TimestampFormat.SQL,
+    format: str = "json",
+) -> Callable[[Any], Any]:
+    """A converter equal to ``to_json_value(value, dtype, field, timestamp_format=..., format=...)``
+    with the type dispatch done once, for encoding many values of one column.
+
+    The returned function takes a fast path for the common Python type of ``dtype`` (``int`` for
+    integers, ``str``, ``Decimal``, naive ``datetime``, ...) and hands every other value to
+    :func:`to_json_value`, so results and errors (EncodeError naming ``field``) are the same.
+    """
+
+    def general(value: Any) -> Any:
+        return to_json_value(value, dtype, field, timestamp_format=timestamp_format, format=format)
+
+    root = dtype.root
+    if dtype.is_integer:
+        lo, hi = _INT_RANGES[root]
+
+        def encode_int(value: Any) -> Any:
+            if type(value) is int and lo <= value <= hi:
+                return value
+            return None if value is None else general(value)
+
+        return encode_int
+    if dtype.is_string:
+
+        def encode_str(value: Any) -> Any:
+            if type(value) is str or value is None:
+                return value
+            return general(value)
+
+        return encode_str
+    if root is TypeRoot.BOOLEAN:
+
+        def encode_bool(value: Any) -> Any:
+            if value is True or value is False or value is None:
+                return value
+            return general(value)
+
+        return encode_bool
+    if root is TypeRoot.DOUBLE:
+        isfinite = math.isfinite
+
+        def encode_double(value: Any) -> Any:
+            if type(value) is float and isfinite(value):
+                return value
+            return None if value is None else general(value)
+
+        return encode_double
+    if root is TypeRoot.DECIMAL:
+        scale = dtype.scale or 0
+        precision = dtype.precision if dtype.precision is not None else 38
+        exp = Decimal(1).scaleb(-scale)
+
+        def encode_decimal(value: Any) -> Any:
+            if value is None:
+                return None
+            q = _quantize_fast(value, exp, scale, precision)
+            return general(value) if q is None else q
+
+        return encode_decimal
+    if root is TypeRoot.DATE:
+
+        def encode_date(value: Any) -> Any:
+            if type(value) is dt.date:
+                return value.isoformat()
+            return None if value is None else general(value)
+
+        return encode_date
+    if root is TypeRoot.TIMESTAMP:
+        sep = "T" if timestamp_format is TimestampFormat.ISO_8601 else " "
+        datetime = dt.datetime
+
+        def encode_timestamp(value: Any) -> Any:
+            # isoformat: yyyy-MM-dd<sep>HH:mm:ss[.ffffff]; strip fraction zeros as format_timestamp
+            if type(value) is datetime and value.tzinfo is None:
+                return value.isoformat(sep).rstrip("0") if value.microsecond else value.isoformat(sep)
+            return None if value is None else general(value)
+
+        return encode_timestamp
+
+    def encode_other(value: Any) -> Any:
+        return None if value is None else general(value)
+
+    return encode_other
+
+
+def json_decoder_for(dtype: DataType, field: str, *, format: str = "json") -> Callable[[Any], Any]:
+    """A converter equal to ``from_json_value(json_value, dtype, field, format=format)`` with the
+    type dispatch done once, for decoding many values of one column.
+
+    The returned function takes a fast path for the JSON value :func:`loads` gives for the common
+    case (``int``, ``str``, ``Decimal``, timestamp text) and hands every other value, and every
+    value the fast path cannot take, to :func:`from_json_value`, so results and errors
+    (DecodeError naming ``format`` and ``field``) are the same.
+    """
+
+    def general(json_value: Any) -> Any:
+        return from_json_value(json_value, dtype, field, format=format)
+
+    root = dtype.root
+    if dtype.is_integer:
+        lo, hi = _INT_RANGES[root]
+
+        def decode_int(v: Any) -> Any:
+            if type(v) is int and lo <= v <= hi:
+                return v
+            return None if v is None else general(v)
+
+        return decode_int
+    if dtype.is_string:
+
+        def decode_str(v: Any) -> Any:
+            if type(v) is str or v is None:
+                return v
+            return general(v)
+
+        return decode_str
+    if root is TypeRoot.BOOLEAN:
+
+        def decode_bool(v: Any) -> Any:
+            if v is True or v is False or v is None:
+                return v
+            return general(v)
+
+        return decode_bool
+    if root in (TypeRoot.FLOAT, TypeRoot.DOUBLE):
+
+        def decode_float(v: Any) -> Any:
+            tp = type(v)
+            if tp is Decimal or tp is int or tp is float:
+                return float(v)
+            return None if v is None else general(v)
+
+        return decode_float
+    if root is TypeRoot.DECIMAL:
+        scale = dtype.scale or 0
+        precision = dtype.precision if dtype.precision is not None else 38
+        exp = Decimal(1).scaleb(-scale)
+
+        def decode_decimal(v: Any) -> Any:
+            if v is None:
+                return None
+            q = _quantize_fast(v, exp, scale, precision)
+            return general(v) if q is None else q
+
+        return decode_decimal
+    if root in (TypeRoot.TIMESTAMP, TypeRoot.TIMESTAMP_LTZ):
+        ltz = root is TypeRoot.TIMESTAMP_LTZ
+
+        def decode_timestamp(v: Any) -> Any:
+            if type(v) is str:
+                try:
+                    return parse_timestamp(v, ltz=ltz)
+                except Exception:  # noqa: BLE001 - the general path raises the DecodeError
+                    pass
+            return None if v is None else general(v)
+
+        return decode_timestamp
+
+    def decode_other(v: Any) -> Any:
+        return None if v is None else general(v)
+
+    return decode_other
+
+
 def _text(value: Any) -> str | None:
     return value.strip() if isinstance(value, str) else None
 
@@ -403,11 +596,22 @@ def _constant(name: str) -> float:
     return float({"NaN": "nan", "Infinity": "inf", "-Infinity": "-inf"}[name])
 
 
+_DECODER = json.JSONDecoder(parse_float=Decimal, parse_constant=_constant)
+
+
 def loads(data: bytes | str) -> Any:
     """Parse JSON with numbers that have a fraction or exponent as ``Decimal`` (exact).
 
+    Same result and errors as ``json.loads(data, parse_float=Decimal, ...)`` (bytes in UTF-8,
+    UTF-16 or UTF-32, as :func:`json.detect_encoding`), with one decoder for every call.
+
     Raises ValueError (json.JSONDecodeError or UnicodeDecodeError) on malformed input.
     """
+    if type(data) is bytes and data[:1] == b"{" and (len(data) < 2 or data[1]):
+        # what json.detect_encoding answers for such bytes
+        return _DECODER.decode(data.decode("utf-8", "surrogatepass"))
+    if type(data) is str and not data.startswith("\ufeff"):
+        return _DECODER.decode(data)
     return json.loads(data, parse_float=Decimal, parse_constant=_constant)
 
 
