@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from assets import pageviews
 from assets.checks import build_key_state_checks
 from assets.lake import build_lake_assets
 from platform_defs.pipelines import build_pipeline_job, job_name, load_structure, pipeline_files
@@ -28,11 +29,7 @@ def defs() -> dg.Definitions:
             )
             jobs.append(lake_job)
             sensors.append(make_lag_sensor(lake_job, path))
-    try:
-        from assets import pageviews
-    except ImportError:  # pragma: no cover
-        pageviews = None
-    if pageviews is not None:
-        assets.extend(pageviews.assets())
-        checks.extend(pageviews.checks())
+    assets.extend(pageviews.assets())
+    checks.extend(pageviews.checks())
+    jobs.append(dg.define_asset_job("pageviews_per_region_job", selection=dg.AssetSelection.groups(pageviews.PAGEVIEWS_GROUP)))
     return dg.Definitions(assets=assets, asset_checks=checks, jobs=jobs, sensors=sensors, schedules=schedules)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dagster as dg
 
 from resources.connections import IcebergCatalogResource, KafkaResource, MySqlResource
+from resources.pageviews import PageviewsTopics
 
 
 def defs() -> dg.Definitions:
@@ -18,5 +19,6 @@ def defs() -> dg.Definitions:
             ),
             "kafka": KafkaResource(bootstrap_servers=dg.EnvVar("KAFKA_BOOTSTRAP_SERVERS")),
             "lake": IcebergCatalogResource(uri=dg.EnvVar("ICEBERG_CATALOG_URI"), warehouse=dg.EnvVar("ICEBERG_WAREHOUSE")),
+            "pageviews_topics": PageviewsTopics(),
         }
     )

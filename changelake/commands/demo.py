@@ -158,6 +158,8 @@ def run(args: argparse.Namespace) -> int:
 
     _step("Summary")
     ok = _print_summary(checks) and pv_ok and message is not None
+    print(f"{'pageviews_per_region (PV/UV vs DuckDB)':56s}  {'PASS' if pv_ok else 'FAIL'}")
+    print(f"{'seed update message on kafka_test.customers':56s}  {'PASS' if message is not None else 'FAIL'}")
     print("\nRESULT:", "all checks passed" if ok else "FAILED")
     return 0 if ok else 1
 

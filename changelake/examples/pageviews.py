@@ -285,6 +285,8 @@ class PageviewsStats:
         restored_snapshot: the run started from a local snapshot (else from empty state).
         elapsed_s: wall time in seconds; ``events_per_s`` = events_read / elapsed_s.
         offsets: the next input offset per partition at the end (``{"topic:partition": offset}``).
+        sink_metrics: the upsert-kafka sink's metrics at the end (numRecordsOut, numRecordsOutPerSecond,
+            numBytesOut, numBytesOutPerSecond, currentSendTime in ms).
     """
 
     events_read: int = 0
@@ -297,6 +299,7 @@ class PageviewsStats:
     elapsed_s: float = 0.0
     events_per_s: float = 0.0
     offsets: dict[str, int] = field(default_factory=dict)
+    sink_metrics: dict[str, float] = field(default_factory=dict)
 
 
 def _load_snapshot(state_dir: Path | None, agg: GroupAggregate) -> dict[tuple[str, int], int] | None:
@@ -487,6 +490,7 @@ def run_pageviews_aggregation(
         source.close()
     stats.groups = len(agg.store)
     stats.offsets = {f"{t}:{p}": o for (t, p), o in sorted(source.positions().items())}
+    stats.sink_metrics = dict(upsert_sink.metrics.snapshot())
     stats.elapsed_s = time.monotonic() - started
     stats.events_per_s = stats.events_read / stats.elapsed_s if stats.elapsed_s > 0 else 0.0
     return stats

@@ -16,6 +16,9 @@ def test_definitions_load_and_resolve_by_name():
     assert {"lake/kafka_test/customers", "lake/kafka_test/products", "lake/sbtest/sbtest1"} <= keys
     check_keys = {f"{k.asset_key.to_user_string()}:{k.name}" for k in graph.asset_check_keys}
     assert "lake/kafka_test/customers:key_state_matches_mysql" in check_keys
+    assert {"pageviews", "pageviews_per_region"} <= keys
+    assert "pageviews_per_region:pv_uv_match_duckdb_recomputation" in check_keys
+    assert defs.resolve_job_def("pageviews_per_region_job") is not None
     sensors = {s.name for s in defs.sensors}
     assert "mysql_to_kafka_relaunch_if_dead" in sensors
     assert "kafka_to_iceberg_materialize_on_kafka_lag" in sensors
