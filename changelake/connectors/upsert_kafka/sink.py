@@ -36,7 +36,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
@@ -112,6 +112,8 @@ class UpsertKafkaSink:
         self._producer: Producer | None = None
         self._key_format: Any = None
         self._value_format: Any = None
+        self._encode_key: Callable[[ChangelogRow], bytes | None] | None = None
+        self._encode_value: Callable[[ChangelogRow], bytes | None] | None = None
         self._buffer: ReducingBuffer[KafkaRecord] | None = None
         self._errors: list[tuple[str, int, KafkaError]] = []
         self._errors_lock = threading.Lock()
@@ -158,6 +160,35 @@ class UpsertKafkaSink:
             self._value_format = formats_bridge.create_format(
                 self.options.value_format, self.layout.value_schema, self.options.value_format_options
             )
+            self._encode_key, self._encode_value = self._row_encoders()
+
+    def _row_encoders(self) -> tuple[Callable[[ChangelogRow], bytes | None], Callable[[ChangelogRow], bytes | None]]:
+        """(key encoder, value encoder) of a table row. A format with ``encode_values(values)``
+        (json) encodes the columns of its schema straight from the table row (it ignores other
+        keys), which gives the bytes ``encode`` gives for the projected key or value row."""
+        layout = self.layout
+        key_fmt, value_fmt = self._key_format, self._value_format
+        key_direct = getattr(key_fmt, "encode_values", None)
+        value_direct = getattr(value_fmt, "encode_values", None)
+
+        if key_direct is not None and not layout.prefix:
+            def encode_key(row: ChangelogRow) -> bytes | None:
+                return key_direct(row.values)  # type: ignore[no-any-return]
+        elif key_direct is not None:
+            def encode_key(row: ChangelogRow) -> bytes | None:
+                return key_direct(layout.key_values(row.values))  # type: ignore[no-any-return]
+        else:
+            def encode_key(row: ChangelogRow) -> bytes | None:
+                return key_fmt.encode(ChangelogRow(RowKind.INSERT, layout.key_values(row.values), row.table))  # type: ignore[no-any-return]
+
+        if value_direct is not None:
+            def encode_value(row: ChangelogRow) -> bytes | None:
+                return value_direct(row.values)  # type: ignore[no-any-return]
+        else:
+            def encode_value(row: ChangelogRow) -> bytes | None:
+                return value_fmt.encode(ChangelogRow(RowKind.INSERT, layout.value_values(row.values), row.table))  # type: ignore[no-any-return]
+
+        return encode_key, encode_value
 
     def open(self) -> "UpsertKafkaSink":
         """Build the formats, create missing topics (compacted), start the producer (and with
@@ -248,39 +279,45 @@ class UpsertKafkaSink:
 
     def to_record(self, row: ChangelogRow) -> KafkaRecord | None:
         """Serialize one row; None for -U (dropped). Raises EncodeError from the formats."""
-        if row.kind is RowKind.UPDATE_BEFORE:
+        parts = self._serialize(row)
+        return None if parts is None else KafkaRecord(*parts)
+
+    def _serialize(self, row: ChangelogRow) -> tuple[str, bytes, bytes | None, int | None] | None:
+        """(topic, key, value, timestamp ms) of a row, as :meth:`to_record`; None for -U."""
+        kind = row.kind
+        if kind is RowKind.UPDATE_BEFORE:
             return None
-        if self._key_format is None:
+        encode_key, encode_value = self._encode_key, self._encode_value
+        if encode_key is None or encode_value is None:
             raise ConnectorError("the upsert-kafka sink is not open; call open() first")
-        topic = self.topic_for(row)
-        key_row = ChangelogRow(RowKind.INSERT, self.layout.key_values(row.values), row.table)
-        key = self._key_format.encode(key_row)
+        topic = self.options.topics[0] if len(self.options.topics) == 1 else self.topic_for(row)
+        key = encode_key(row)
         if key is None:
             raise ConnectorError(
-                f"key format '{self.options.key_format}' wrote no bytes for key {dict(key_row.values)} "
+                f"key format '{self.options.key_format}' wrote no bytes for key {self.layout.key_values(row.values)} "
                 f"(topic {topic!r}); upsert-kafka records need a non-null key"
             )
-        value: bytes | None = None
-        if row.kind is not RowKind.DELETE:
-            value_row = ChangelogRow(RowKind.INSERT, self.layout.value_values(row.values), row.table)
-            value = self._value_format.encode(value_row)
-        ts = row.metadata.get("timestamp") if row.metadata else None
-        return KafkaRecord(topic, key, value, int(ts) if isinstance(ts, (int, float)) else None)
+        value = None if kind is RowKind.DELETE else encode_value(row)
+        metadata = row.metadata
+        ts = metadata.get("timestamp") if metadata else None
+        return topic, key, value, int(ts) if isinstance(ts, (int, float)) else None
 
     def write(self, row: ChangelogRow) -> None:
         """Write one changelog row (see module docstring). With exactly-once, a transaction is
         begun first if none is open. Raises SinkFlushError for an earlier failure of the flush
         timer, ConnectorError/EncodeError for a row that cannot be written."""
-        self._raise_timer_error()
-        record = self.to_record(row)
-        if record is None:
+        if self._timer_error is not None:
+            self._raise_timer_error()
+        parts = self._serialize(row)
+        if parts is None:
             return
         if self.guarantee is DeliveryGuarantee.EXACTLY_ONCE and not self._in_transaction:
             self.begin_transaction()
         if self._buffer is not None:
+            record = KafkaRecord(*parts)
             self._buffer.add((record.topic, record.key), row.kind, record)
         else:
-            self._produce(record)
+            self._produce_parts(*parts)
 
     def write_all(self, rows: Iterable[ChangelogRow]) -> int:
         """Write every row; returns how many were given."""
@@ -295,19 +332,23 @@ class UpsertKafkaSink:
         self._produce(record if kind is RowKind.UPDATE_AFTER else KafkaRecord(record.topic, record.key, None, record.timestamp_ms))
 
     def _produce(self, record: KafkaRecord) -> None:
+        self._produce_parts(record.topic, record.key, record.value, record.timestamp_ms)
+
+    def _produce_parts(self, topic: str, key: bytes, value: bytes | None, timestamp_ms: int | None) -> None:
         producer = self.producer
-        kwargs: dict[str, Any] = {"key": record.key, "value": record.value, "on_delivery": self._on_delivery}
-        if record.timestamp_ms is not None:
-            kwargs["timestamp"] = record.timestamp_ms
+        on_delivery = self._on_delivery
         while True:
             try:
-                producer.produce(record.topic, **kwargs)
+                if timestamp_ms is None:
+                    producer.produce(topic, value, key, on_delivery=on_delivery)
+                else:
+                    producer.produce(topic, value, key, on_delivery=on_delivery, timestamp=timestamp_ms)
                 break
             except BufferError:
                 producer.poll(0.1)  # local queue full: serve delivery reports, then retry
             except KafkaException as exc:
-                raise SinkFlushError(f"cannot produce to topic {record.topic!r}: {exc}") from exc
-        self.metrics.record_out(1, len(record.key) + len(record.value or b""))
+                raise SinkFlushError(f"cannot produce to topic {topic!r}: {exc}") from exc
+        self.metrics.record_out(1, len(key) + len(value or b""))
         producer.poll(0)
 
     def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:

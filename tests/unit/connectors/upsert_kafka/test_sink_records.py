@@ -89,3 +89,46 @@ def test_transactions_need_exactly_once_and_writes_need_open():
         s.write(ChangelogRow.insert({"id": 1, "region": "eu", "pv": 1}))
     s.close()
     s.close()  # idempotent
+
+
+PREFIXED = Schema.of(
+    [("k_id", parse_data_type("INT NOT NULL")), ("region", parse_data_type("STRING")), ("pv", parse_data_type("BIGINT"))],
+    ["k_id"],
+)
+RAW_KEY = Schema.of(
+    [("k_id", parse_data_type("STRING NOT NULL")), ("region", parse_data_type("STRING")), ("pv", parse_data_type("BIGINT"))],
+    ["k_id"],
+)
+
+
+@pytest.mark.parametrize(
+    "schema, extra",
+    [
+        (SCHEMA, {}),
+        (SCHEMA, {"value.fields-include": "EXCEPT_KEY"}),
+        (SCHEMA, {"key.format": "csv", "value.format": "csv"}),
+        (SCHEMA, {"value.format": "avro", "value.fields-include": "EXCEPT_KEY"}),
+        (SCHEMA, {"value.json.encode.ignore-null-fields": "true"}),
+        (PREFIXED, {"key.fields-prefix": "k_", "value.fields-include": "EXCEPT_KEY"}),
+        (RAW_KEY, {"key.fields-prefix": "k_", "key.format": "raw", "value.fields-include": "EXCEPT_KEY"}),
+    ],
+)
+def test_record_bytes_are_the_formats_bytes_of_the_projected_rows(schema, extra):
+    """The sink's direct key/value encoding equals encoding the key row and the value row."""
+    o = {
+        "connector": "upsert-kafka", "topic": "t", "properties.bootstrap.servers": "127.0.0.1:1",
+        "key.format": "json", "value.format": "json",
+    }
+    o.update(extra)
+    s = create_sink(o, schema)
+    s.build_formats()
+    names = schema.names
+    key_type = str if schema is RAW_KEY else int
+    for values in ([key_type(1), "eu", 7], [key_type(2), None, None], [key_type(3), "é\u2603", -5]):
+        row = ChangelogRow.insert(dict(zip(names, values)))
+        rec = s.to_record(row)
+        key_row = ChangelogRow.insert(s.layout.key_values(row.values))
+        value_row = ChangelogRow.insert(s.layout.value_values(row.values))
+        assert rec.key == s._key_format.encode(key_row)
+        assert rec.value == s._value_format.encode(value_row)
+        assert s.to_record(ChangelogRow.delete(dict(row.values))) == type(rec)("t", rec.key, None, None)
