@@ -339,7 +339,6 @@ def run_kafka_to_iceberg(
                         sink.add(table_id, items, schema, batch_offsets)
                     results = sink.flush()
                     stats.offsets.update(batch_offsets)
-                    write_checkpoint(sink.catalog, defn.name, stats.offsets)
                     source.commit_advisory({_split_tp(k): v for k, v in batch_offsets.items()})
                     stats.events += sum(len(r.events) for r in records)
                     stats.batches += 1
@@ -349,6 +348,14 @@ def run_kafka_to_iceberg(
                         stats.tables[str(table_id)] = stats.tables.get(str(table_id), 0) + len(items)
                     if on_batch:
                         on_batch({"records": len(records), "tables": applied, "commits": len(results)})
+                # Every polled record is committed by now: the checkpoint may move to the consumer's
+                # positions, which also step over transaction markers at the end of a partition.
+                for (topic, partition), pos in source.positions().items():
+                    tp = topic_partition(topic, partition)
+                    stats.offsets[tp] = max(stats.offsets.get(tp, 0), pos)
+                if stats.offsets != checkpoint:
+                    write_checkpoint(sink.catalog, defn.name, stats.offsets)
+                    checkpoint = dict(stats.offsets)
                 reason = clock.expired()
                 if reason:
                     stats.stopped_because = reason

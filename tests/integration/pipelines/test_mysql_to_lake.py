@@ -92,3 +92,30 @@ def test_key_state_check_catches_a_lake_that_differs(database_factory, mysql_exe
     assert not result.passed
     md = result.metadata()
     assert md["missing_in_lake"] == 1 and md["value_mismatches"] == 1 and md["attempts"] == 2
+
+
+def test_lag_sensor_launches_ingestion_only_when_kafka_is_ahead_of_the_lake(
+    database_factory, mysql_exec, pipeline_pair, tmp_path, monkeypatch
+):
+    import dagster as dg
+    import yaml
+
+    from sensors.pipelines import make_lag_sensor
+
+    db = database_factory()
+    mysql_exec(db, "CREATE TABLE t (id INT PRIMARY KEY)", "INSERT INTO t VALUES (1),(2),(3)")
+    p1, p2 = pipeline_pair(db, ["t"])
+    path = tmp_path / "p2.yaml"
+    path.write_text(yaml.safe_dump({"pipeline": p2.pipeline, "source": p2.source, "sink": p2.sink,
+                                    "transform": p2.transform}))
+    lake_job = dg.define_asset_job("lake_job")
+    sensor = make_lag_sensor(lake_job, path)
+
+    run_pipeline(p1, until_caught_up=True)
+    with dg.instance_for_test() as instance:
+        result = sensor.evaluate_tick(dg.build_sensor_context(instance=instance))
+        # Lag is in offsets: 3 records plus the transaction's commit marker (exactly-once).
+        assert len(result.run_requests) == 1 and result.run_requests[0].tags["changelake/lag"] == "4"
+        run_pipeline(p2, until_caught_up=True)
+        result = sensor.evaluate_tick(dg.build_sensor_context(instance=instance))
+        assert not result.run_requests and result.skip_message == "no Kafka lag"
