@@ -86,13 +86,17 @@ def _untag(value: Any) -> Any:
     raise KeyStateError(f"unknown value tag {tag!r} in key state")
 
 
+#: ``json.dumps(obj, separators=(",", ":"))`` without building an encoder per call
+_COMPACT = json.JSONEncoder(separators=(",", ":")).encode
+
+
 def encode_values(values: Mapping[str, Any]) -> bytes:
     """Encode a row's values (column -> Python value) as compact, deterministic UTF-8 JSON.
 
     Decimal, bytes, date, datetime (naive or aware) and timedelta are tagged so that
     :func:`decode_values` returns equal values of the same types. Raises TypeError for other types.
     """
-    return json.dumps({k: _tag(v) for k, v in values.items()}, separators=(",", ":")).encode()
+    return _COMPACT({k: _tag(v) for k, v in values.items()}).encode()
 
 
 def decode_values(data: bytes) -> dict[str, Any]:
@@ -105,8 +109,11 @@ def decode_values(data: bytes) -> dict[str, Any]:
 
 
 def encode_key(key: Sequence[Any]) -> bytes:
-    """Stable bytes of a primary-key tuple (PK order), for use as a store key."""
-    return json.dumps([_tag(v) for v in key], separators=(",", ":")).encode()
+    """Stable bytes of a primary-key tuple (PK order), for use as a store key.
+
+    ``[1]`` for the key ``(1,)``, ``["eu",3]`` for ``("eu", 3)``: compact JSON of the tagged values
+    (see :func:`encode_values`)."""
+    return _COMPACT([_tag(v) for v in key]).encode()
 
 
 # -- stores ---------------------------------------------------------------------------------------
@@ -229,15 +236,21 @@ class SqliteKeyStateStore(KeyStateStore):
             whatever the number of keys, since the data lives on disk.
 
     All writes since the last :meth:`commit` form one SQLite transaction (batched), so a crash
-    loses them together. Raises KeyStateError if the file is not a key-state database.
+    loses them together. Key writes are held in memory (the last write per key, read back by
+    :meth:`get`) and written with ``executemany`` at :meth:`commit` (or every ``PENDING_MAX``
+    keys), instead of one statement per write. Raises KeyStateError if the file is not a key-state database.
     """
 
     FILE_NAME = "key_state.sqlite3"
+    #: key writes kept in memory (last write per key) before they go to SQLite with
+    #: ``executemany``; :meth:`commit`, :meth:`items` and ``len()`` write them first
+    PENDING_MAX = 10_000
 
     def __init__(self, path: str | os.PathLike[str], *, cache_mb: int = 64) -> None:
         self.path = Path(path)
         self.cache_mb = cache_mb
         self._conn: sqlite3.Connection | None = None
+        self._pending: dict[bytes, bytes | None] = {}
         self._open()
 
     @property
@@ -272,14 +285,40 @@ class SqliteKeyStateStore(KeyStateStore):
         return conn
 
     def get(self, key: bytes) -> bytes | None:
+        pending = self._pending
+        if pending:
+            k = bytes(key)
+            if k in pending:
+                self._c()
+                return pending[k]
         row = self._c().execute("SELECT `v` FROM `state` WHERE `k` = ?", (bytes(key),)).fetchone()
         return None if row is None else bytes(row[0])
 
     def put(self, key: bytes, value: bytes) -> None:
-        self._write().execute("INSERT OR REPLACE INTO `state` (`k`, `v`) VALUES (?, ?)", (bytes(key), bytes(value)))
+        self._c()
+        self._pending[bytes(key)] = bytes(value)
+        if len(self._pending) >= self.PENDING_MAX:
+            self._write_pending()
 
     def delete(self, key: bytes) -> None:
-        self._write().execute("DELETE FROM `state` WHERE `k` = ?", (bytes(key),))
+        self._c()
+        self._pending[bytes(key)] = None
+        if len(self._pending) >= self.PENDING_MAX:
+            self._write_pending()
+
+    def _write_pending(self) -> None:
+        """Write the batched key writes into the open transaction (two ``executemany``)."""
+        pending = self._pending
+        if not pending:
+            return
+        conn = self._write()
+        puts = [(k, v) for k, v in pending.items() if v is not None]
+        deletes = [(k,) for k, v in pending.items() if v is None]
+        if puts:
+            conn.executemany("INSERT OR REPLACE INTO `state` (`k`, `v`) VALUES (?, ?)", puts)
+        if deletes:
+            conn.executemany("DELETE FROM `state` WHERE `k` = ?", deletes)
+        pending.clear()
 
     def get_meta(self, name: str) -> bytes | None:
         row = self._c().execute("SELECT `v` FROM `meta` WHERE `k` = ?", (name,)).fetchone()
@@ -293,16 +332,20 @@ class SqliteKeyStateStore(KeyStateStore):
         return [(k, bytes(v)) for k, v in rows if k.startswith(prefix)]
 
     def items(self) -> Iterator[tuple[bytes, bytes]]:
+        self._c()
+        self._write_pending()
         cur = self._c().execute("SELECT `k`, `v` FROM `state` ORDER BY `k`")
         for k, v in cur:
             yield bytes(k), bytes(v)
 
     def commit(self) -> None:
         conn = self._c()
+        self._write_pending()
         if conn.in_transaction:
             conn.execute("COMMIT")
 
     def close(self) -> None:
+        self._pending.clear()
         if self._conn is not None:
             try:
                 if self._conn.in_transaction:
@@ -313,4 +356,6 @@ class SqliteKeyStateStore(KeyStateStore):
 
     def __len__(self) -> int:
         """Number of keys; a full index scan (about 1 s per 10M keys), not for hot paths."""
+        self._c()
+        self._write_pending()
         return int(self._c().execute("SELECT COUNT(*) FROM `state`").fetchone()[0])

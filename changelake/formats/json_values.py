@@ -135,9 +135,8 @@ def parse_timestamp(text: str, *, ltz: bool) -> dt.datetime:
     m = _TS_RE.match(text)
     if not m:
         raise ValueError(f"expected yyyy-MM-dd HH:mm:ss[.fraction]{'Z' if ltz else ''}, got {text!r}")
-    y, mo, d, h, mi, s = (int(m.group(i)) for i in range(1, 7))
-    value = dt.datetime(y, mo, d, h, mi, s, _micros(m.group(7)))
-    zone = m.group(8)
+    y, mo, d, h, mi, s, fraction, zone = m.groups()
+    value = dt.datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), _micros(fraction))
     if not ltz:
         if zone:
             raise ValueError(f"a TIMESTAMP (without time zone) value has no zone suffix, got {text!r}")

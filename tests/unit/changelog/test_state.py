@@ -120,3 +120,37 @@ def test_encode_key_distinguishes_types_and_order():
     assert encode_key(("a", 1)) != encode_key((1, "a"))
     assert encode_key((1,)) != encode_key(("1",))
     assert encode_key((Decimal("1.0"),)) == encode_key((Decimal("1.0"),))
+
+
+def test_sqlite_batched_writes_read_back_commit_and_discard(tmp_path, monkeypatch):
+    """Key writes are batched in memory and written with executemany: reads see them, the last
+    write per key wins, commit makes them durable, close without commit discards them."""
+    monkeypatch.setattr(SqliteKeyStateStore, "PENDING_MAX", 3)  # also cross the in-transaction flush
+    s = SqliteKeyStateStore(tmp_path / "ks")
+    for i in range(7):
+        s.put(b"k%d" % i, b"v%d" % i)
+    s.delete(b"k1")
+    s.put(b"k2", b"new")
+    s.delete(b"k6")
+    s.put(b"k6", b"back")
+    s.delete(b"missing")
+    assert s.get(b"k1") is None and s.get(b"k2") == b"new" and s.get(b"k6") == b"back"
+    assert len(s) == 6
+    s.put_meta("offset:t:0", b"7")
+    s.commit()
+    s.put(b"k0", b"lost")
+    s.delete(b"k3")
+    assert s.get(b"k0") == b"lost" and s.get(b"k3") is None
+    s.close()
+    s = SqliteKeyStateStore(tmp_path / "ks")
+    assert dict(s.items()) == {b"k0": b"v0", b"k2": b"new", b"k3": b"v3", b"k4": b"v4", b"k5": b"v5", b"k6": b"back"}
+    assert s.get_meta("offset:t:0") == b"7"
+    s.delete(b"k0")
+    assert list(s.items())[0] == (b"k2", b"new")  # items() sees the pending delete
+    s.close()
+
+
+def test_encode_key_is_compact_json_of_tagged_values():
+    assert encode_key((1,)) == b"[1]"
+    assert encode_key(("eu", 3, Decimal("1.50"), None, True)) == b'["eu",3,{"$dec":"1.50"},null,true]'
+    assert encode_values({"a": "é", "b": 1.5}) == b'{"a":"\\u00e9","b":1.5}'
