@@ -77,11 +77,14 @@ class _Clock:
         self.max_duration_s = max_duration_s
         self.stop = stop
 
-    def expired(self) -> str | None:
+    def stop_reason(self, until_caught_up: bool, polled_nothing: bool, caught_up: Callable[[], bool]) -> str | None:
+        """Why the run should stop now (``stopped``, ``max-duration``, ``caught-up``), or None."""
         if self.stop is not None and self.stop.is_set():
             return "stopped"
         if self.max_duration_s is not None and time.monotonic() - self.start >= self.max_duration_s:
             return "max-duration"
+        if until_caught_up and polled_nothing and caught_up():
+            return "caught-up"
         return None
 
     @property
@@ -193,12 +196,9 @@ def run_mysql_to_kafka(
                         stats.tables[str(e.table)] = stats.tables.get(str(e.table), 0) + 1
                     if on_batch:
                         on_batch({"events": len(events), "tables": per_table, "position": current})
-                reason = clock.expired()
+                reason = clock.stop_reason(until_caught_up, not events, source.caught_up)
                 if reason:
                     stats.stopped_because = reason
-                    break
-                if until_caught_up and not events and source.caught_up():
-                    stats.stopped_because = "caught-up"
                     break
         finally:
             source.close()
@@ -356,12 +356,9 @@ def run_kafka_to_iceberg(
                 if stats.offsets != checkpoint:
                     write_checkpoint(sink.catalog, defn.name, stats.offsets)
                     checkpoint = dict(stats.offsets)
-                reason = clock.expired()
+                reason = clock.stop_reason(until_caught_up, not records, source.caught_up)
                 if reason:
                     stats.stopped_because = reason
-                    break
-                if until_caught_up and not records and source.caught_up():
-                    stats.stopped_because = "caught-up"
                     break
         finally:
             source.close()
