@@ -27,7 +27,7 @@ CHILD = textwrap.dedent(
     from changelake.pipeline.runner import run_pipeline
     defn = parse_pipeline(json.loads(sys.argv[1]), env={})
     run_pipeline(defn, until_caught_up=True, batch_size=400,
-                 on_batch=lambda b: print("batch", b["events"], flush=True))
+                 on_batch=lambda b: print("batch", b, flush=True))
     """
 )
 
@@ -83,3 +83,26 @@ def test_sigkill_mid_statement_then_restart_gives_exactly_5000_records(
     run_pipeline(p2, until_caught_up=True)
     result = verify_lake_table(p2, TableId(db, "t"), mysql=mysql_params)
     assert result.passed and result.metadata()["rows_lake"] == 5000
+
+
+def test_sigkill_of_pipeline_2_between_commits_loses_and_repeats_nothing(
+    database_factory, mysql_exec, mysql_params, pipeline_pair
+):
+    db = database_factory()
+    mysql_exec(db, "CREATE TABLE t (id INT PRIMARY KEY, n INT)", "INSERT INTO t SELECT seq, 0 FROM seq_1_to_3000")
+    p1, p2 = pipeline_pair(db, ["t"])
+    run_pipeline(p1, until_caught_up=True)
+    mysql_exec(db, "UPDATE t SET n = n + 1 WHERE id % 3 = 0", "DELETE FROM t WHERE id % 7 = 0")
+    run_pipeline(p1, until_caught_up=True)
+
+    raw = {"pipeline": p2.pipeline, "source": p2.source, "sink": p2.sink, "transform": p2.transform}
+    for _ in range(2):
+        child = subprocess.Popen([sys.executable, "-c", CHILD, json.dumps(raw)], stdout=subprocess.PIPE, text=True)
+        assert child.stdout is not None
+        assert child.stdout.readline().startswith("batch")
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+    run_pipeline(p2, until_caught_up=True)
+    result = verify_lake_table(p2, TableId(db, "t"), mysql=mysql_params)
+    assert result.passed, result.metadata()
+    assert result.metadata()["rows_lake"] == 3000 - 3000 // 7
