@@ -97,10 +97,11 @@ _TEXT: dict[type, Callable[[Any], str]] = {
 class _ObjectCodec:
     """The per-column converters of one schema (built once, see :func:`_codec_for`)."""
 
-    __slots__ = ("schema", "encoders", "decoders", "text_columns")
+    __slots__ = ("schema", "format", "encoders", "decoders", "text_columns")
 
     def __init__(self, schema: Schema, format: str, timestamp_format: TimestampFormat) -> None:
         self.schema = schema
+        self.format = format
         #: (column, encoder) in schema order
         self.encoders = [
             (c.name, json_encoder_for(c.type, c.name, timestamp_format=timestamp_format, format=format))
@@ -110,6 +111,27 @@ class _ObjectCodec:
         self.decoders = [(c.name, json_decoder_for(c.type, c.name, format=format), c.type) for c in schema.columns]
         #: (column, '"column":', encoder) in schema order
         self.text_columns = [(name, encode_basestring(name) + ":", enc) for name, enc in self.encoders]
+
+    def decode_values(
+        self, obj: dict[str, Any], fail_on_missing_field: bool, format: str | None = None, path: str | None = None
+    ) -> dict[str, Any]:
+        """The schema's values of a parsed JSON object (see :func:`decode_object`)."""
+        values: dict[str, Any] = {}
+        for name, dec, dtype in self.decoders:
+            if name not in obj:
+                if fail_on_missing_field:
+                    field = f"{path}.{name}" if path else name
+                    raise DecodeError(f"Could not find field with name '{name}'.", format=format or self.format, field=field)
+                values[name] = None
+                continue
+            try:
+                values[name] = dec(obj[name])
+            except DecodeError:
+                # the same error, naming the field with its path
+                values[name] = from_json_value(
+                    obj[name], dtype, f"{path}.{name}" if path else name, format=format or self.format
+                )
+        return values
 
     def encode_text(self, values: Mapping[str, Any], ignore_null_fields: bool) -> bytes | None:
         """``dumps(encode_object(values, ...))`` without the intermediate object; None when a
@@ -192,20 +214,7 @@ def decode_object(
         raise DecodeError(f"expected a JSON object, got {type(obj).__name__}", format=format, field=path)
     if schema is None:
         return {str(k): to_plain(v) for k, v in obj.items()}
-    values: dict[str, Any] = {}
-    for name, dec, dtype in _codec_for(schema, format).decoders:
-        if name not in obj:
-            if fail_on_missing_field:
-                field = f"{path}.{name}" if path else name
-                raise DecodeError(f"Could not find field with name '{name}'.", format=format, field=field)
-            values[name] = None
-            continue
-        try:
-            values[name] = dec(obj[name])
-        except DecodeError:
-            # the same error, naming the field with its path
-            values[name] = from_json_value(obj[name], dtype, f"{path}.{name}" if path else name, format=format)
-    return values
+    return _codec_for(schema, format).decode_values(obj, fail_on_missing_field, format, path)
 
 
 class JsonFormat(Format):
@@ -252,6 +261,11 @@ class JsonFormat(Format):
 
     def decode(self, data: bytes | None) -> list[ChangelogRow]:
         """One ``+I`` row per JSON object ([] for a null/empty message). Raises DecodeError."""
+        return [ChangelogRow(RowKind.INSERT, values) for values in self.decode_to_values(data)]
+
+    def decode_to_values(self, data: bytes | None) -> list[dict[str, Any]]:
+        """The values of the rows :meth:`decode` returns (one dict per JSON object), without
+        building the rows. Raises DecodeError as :meth:`decode`."""
         if not data:
             return []
         try:
@@ -259,13 +273,17 @@ class JsonFormat(Format):
                 doc = loads(data)
             except ValueError as exc:
                 raise self._corrupt(f"malformed JSON: {exc}", data) from exc
+            codec = self._codec
+            if codec is not None and type(doc) is dict:
+                return [codec.decode_values(doc, self.options.fail_on_missing_field)]
             objects = doc if isinstance(doc, list) else [doc]
             rows = []
             for obj in objects:
-                values = decode_object(
-                    obj, self.schema, format=self.name, fail_on_missing_field=self.options.fail_on_missing_field
+                rows.append(
+                    decode_object(
+                        obj, self.schema, format=self.name, fail_on_missing_field=self.options.fail_on_missing_field
+                    )
                 )
-                rows.append(ChangelogRow(RowKind.INSERT, values))
             return rows
         except DecodeError as exc:
             if self._ignore_parse_errors:

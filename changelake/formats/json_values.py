@@ -596,6 +596,7 @@ def _constant(name: str) -> float:
 
 
 _DECODER = json.JSONDecoder(parse_float=Decimal, parse_constant=_constant)
+_SCAN = _DECODER.scan_once
 
 
 def loads(data: bytes | str) -> Any:
@@ -608,7 +609,14 @@ def loads(data: bytes | str) -> Any:
     """
     if type(data) is bytes and data[:1] == b"{" and (len(data) < 2 or data[1]):
         # what json.detect_encoding answers for such bytes
-        return _DECODER.decode(data.decode("utf-8", "surrogatepass"))
+        text = data.decode("utf-8", "surrogatepass")
+        try:
+            obj, end = _SCAN(text, 0)
+        except StopIteration:
+            end = -1
+        if end == len(text):
+            return obj
+        return _DECODER.decode(text)  # trailing whitespace, extra data: as json.loads
     if type(data) is str and not data.startswith("\ufeff"):
         return _DECODER.decode(data)
     return json.loads(data, parse_float=Decimal, parse_constant=_constant)

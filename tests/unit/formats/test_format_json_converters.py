@@ -173,3 +173,46 @@ def test_loads_equals_json_loads(data):
             return ("error", type(exc), str(exc))
 
     assert run(loads) == run(reference)
+
+
+@pytest.mark.parametrize("options", [{}, {"ignore-parse-errors": "true"}, {"fail-on-missing-field": "true"}])
+@pytest.mark.parametrize(
+    "data",
+    [None, b"", b'{"id":1,"name":"a","amount":1.5,"ts":"2024-01-01 00:00:00.5"}', b'[{"id":1},{"id":2,"d":1}]', b"[]",
+     b'{"id":"x"}', b"{", b"3", b'{"id":1} ', b'{"id":1}{', b'{"name":"a"}', b'{"id":1,"ts":"2024-13-01 00:00:00"}'],
+)
+def test_decode_to_values_is_decode_without_rows(options, data):
+    fmt = JsonFormat(SCHEMA, options)
+
+    def run(fn):
+        try:
+            return ("ok", fn(data))
+        except DecodeError as exc:
+            return ("error", str(exc), exc.field)
+
+    def reference(d):
+        # the json format's decode before decode_to_values existed
+        if not d:
+            return []
+        try:
+            try:
+                doc = loads(d)
+            except ValueError as exc:
+                raise fmt._corrupt(f"malformed JSON: {exc}", d) from exc
+            objects = doc if isinstance(doc, list) else [doc]
+            return [
+                decode_object(o, SCHEMA, format="json", fail_on_missing_field=fmt.options.fail_on_missing_field)
+                for o in objects
+            ]
+        except DecodeError as exc:
+            if fmt.options.ignore_parse_errors:
+                return []
+            if exc.excerpt is None:
+                raise fmt._rewrap(exc, d) from exc.__cause__
+            raise
+
+    want = run(reference)
+    assert run(fmt.decode_to_values) == want
+    assert run(lambda d: [dict(r.values) for r in fmt.decode(d)]) == want
+    if want[0] == "ok":
+        assert all(r.kind.short_string == "+I" for r in fmt.decode(data))
