@@ -15,19 +15,30 @@ incoming            state for the key      emitted                              
 
 State lives in a :class:`~changelake.changelog.state.KeyStateStore` (key: :func:`encode_key` of
 the primary-key tuple unless the caller passes its own key bytes; value: the last full row).
+
+A state value is either :func:`~changelake.changelog.state.encode_values` of the row (written by
+:meth:`ChangelogNormalize.process`; tagged JSON, starts with ``{``) or
+:data:`ENCODED_STATE_MARK` followed by the caller's own encoding of the row (written by
+:meth:`ChangelogNormalize.process_encoded`, e.g. the upsert-kafka source's raw key and value
+bytes; read back with the ``decode_state`` function given to the constructor). Both kinds can
+live in one store.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
-from changelake.changelog.errors import SchemaError
+from changelake.changelog.errors import KeyStateError, SchemaError
 from changelake.changelog.row import ChangelogRow
 from changelake.changelog.rowkind import RETRACT, UPSERT, RowKind
 from changelake.changelog.schema import Schema
 from changelake.changelog.state import KeyStateStore, decode_values, encode_key, encode_values
+from changelake.changelog.types import TypeRoot
 
-__all__ = ["ChangelogNormalize"]
+__all__ = ["ChangelogNormalize", "ENCODED_STATE_MARK"]
+
+#: First byte of a state value written by :meth:`ChangelogNormalize.process_encoded`.
+ENCODED_STATE_MARK = b"\x01"
 
 
 class ChangelogNormalize:
@@ -39,16 +50,31 @@ class ChangelogNormalize:
         generate_update_before: emit ``-U(prev)`` before each ``+U`` (a retract changelog, as
             Flink when a downstream operator needs update-before); default False (upsert:
             +I/+U/-D only).
+        decode_state: the row of an encoding given to :meth:`process_encoded` (the bytes after
+            :data:`ENCODED_STATE_MARK`); needed to read such state values.
 
     :attr:`changelog_mode` is ``RETRACT`` with update-before, else ``UPSERT``.
     """
 
-    def __init__(self, schema: Schema, store: KeyStateStore, *, generate_update_before: bool = False) -> None:
+    def __init__(
+        self,
+        schema: Schema,
+        store: KeyStateStore,
+        *,
+        generate_update_before: bool = False,
+        decode_state: Callable[[bytes], dict[str, Any]] | None = None,
+    ) -> None:
         if not schema.primary_key:
             raise SchemaError("ChangelogNormalize needs a schema with a primary key")
         self.schema = schema
         self.store = store
         self.generate_update_before = generate_update_before
+        self.decode_state = decode_state
+        # equal encodings mean equal rows, unless a row may hold NaN (NaN != NaN: such a row is
+        # never equal to its previous value, so it is compared value by value)
+        self._equal_bytes_equal_rows = not any(
+            c.type.root in (TypeRoot.FLOAT, TypeRoot.DOUBLE) for c in schema.columns
+        )
 
     @property
     def changelog_mode(self) -> frozenset[RowKind]:
@@ -61,7 +87,18 @@ class ChangelogNormalize:
     def previous(self, key: bytes) -> dict[str, Any] | None:
         """The last full row stored for ``key``, or None."""
         raw = self.store.get(key)
-        return None if raw is None else decode_values(raw)
+        return None if raw is None else self._decode(raw)
+
+    def _decode(self, raw: bytes) -> dict[str, Any]:
+        """The row of a state value (either kind, see the module docstring). Raises KeyStateError."""
+        if raw[:1] != ENCODED_STATE_MARK:
+            return decode_values(raw)
+        if self.decode_state is None:
+            raise KeyStateError(
+                "the key state holds a row encoded by its source (upsert-kafka); read it through that source, "
+                "or delete the key-state directory to rebuild it from the earliest offset"
+            )
+        return self.decode_state(raw[1:])
 
     def process(self, row: ChangelogRow, key: bytes | None = None) -> list[ChangelogRow]:
         """Apply one incoming change and return the rows to emit (0, 1 or 2 rows).
@@ -79,7 +116,7 @@ class ChangelogNormalize:
             if prev_raw is None:
                 self.store.put(k, encode_values(new_values))
                 return [ChangelogRow(RowKind.INSERT, new_values, row.table, row.metadata)]
-            prev = decode_values(prev_raw)
+            prev = self._decode(prev_raw)
             if prev == new_values:
                 return []
             self.store.put(k, encode_values(new_values))
@@ -91,4 +128,41 @@ class ChangelogNormalize:
         if prev_raw is None:
             return []
         self.store.delete(k)
-        return [ChangelogRow(RowKind.DELETE, decode_values(prev_raw), row.table, row.metadata)]
+        return [ChangelogRow(RowKind.DELETE, self._decode(prev_raw), row.table, row.metadata)]
+
+    def process_encoded(self, row: ChangelogRow, key: bytes, encoded: bytes) -> list[ChangelogRow]:
+        """:meth:`process` for a caller that holds the row in its own encoding (e.g. the record
+        bytes it was decoded from): the state keeps ``ENCODED_STATE_MARK + encoded`` instead of
+        re-encoding the row, an upsert whose state bytes equal the stored ones is a duplicate
+        without decoding anything, and the previous row is decoded (``decode_state``) only to
+        compare unequal bytes or to emit ``-U`` / ``-D``.
+
+        Args:
+            row: as for :meth:`process`; for +I/+U ``row.values`` must equal
+                ``decode_state(encoded)``, and decoding must be deterministic.
+            key: the row's state key.
+            encoded: the row's encoding (ignored for -D/-U).
+
+        Emits exactly what :meth:`process` emits for the same rows.
+        """
+        if not row.kind.is_accumulate:
+            return self.process(row, key)
+        store = self.store
+        state = ENCODED_STATE_MARK + encoded
+        prev_raw = store.get(key)
+        new_values = dict(row.values)
+        if prev_raw is None:
+            store.put(key, state)
+            return [ChangelogRow(RowKind.INSERT, new_values, row.table, row.metadata)]
+        if prev_raw == state and self._equal_bytes_equal_rows:
+            return []
+        prev = self._decode(prev_raw)
+        if prev == new_values:
+            return []
+        store.put(key, state)
+        if self.generate_update_before:
+            return [
+                ChangelogRow(RowKind.UPDATE_BEFORE, prev, row.table, row.metadata),
+                ChangelogRow(RowKind.UPDATE_AFTER, new_values, row.table, row.metadata),
+            ]
+        return [ChangelogRow(RowKind.UPDATE_AFTER, new_values, row.table, row.metadata)]

@@ -113,6 +113,8 @@ def encode_key(key: Sequence[Any]) -> bytes:
 
     ``[1]`` for the key ``(1,)``, ``["eu",3]`` for ``("eu", 3)``: compact JSON of the tagged values
     (see :func:`encode_values`)."""
+    if len(key) == 1 and type(key[0]) is int:
+        return b"[%d]" % key[0]  # what the general path writes for one int
     return _COMPACT([_tag(v) for v in key]).encode()
 
 

@@ -40,6 +40,9 @@ class RowLayout:
         else:
             self._value_cols = [c for c in schema.names if c not in schema.primary_key]
         self.value_schema = Schema(tuple(schema.column(c) for c in self._value_cols))
+        self._names = list(schema.names)
+        self._key_name_of = dict(zip(self._key_cols, self._key_names))
+        self._value_col_set = frozenset(self._value_cols)
 
     def key_values(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """The key row (stripped names) of a table row."""
@@ -56,11 +59,18 @@ class RowLayout:
     def table_row(self, key_row: Mapping[str, Any], value_row: Mapping[str, Any] | None) -> dict[str, Any]:
         """Merge a decoded key row and value row (None for a tombstone) into a table row in
         column order; value columns win over key columns (Flink, ``ALL``)."""
-        from_key = {c: key_row.get(n) for c, n in zip(self._key_cols, self._key_names)}
+        key_name = self._key_name_of
         out: dict[str, Any] = {}
-        for c in self.schema.names:
-            if value_row is not None and c in self._value_cols and c in value_row:
+        if value_row is None:
+            for c in self._names:
+                n = key_name.get(c)
+                out[c] = None if n is None else key_row.get(n)
+            return out
+        value_cols = self._value_col_set
+        for c in self._names:
+            if c in value_cols and c in value_row:
                 out[c] = value_row[c]
             else:
-                out[c] = from_key.get(c)
+                n = key_name.get(c)
+                out[c] = None if n is None else key_row.get(n)
         return out

@@ -41,9 +41,10 @@ from __future__ import annotations
 import json
 import logging
 import re
+import struct
 import time
 import uuid
-from typing import Any
+from typing import Any, Callable, Mapping
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -70,6 +71,13 @@ __all__ = ["UpsertKafkaSource"]
 log = logging.getLogger(__name__)
 
 TP = tuple[str, int]
+
+def _not_open(data: bytes) -> list[Mapping[str, Any]]:
+    raise ConnectorError("the upsert-kafka source is not open; call open() first")
+
+
+#: length prefix of the key bytes in a state value (see UpsertKafkaSource._decode_state)
+_STATE_KEY_LEN = struct.Struct(">I")
 
 
 class UpsertKafkaSource:
@@ -105,12 +113,18 @@ class UpsertKafkaSource:
         self.commit_state_every_poll = commit_state_every_poll
         self.metrics = metrics or SourceMetrics()
         self.normalizer = ChangelogNormalize(
-            schema, self.store, generate_update_before=options.scan_changelog_mode is ChangelogModeOption.RETRACT
+            schema,
+            self.store,
+            generate_update_before=options.scan_changelog_mode is ChangelogModeOption.RETRACT,
+            decode_state=self._decode_state,
         )
         self.null_key_records = 0
         self._consumer: Consumer | None = None
         self._key_format: Any = None
         self._value_format: Any = None
+        self._decode_key: Callable[[bytes], list[Mapping[str, Any]]] = _not_open
+        self._decode_value: Callable[[bytes], list[Mapping[str, Any]]] = _not_open
+        self._current_key: tuple[bytes, Mapping[str, Any]] | None = None
         self._positions: dict[TP, int] = {}
         self._ends: dict[TP, int] | None = None
         self._done: set[TP] = set()
@@ -161,6 +175,8 @@ class UpsertKafkaSource:
         self._value_format = formats_bridge.create_format(
             self.options.value_format, self.layout.value_schema, self.options.value_format_options
         )
+        self._decode_key = self._values_decoder(self._key_format)
+        self._decode_value = self._values_decoder(self._value_format)
         identity = self._identity()
         stored = self.store.get_meta("identity")
         if stored is None:
@@ -308,8 +324,12 @@ class UpsertKafkaSource:
             if self._ends is not None and offset + 1 >= self._ends.get(tp, 0):
                 self._check_end(consumer, tp, offset + 1)
         self.metrics.record_fetch(n_records, nbytes, last_ts)
-        for row in out:
-            self.metrics.record_emit(row.metadata.get("timestamp"))
+        # the emit lag is that of the last row with a timestamp: record only that one
+        for row in reversed(out):
+            emitted_ts = row.metadata.get("timestamp")
+            if emitted_ts is not None and emitted_ts > 0:
+                self.metrics.record_emit(emitted_ts)
+                break
         self._update_pending(consumer)
         if self.commit_state_every_poll:
             self.commit_state()
@@ -339,24 +359,67 @@ class UpsertKafkaSource:
                 "needs keyed records (set 'scan.null-key.mode' = 'skip' to skip and count such records)"
             )
         try:
-            key_rows = self._key_format.decode(key)
-            value_rows = None if value is None else self._value_format.decode(value)
+            key_rows = self._decode_key(key)
+            value_rows = None if value is None else self._decode_value(value)
         except DecodeError as exc:
             raise exc.at(topic=topic, partition=partition, offset=offset)
         if not key_rows or (value_rows is not None and not value_rows):
             return []  # skipped by the format's ignore-parse-errors
-        key_row = key_rows[0].values
-        state_key = encode_key(self.layout.key_tuple_from_key_row(key_row))
+        key_row = key_rows[0]
+        layout = self.layout
+        state_key = encode_key(layout.key_tuple_from_key_row(key_row))
         meta = {"topic": topic, "partition": partition, "offset": offset, "timestamp": ts}
-        out: list[ChangelogRow] = []
         if value_rows is None:
-            row = ChangelogRow(RowKind.DELETE, self.layout.table_row(key_row, None), None, meta)
+            row = ChangelogRow(RowKind.DELETE, layout.table_row(key_row, None), None, meta)
+            return self.normalizer.process(row, state_key)
+        if len(value_rows) == 1:
+            # the state keeps the record's own key and value bytes (see _decode_state)
+            row = ChangelogRow(RowKind.UPDATE_AFTER, layout.table_row(key_row, value_rows[0]), None, meta)
+            self._current_key = (key, key_row)
+            try:
+                return self.normalizer.process_encoded(row, state_key, _STATE_KEY_LEN.pack(len(key)) + key + value)
+            finally:
+                self._current_key = None
+        out: list[ChangelogRow] = []
+        for vr in value_rows:
+            row = ChangelogRow(RowKind.UPDATE_AFTER, layout.table_row(key_row, vr), None, meta)
             out.extend(self.normalizer.process(row, state_key))
-        else:
-            for vr in value_rows:
-                row = ChangelogRow(RowKind.UPDATE_AFTER, self.layout.table_row(key_row, vr.values), None, meta)
-                out.extend(self.normalizer.process(row, state_key))
         return out
+
+    def _values_decoder(self, fmt: Any) -> Callable[[bytes], list[Mapping[str, Any]]]:
+        """``data -> [row values]`` of a format: its ``decode_to_values`` (json) when it has one,
+        else the values of ``decode``'s rows."""
+        direct = getattr(fmt, "decode_to_values", None)
+        if direct is not None:
+            return direct  # type: ignore[no-any-return]
+
+        def decode(data: bytes) -> list[Mapping[str, Any]]:
+            return [r.values for r in fmt.decode(data)]
+
+        return decode
+
+    def _decode_state(self, data: bytes) -> dict[str, Any]:
+        """The table row of a state value written by :meth:`_process`: a 4-byte big-endian key
+        length, the record's key bytes, then its value bytes (decoded with the key and value
+        formats, as when the record was read). Raises KeyStateError if they no longer decode."""
+        (key_len,) = _STATE_KEY_LEN.unpack_from(data)
+        key, value = data[4 : 4 + key_len], data[4 + key_len :]
+        current = self._current_key
+        try:
+            # the record being processed usually has the same key bytes: reuse its decoded key
+            key_rows = [current[1]] if current is not None and current[0] == key else self._decode_key(key)
+            value_rows = self._decode_value(value)
+        except DecodeError as exc:
+            raise KeyStateError(
+                f"a row in the key state no longer decodes ({exc}); delete the key-state directory to rebuild "
+                "it from the earliest offset"
+            ) from exc
+        if len(key_rows) != 1 or len(value_rows) != 1:
+            raise KeyStateError(
+                "a row in the key state no longer decodes to one row (were the format options changed?); "
+                "delete the key-state directory to rebuild it from the earliest offset"
+            )
+        return self.layout.table_row(key_rows[0], value_rows[0])
 
     def _update_pending(self, consumer: Consumer) -> None:
         now = time.monotonic()
@@ -368,7 +431,11 @@ class UpsertKafkaSource:
             for tp, pos in self._positions.items():
                 if tp in self._done:
                     continue
-                high = consumer.get_watermark_offsets(TopicPartition(*tp), timeout=5, cached=False)[1]
+                # the high watermark of the last fetch response (no broker round trip); ask the
+                # broker only when none is known yet
+                high = consumer.get_watermark_offsets(TopicPartition(*tp), cached=True)[1]
+                if high < 0:
+                    high = consumer.get_watermark_offsets(TopicPartition(*tp), timeout=5, cached=False)[1]
                 end = high if self._ends is None else min(high, self._ends.get(tp, high))
                 pending += max(0, end - pos)
         except KafkaException:
