@@ -306,7 +306,7 @@ def _quantize_fast(value: Any, exp: Decimal, scale: int, precision: int) -> Deci
     else:
         return None
     try:
-        q = value.quantize(exp, rounding=ROUND_HALF_UP)
+        q: Decimal = value.quantize(exp, rounding=ROUND_HALF_UP)
     except ArithmeticError:
         return None
     # q has exponent -scale, so its digit count is adjusted() + 1 + scale
@@ -596,7 +596,7 @@ def _constant(name: str) -> float:
 
 
 _DECODER = json.JSONDecoder(parse_float=Decimal, parse_constant=_constant)
-_SCAN = _DECODER.scan_once
+_SCAN: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
 
 
 def loads(data: bytes | str) -> Any:
