@@ -2,8 +2,8 @@
 
 As Flink's upsert-kafka ``ReducingUpsertWriter`` keeps only the latest record per key before a
 flush, the Iceberg sink reduces a batch before its single commit: ``+I``/``+U`` make the row's
-image the key's final state, ``-D`` makes the key deleted, ``-U`` is ignored (the matching ``+U``
-or ``-D`` carries the outcome), and a :data:`TRUNCATE` marker forgets everything before it and
+image the key's final state, ``-D`` and ``-U`` make the key deleted (the ``+U`` that
+follows a ``-U`` re-upserts its key; an update that changed the key leaves the old key deleted), and a :data:`TRUNCATE` marker forgets everything before it and
 deletes every row already in the table.
 """
 
@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Union
 
 from changelake.changelog.row import ChangelogRow
-from changelake.changelog.rowkind import RowKind
 from changelake.connectors.iceberg.errors import NullPrimaryKeyError
 
 __all__ = ["TruncateMarker", "TRUNCATE", "BatchItem", "CompactedBatch", "compact"]
@@ -92,8 +91,8 @@ def compact(items: Iterable[BatchItem], primary_key: tuple[str, ...], *, table: 
             batch.deletes.clear()
             continue
         batch.input_rows += 1
-        if item.kind is RowKind.UPDATE_BEFORE:
-            continue
+        # -U retracts its key like -D: usually the +U that follows re-upserts the same key, but an
+        # update that changes the primary key must delete the old key (else it would linger).
         key = _key_of(item.values, primary_key, table)
         if item.kind.is_accumulate:
             batch.upserts.pop(key, None)  # re-insert so order follows the last change

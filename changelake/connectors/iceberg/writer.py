@@ -220,7 +220,7 @@ class IcebergSink:
         Args:
             table_id: the source table (mapped to ``namespace.table``).
             rows: changelog rows in order, oldest first; :class:`~changelake.connectors.iceberg.compaction.TruncateMarker`
-                items delete every row written before them. ``-U`` rows are ignored; the batch
+                items delete every row written before them. ``-U`` rows retract their key (so a key-changing update deletes the old key); the batch
                 is reduced to the last change per primary key (``+I``/``+U`` upsert, ``-D``
                 delete). A row or marker whose ``metadata`` has ``topic``, ``partition`` and
                 ``offset`` below the committed offset of that partition is dropped (partial

@@ -252,6 +252,18 @@ class KafkaPipelineSink:
         headers = self._headers(event.table)
         key_row = event.before if event.op is Op.DELETE else event.after
         key = encode_key_for_row(table_text, event.schema, key_row, opts.key_format)
+        if (
+            event.op is Op.UPDATE
+            and opts.value_format is not ValueFormat.JSON
+            and event.before is not None
+            and encode_key_for_row(table_text, event.schema, event.before, opts.key_format) != key
+        ):
+            # As Debezium: an update that changes the primary key is a delete of the old key
+            # (keyed, and so partitioned, by the old key) followed by a create of the new one.
+            return [
+                *self._records(replace(event, op=Op.DELETE, after=None)),
+                *self._records(replace(event, op=Op.CREATE, before=None)),
+            ]
         fmt = self._format(event)
         if opts.value_format is ValueFormat.JSON:
             if event.op is Op.DELETE:

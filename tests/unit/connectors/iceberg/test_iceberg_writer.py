@@ -413,3 +413,9 @@ def test_replayed_truncate_with_position_is_not_applied_again(sink: IcebergSink,
     result = sink.write(T, again, SIMPLE, {"orders/0": 4})
     assert not result.truncated
     assert lake(options) == [{"id": 2, "name": "b", "qty": 2}, {"id": 3, "name": "c", "qty": 3}]
+
+
+def test_update_that_changes_the_primary_key_deletes_the_old_key(sink: IcebergSink, options: IcebergSinkOptions) -> None:
+    sink.write(T, [row(I, id=1, name="a", qty=1), row(I, id=2, name="b", qty=2)], SIMPLE, {"orders/0": 2})
+    sink.write(T, [row(U_BEFORE, id=1, name="a", qty=1), row(U_AFTER, id=7, name="a", qty=1)], SIMPLE, {"orders/0": 4})
+    assert lake(options) == [{"id": 2, "name": "b", "qty": 2}, {"id": 7, "name": "a", "qty": 1}]
