@@ -82,13 +82,19 @@ def build_pipeline_job(path: Path) -> dg.JobDefinition:
                         dg.AssetMaterialization(asset_key=lake_asset_key(table), metadata={"rows": rows, "pipeline": defn.name})
                     )
 
-        stats = run_pipeline(
-            defn,
-            until_caught_up=config.until_caught_up,
-            max_duration_s=config.max_duration_s,
-            batch_size=config.batch_size,
-            on_batch=on_batch,
-        )
+        try:
+            stats = run_pipeline(
+                defn,
+                until_caught_up=config.until_caught_up,
+                max_duration_s=config.max_duration_s,
+                batch_size=config.batch_size,
+                on_batch=on_batch,
+            )
+        except (dg.DagsterExecutionInterruptedError, KeyboardInterrupt):
+            # Terminating an unbounded run is how it is stopped: the sinks closed cleanly and every
+            # committed batch stays committed; the next run resumes from the stored position.
+            context.log.info(f"pipeline {defn.name}: stopped by a termination request")
+            return dg.Output(None, metadata={"pipeline": defn.name, "stopped_because": "interrupted"})
         return dg.Output(None, metadata=stats.metadata())
 
     @dg.job(

@@ -52,11 +52,13 @@ def make_lag_sensor(asset_job, pipeline_path) -> dg.SensorDefinition:
         if active:
             return dg.SkipReason("a lake materialization is already running")
         defn = load_pipeline(pipeline_path, env=dict(os.environ))
-        lag = kafka_lag(defn, timeout_s=10.0)
-        total = sum(lag.values())
+        positions = kafka_lag(defn, timeout_s=10.0)
+        total = sum(max(0, end - done) for done, end in positions.values())
         if total <= 0:
             return dg.SkipReason("no Kafka lag")
-        return dg.RunRequest(run_key=f"{defn.name}:{sorted(lag.items())}", tags={"changelake/lag": str(total)})
+        # One run per set of end offsets: the same backlog is never launched twice.
+        ends = sorted((tp, end) for tp, (_, end) in positions.items())
+        return dg.RunRequest(run_key=f"{defn.name}:{ends}", tags={"changelake/lag": str(total)})
 
     return on_lag
 

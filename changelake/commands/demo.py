@@ -63,9 +63,9 @@ def _materialize_lake(defs) -> dict[str, dict]:
         md = {k: v.value for k, v in evaluation.metadata.items()}
         checks[table] = {"passed": evaluation.passed, **md}
     if not result.success:
-        for event in result.all_events:
-            if event.is_failure and event.step_failure_data:
-                raise RuntimeError(event.step_failure_data.error.message.strip())
+        from changelake.commands._dagster import failure_messages
+
+        raise RuntimeError("; ".join(failure_messages(result)) or "the lake materialization failed")
     return checks
 
 
@@ -190,7 +190,8 @@ def _print_summary(checks: dict[str, dict]) -> bool:
 
 
 def _fail(result) -> int:
-    for event in result.all_events:
-        if event.is_failure and event.step_failure_data:
-            print(f"error: {event.step_failure_data.error.message.strip()}", file=sys.stderr)
+    from changelake.commands._dagster import failure_messages
+
+    for line in failure_messages(result) or ["the run failed"]:
+        print(f"error: {line}", file=sys.stderr)
     return 1

@@ -14,8 +14,9 @@ from pathlib import Path
 
 __all__ = ["register", "run", "run_pipeline_job", "QUIET_LOG_LEVEL"]
 
-#: Dagster console log level for in-process runs started from the CLI (the UI shows everything).
-QUIET_LOG_LEVEL = os.environ.get("CHANGELAKE_LOG_LEVEL", "WARNING")
+#: Dagster console log level for in-process runs started from the CLI (the UI shows everything);
+#: failures are printed by the commands themselves, one line each, with their root cause.
+QUIET_LOG_LEVEL = os.environ.get("CHANGELAKE_LOG_LEVEL", "CRITICAL")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -54,14 +55,18 @@ def run_pipeline_job(path: Path, until_caught_up: bool, max_duration_s: float | 
 
 
 def run(args: argparse.Namespace) -> int:
+    from changelake.commands._dagster import failure_messages
+
+    if not args.file.is_file():
+        print(f"error: pipeline file {str(args.file)!r} does not exist", file=sys.stderr)
+        return 2
     result = run_pipeline_job(args.file, args.until_caught_up, args.max_duration)
     for event in result.all_events:
         if event.event_type_value == "STEP_OUTPUT" and event.step_output_data:
             md = event.step_output_data.metadata
             print(", ".join(f"{k}={v.value}" for k, v in md.items()))
     if not result.success:
-        for event in result.all_events:
-            if event.is_failure and event.step_failure_data:
-                print(f"error: {event.step_failure_data.error.message.strip()}", file=sys.stderr)
+        for line in failure_messages(result) or ["the run failed"]:
+            print(f"error: {line}", file=sys.stderr)
         return 1
     return 0

@@ -38,8 +38,9 @@ def run_pageviews_demo(bootstrap: str, events: int = 5000) -> bool:
         print(f"check pv_uv_match_duckdb_recomputation: {'PASS' if evaluation.passed else 'FAIL'} "
               f"(differing regions: {md.get('differing_regions')})")
     if not result.success:
-        for event in result.all_events:
-            if event.is_failure and event.step_failure_data:
-                print(f"error: {event.step_failure_data.error.message.strip()}")
+        from changelake.commands._dagster import failure_messages
+
+        for line in failure_messages(result) or ["the page-views run failed"]:
+            print(f"error: {line}")
         return False
     return bool(evaluations) and all(e.passed for e in evaluations)

@@ -301,6 +301,7 @@ def run_kafka_to_iceberg(
                 if records:
                     batch_offsets: dict[str, int] = {}
                     per_table: dict[TableId, tuple[Schema, list[Any]]] = {}
+                    applied: dict[str, int] = {}  # change events per sink table
                     for record in records:
                         tp = topic_partition(record.topic, record.partition)
                         batch_offsets[tp] = max(batch_offsets.get(tp, 0), record.offset + 1)
@@ -324,6 +325,7 @@ def run_kafka_to_iceberg(
                                     option="transform.primary-keys",
                                 )
                             known_schemas[event.table] = schema
+                            applied[str(event.table)] = applied.get(str(event.table), 0) + 1
                             items = prev[1] if prev else []
                             if prev and prev[0] != schema:
                                 sink.add(event.table, items, prev[0], {})
@@ -342,10 +344,8 @@ def run_kafka_to_iceberg(
                     source.commit_advisory({_split_tp(k): v for k, v in batch_offsets.items()})
                     stats.events += sum(len(r.events) for r in records)
                     stats.batches += 1
-                    applied: dict[str, int] = {}
-                    for table_id, (_, items) in per_table.items():
-                        applied[str(table_id)] = len(items)
-                        stats.tables[str(table_id)] = stats.tables.get(str(table_id), 0) + len(items)
+                    for table, count in applied.items():
+                        stats.tables[table] = stats.tables.get(table, 0) + count
                     if on_batch:
                         on_batch({"records": len(records), "tables": applied, "commits": len(results)})
                 # Every polled record is committed by now: the checkpoint may move to the consumer's
@@ -373,8 +373,9 @@ def _split_tp(key: str) -> tuple[str, int]:
     return topic, int(partition)
 
 
-def kafka_lag(defn: PipelineDefinition, timeout_s: float = 10.0) -> dict[str, int]:
-    """Records per ``topic/partition`` that Kafka holds past the pipeline's lake checkpoint."""
+def kafka_lag(defn: PipelineDefinition, timeout_s: float = 10.0) -> dict[str, tuple[int, int]]:
+    """Per ``topic/partition`` of a Kafka -> Iceberg pipeline: (the lake checkpoint, Kafka's end
+    offset). Their difference is the lag in offsets (transaction markers count as offsets)."""
     from confluent_kafka import Consumer, TopicPartition
 
     from changelake.connectors.iceberg import IcebergSink, parse_sink_options
@@ -389,14 +390,14 @@ def kafka_lag(defn: PipelineDefinition, timeout_s: float = 10.0) -> dict[str, in
     conf = {k[len("properties."):]: v for k, v in opts.items() if k.startswith("properties.")}
     conf.update({"group.id": f"changelake-lag-{defn.name}", "enable.auto.commit": False})
     consumer = Consumer(conf)
-    lag: dict[str, int] = {}
+    lag: dict[str, tuple[int, int]] = {}
     try:
         for topic in [t for t in opts.get("topic", "").split(";") if t]:
             md = consumer.list_topics(topic, timeout=timeout_s)
             for partition in md.topics[topic].partitions:
                 low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout_s)
                 done = checkpoint.get(f"{topic}/{partition}", low)
-                lag[f"{topic}/{partition}"] = max(0, high - done)
+                lag[f"{topic}/{partition}"] = (done, high)
     finally:
         consumer.close()
     return lag
