@@ -5,6 +5,7 @@ from __future__ import annotations
 import dagster as dg
 
 from assets import pageviews
+from changelake.connectors.errors import OptionValidationError
 from assets.checks import build_key_state_checks
 from assets.lake import build_lake_assets
 from platform_defs.pipelines import build_pipeline_job, job_name, load_structure, pipeline_files
@@ -13,8 +14,16 @@ from sensors.pipelines import make_bounded_schedule, make_lag_sensor, make_relau
 
 def defs() -> dg.Definitions:
     jobs, assets, checks, sensors, schedules = [], [], [], [], []
+    seen: dict[str, object] = {}
     for path in pipeline_files():
         structure = load_structure(path)
+        if job_name(structure) in seen:
+            raise OptionValidationError(
+                f"pipeline files {seen[job_name(structure)]} and {path} both define pipeline.name "
+                f"'{structure.name}'; names must be unique (they identify stored positions and jobs)",
+                option="pipeline.name",
+            )
+        seen[job_name(structure)] = path
         job = build_pipeline_job(path)
         op_name = f"run_{job_name(structure)}"
         jobs.append(job)

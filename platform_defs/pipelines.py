@@ -16,6 +16,7 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
+from changelake.connectors.errors import OptionValidationError
 from changelake.pipeline.definition import PipelineDefinition, load_pipeline
 from resources.connections import IcebergCatalogResource, KafkaResource, MySqlResource, pipeline_env
 
@@ -44,8 +45,15 @@ def pipeline_files() -> list[Path]:
 
 
 def load_structure(path: Path) -> PipelineDefinition:
-    """The definition with ``${VAR}`` references unresolved (no secrets needed at load time)."""
-    return load_pipeline(path, resolve=False)
+    """The definition with ``${VAR}`` references unresolved (no secrets needed at load time).
+
+    Raises:
+        OptionValidationError: the file is malformed; the message starts with the file's path.
+    """
+    try:
+        return load_pipeline(path, resolve=False)
+    except OptionValidationError as exc:
+        raise OptionValidationError(f"pipeline file {path}: {exc}", option=exc.option) from exc
 
 
 def job_name(defn: PipelineDefinition) -> str:

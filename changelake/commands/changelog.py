@@ -66,7 +66,7 @@ def build_declaration(args: argparse.Namespace) -> TableDeclaration:
         options["properties.bootstrap.servers"] = os.environ["KAFKA_BOOTSTRAP_SERVERS"]
     if not args.follow:
         options.setdefault("scan.bounded.mode", "latest-offset")
-    if args.retract:
+    if args.retract and options["connector"] == "upsert-kafka":
         options["scan.changelog-mode"] = "retract"
     return TableDeclaration(decl.name, decl.schema, options)
 
@@ -74,6 +74,22 @@ def build_declaration(args: argparse.Namespace) -> TableDeclaration:
 def changelog_lines(decl: TableDeclaration, *, poll_timeout_s: float = 1.0) -> Iterator[str]:
     """Read the table's topic through the upsert-kafka source and yield one line per changelog
     row (``+I[...]``), until the bounded end (or forever when unbounded)."""
+    if decl.options.get("connector") == "kafka":
+        # Flink's plain kafka connector: a changelog format (debezium-json, canal-json,
+        # maxwell-json) reads a CDC topic as +I/-U/+U/-D.
+        from changelake.connectors.kafka_table import create_source as create_kafka_source
+
+        options = dict(decl.options)
+        options.setdefault("scan.startup.mode", "earliest-offset")
+        kafka_source = create_kafka_source(options, decl.schema, table_name=decl.name)
+        kafka_source.open()
+        try:
+            while not kafka_source.finished:
+                for row in kafka_source.poll(poll_timeout_s):
+                    yield str(row)
+        finally:
+            kafka_source.close()
+        return
     from changelake.connectors.upsert_kafka.factory import create_source
 
     source = create_source(decl)
@@ -85,7 +101,10 @@ def changelog_lines(decl: TableDeclaration, *, poll_timeout_s: float = 1.0) -> I
 
 def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
     """Run the command; returns the exit code (0 ok, 1 on a changelake error, printed to stderr)."""
+    from changelake.commands._env import apply_local_service_env
+
     out = out or sys.stdout
+    apply_local_service_env()
     try:
         decl = build_declaration(args)
         for line in changelog_lines(decl, poll_timeout_s=args.poll_timeout):

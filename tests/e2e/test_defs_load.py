@@ -29,3 +29,20 @@ def test_resources_take_secrets_from_the_environment():
 
     mysql = defs().resources["mysql"]
     assert isinstance(mysql.password, dg.EnvVar) or "EnvVar" in repr(mysql.password)
+
+
+def test_a_broken_or_duplicate_pipeline_file_is_named(tmp_path, monkeypatch):
+    import pytest
+
+    from changelake.connectors.errors import OptionValidationError
+    from platform_defs import jobs
+
+    monkeypatch.setenv("CHANGELAKE_PIPELINES_DIR", str(tmp_path))
+    good = "pipeline: {name: p}\nsource: {type: mysql}\nsink: {type: kafka}\n"
+    (tmp_path / "a.yaml").write_text(good)
+    (tmp_path / "b.yaml").write_text(good)
+    with pytest.raises(OptionValidationError, match=r"a.yaml and .*b.yaml both define pipeline.name 'p'"):
+        jobs.defs()
+    (tmp_path / "b.yaml").write_text("sink: {type: kafka}\n")
+    with pytest.raises(OptionValidationError, match=r"pipeline file .*b.yaml: the pipeline definition has no 'source' block"):
+        jobs.defs()
