@@ -373,8 +373,19 @@ class KafkaPipelineSink:
                 producer.commit_transaction(timeout_s)
             except KafkaException as exc:
                 self._abort_after_failure(producer, timeout_s)
+                del producer  # the raised error's traceback must not keep the client alive
+                err = exc.args[0] if exc.args else None
+                fenced = isinstance(err, KafkaError) and err.code() in (
+                    KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH
+                )
+                hint = (
+                    f"; another instance of pipeline {self.pipeline_name!r} (same transactional id) has taken "
+                    "over and this one must stop (its open transaction was aborted)"
+                    if fenced
+                    else ""
+                )
                 raise SinkFlushError(f"commit of the transaction of {opts.transactional_id_prefix!r} failed: "
-                                     f"{exc}") from exc
+                                     f"{exc}{hint}") from exc
             finally:
                 self._in_txn = False
             self._raise_delivery_errors()
