@@ -72,6 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``changelake`` script. Returns the process exit code."""
     parser = _build_parser()
     args = parser.parse_args(argv)
+    if args.command != "services":
+        from changelake.commands._env import apply_local_service_env
+
+        apply_local_service_env()  # the local services' values, where the user set none
     try:
         return int(args.func(args) or 0)
     except ChangelakeError as exc:

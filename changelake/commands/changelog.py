@@ -101,10 +101,7 @@ def changelog_lines(decl: TableDeclaration, *, poll_timeout_s: float = 1.0) -> I
 
 def run(args: argparse.Namespace, out: IO[str] | None = None) -> int:
     """Run the command; returns the exit code (0 ok, 1 on a changelake error, printed to stderr)."""
-    from changelake.commands._env import apply_local_service_env
-
     out = out or sys.stdout
-    apply_local_service_env()
     try:
         decl = build_declaration(args)
         for line in changelog_lines(decl, poll_timeout_s=args.poll_timeout):

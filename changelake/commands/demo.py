@@ -111,12 +111,10 @@ def _print_seed_message(bootstrap: str) -> dict | None:
 def run(args: argparse.Namespace) -> int:
     import warnings
 
-    from changelake.commands._env import apply_local_service_env
     from changelake.commands.pipeline import run_pipeline_job
     from changelake.demo.seed import load_kafka_test, run_sysbench, update_seed_customer
 
     warnings.filterwarnings("ignore", module="dagster")
-    apply_local_service_env()
     params = _mysql_params()
     bootstrap = os.environ["KAFKA_BOOTSTRAP_SERVERS"]
 

@@ -33,11 +33,9 @@ def run_pipeline_job(path: Path, until_caught_up: bool, max_duration_s: float | 
     """Execute the pipeline job of ``path`` in-process; returns Dagster's ExecuteInProcessResult."""
     import dagster as dg
 
-    from changelake.commands._env import apply_local_service_env
     from platform_defs.pipelines import build_pipeline_job, job_name, load_structure
     from resources.definitions import defs as resource_defs
 
-    apply_local_service_env()
     structure = load_structure(path)
     job = build_pipeline_job(path.resolve())
     defs = dg.Definitions(jobs=[job], resources=resource_defs().resources)
