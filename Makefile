@@ -14,8 +14,9 @@ venv: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@$(BIN)/pip install -q --upgrade pip
-	@$(BIN)/pip install -q -e '.[test]'
+	@echo "installing changelake into $(VENV) (log: $(VENV)/install.log)"
+	@{ $(BIN)/pip install -q --upgrade pip && $(BIN)/pip install -q -e '.[test]'; } > $(VENV)/install.log 2>&1 \
+	  || { tail -20 $(VENV)/install.log; exit 1; }
 	@touch $@
 
 ## The main job on the local services: both pipelines, the aggregation, the checks.
