@@ -24,7 +24,7 @@ import yaml
 
 from changelake.connectors.errors import OptionValidationError
 
-__all__ = ["PipelineDefinition", "load_pipeline", "parse_pipeline", "SECRET_MARKERS"]
+__all__ = ["PipelineDefinition", "load_pipeline", "parse_pipeline", "validate_pipeline_block", "PIPELINE_KEYS", "SECRET_MARKERS"]
 
 SECRET_MARKERS = ("password", "secret", "sasl.jaas.config", "basic-auth", "accesskey")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_.]*)(?::-([^}]*))?\}")
@@ -123,6 +123,51 @@ class PipelineDefinition:
         return f"PipelineDefinition({self.redacted()!r})"
 
 
+#: Keys of Flink CDC's ``pipeline`` block. Only ``name`` and ``route-mode`` change changelake's
+#: behaviour; the others are accepted (and type-checked) so Flink CDC definitions load unchanged.
+PIPELINE_KEYS = {
+    "name": "identity of the pipeline: stored positions, consumer group and transactional ids derive from it",
+    "parallelism": "positive integer (changelake runs a pipeline as one process)",
+    "route-mode": "ALL_MATCH (default) or FIRST_MATCH",
+    "local-time-zone": "accepted; TIMESTAMP values are always UTC",
+    "execution.runtime-mode": "STREAMING or BATCH (accepted; bounded runs use --until-caught-up)",
+    "schema.change.behavior": "accepted; schema changes are applied leniently",
+    "schema-operator.rpc-timeout": "accepted, unused",
+    "operator.uid.prefix": "accepted, unused",
+    "sink.partitioning.strategy": "accepted, unused",
+    "transform.decimal.precision.mode": "accepted, unused",
+}
+
+
+def validate_pipeline_block(block: Mapping[str, str], *, resolved: bool = True) -> None:
+    """Check the ``pipeline`` block: known keys only, ``parallelism`` a positive integer and
+    ``route-mode`` one of ALL_MATCH / FIRST_MATCH.
+
+    Raises:
+        OptionValidationError: naming the key, the value and the rule.
+    """
+    unknown = sorted(set(block) - set(PIPELINE_KEYS))
+    if unknown:
+        raise OptionValidationError(
+            "Unsupported options found for 'pipeline'.\n\nUnsupported options:\n\n" + "\n".join(unknown)
+            + "\n\nSupported options:\n\n" + "\n".join(sorted(PIPELINE_KEYS)),
+            option=unknown[0],
+        )
+    if not resolved:
+        return  # values may still hold ${VAR} references
+    value = block.get("parallelism")
+    if value is not None and not (value.isdigit() and int(value) >= 1):
+        raise OptionValidationError(
+            f"'pipeline.parallelism' must be a positive integer, but is '{value}'", option="parallelism"
+        )
+    mode = block.get("route-mode")
+    if mode is not None and mode.upper() not in ("ALL_MATCH", "FIRST_MATCH"):
+        raise OptionValidationError(
+            f"Could not parse value '{mode}' for key 'pipeline.route-mode'. Expected one of: [ALL_MATCH, FIRST_MATCH]",
+            option="route-mode",
+        )
+
+
 def parse_pipeline(
     data: Mapping[str, Any], *, env: Mapping[str, str] | None = None, path: Path | None = None, resolve: bool = True
 ) -> PipelineDefinition:
@@ -153,6 +198,7 @@ def parse_pipeline(
     pipeline = _options(data.get("pipeline"), "pipeline", env)
     if "pipeline" in data and not pipeline:
         raise OptionValidationError("the 'pipeline' block must not be empty", option="pipeline")
+    validate_pipeline_block(pipeline, resolved=env is not None)
 
     def rules(block: str) -> list[dict[str, str]]:
         raw = data.get(block) or []

@@ -76,3 +76,26 @@ def test_structure_only_keeps_references():
 def test_malformed_definitions(doc, message):
     with pytest.raises(OptionValidationError, match=message):
         parse_pipeline(doc, env={})
+
+
+@pytest.mark.parametrize(
+    "block, message",
+    [
+        ({"name": "p", "foo": "bar"}, "(?s)Unsupported options found for 'pipeline'.*Unsupported options:\\n\\nfoo\\n"),
+        ({"name": "p", "parallelism": "abc"}, "'pipeline.parallelism' must be a positive integer, but is 'abc'"),
+        ({"name": "p", "parallelism": 0}, "must be a positive integer, but is '0'"),
+        ({"name": "p", "route-mode": "SOME"}, r"Expected one of: \[ALL_MATCH, FIRST_MATCH\]"),
+    ],
+)
+def test_pipeline_block_is_validated(block, message):
+    with pytest.raises(OptionValidationError, match=message):
+        parse_pipeline({"pipeline": block, "source": {"type": "mysql"}, "sink": {"type": "kafka"}}, env={})
+
+
+def test_flink_cdc_pipeline_keys_are_accepted():
+    d = parse_pipeline(
+        {"pipeline": {"name": "p", "parallelism": 4, "local-time-zone": "UTC", "route-mode": "first_match"},
+         "source": {"type": "mysql"}, "sink": {"type": "kafka"}},
+        env={},
+    )
+    assert d.pipeline["parallelism"] == "4"
