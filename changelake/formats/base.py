@@ -11,14 +11,17 @@ images, table, commit time).
 from __future__ import annotations
 
 import abc
-from typing import Any, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping, TypeVar
 
 from changelake.changelog.event import DataChangeEvent
 from changelake.changelog.row import ChangelogRow
 from changelake.changelog.rowkind import INSERT_ONLY, RowKind
 from changelake.changelog.schema import Schema
 from changelake.formats.errors import DecodeError, FormatSchemaError
+from changelake.formats.json_values import loads
 from changelake.formats.options import option_keys, parse_options
+
+T = TypeVar("T")
 
 __all__ = ["Format", "ChangelogFormat"]
 
@@ -97,6 +100,30 @@ class Format(abc.ABC):
     def _ignore_parse_errors(self) -> bool:
         return bool(getattr(self.options, "ignore_parse_errors", False))
 
+    def _decode_guarded(self, decode: Callable[[bytes], list[T]], data: bytes | None) -> list[T]:
+        """Run ``decode(data)`` with the format's parse-error policy: ``[]`` for an empty message
+        or, with ``ignore-parse-errors``, for a bad one; otherwise a DecodeError with an excerpt."""
+        if not data:
+            return []
+        try:
+            return decode(data)
+        except DecodeError as exc:
+            if self._ignore_parse_errors:
+                return []
+            if exc.excerpt is None:
+                raise self._rewrap(exc, data) from exc.__cause__
+            raise
+
+    def _load_json_object(self, data: bytes) -> dict[str, Any]:
+        """Parse a message that must be one JSON object. Raises DecodeError."""
+        try:
+            doc = loads(data)
+        except ValueError as exc:
+            raise self._corrupt(f"malformed JSON: {exc}", data) from exc
+        if not isinstance(doc, dict):
+            raise self._corrupt(f"expected a JSON object, got {type(doc).__name__}", data)
+        return doc
+
 
 class ChangelogFormat(Format):
     """A format whose messages carry change events (Flink's debezium-json, canal-json, maxwell-json).
@@ -113,9 +140,17 @@ class ChangelogFormat(Format):
     def encode_event(self, event: DataChangeEvent) -> bytes | None:
         """Encode one change event; None means the format has no message for it."""
 
-    @abc.abstractmethod
     def decode_events(self, data: bytes | None) -> list[DataChangeEvent]:
-        """Decode one message into its change events ([] for a tombstone or a skipped message)."""
+        """Decode one message into its change events ([] for a tombstone or a skipped message).
+
+        Raises DecodeError (naming format, field path and an excerpt; see each format's
+        ``_decode_events``) unless ``ignore-parse-errors``, which makes a bad message yield ``[]``.
+        """
+        return self._decode_guarded(self._decode_events, data)
+
+    @abc.abstractmethod
+    def _decode_events(self, data: bytes) -> list[DataChangeEvent]:
+        """The events of one non-empty message; raises DecodeError."""
 
     def decode(self, data: bytes | None) -> list[ChangelogRow]:
         return [row for event in self.decode_events(data) for row in event.to_rows()]

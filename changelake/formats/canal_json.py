@@ -31,9 +31,9 @@ from changelake.changelog.event import DataChangeEvent, Op
 from changelake.changelog.row import ChangelogRow
 from changelake.changelog.schema import Schema, TableId
 from changelake.formats.base import ChangelogFormat
-from changelake.formats.errors import DecodeError, FormatOptionError
+from changelake.formats.errors import FormatOptionError
 from changelake.formats.json import JsonCodecOptions, decode_object, encode_object
-from changelake.formats.json_values import dumps, loads
+from changelake.formats.json_values import dumps
 from changelake.formats.options import option
 
 __all__ = ["CanalJsonFormat", "CanalJsonOptions"]
@@ -124,31 +124,14 @@ class CanalJsonFormat(ChangelogFormat):
         return self._message(None, [self._image(row.values, self.schema)], type_, row.table, self.schema, ts_ms)
 
     # -- decoding ------------------------------------------------------------------------------------
-    def decode_events(self, data: bytes | None) -> list[DataChangeEvent]:
+    def _decode_events(self, data: bytes) -> list[DataChangeEvent]:
         """The events of one message, one per row of ``data`` ([] for null/empty, CREATE, filtered).
 
         Raises:
             DecodeError: malformed JSON, an unknown ``type``, missing ``data``, a bad value (field
                 ``data[0].price``); none with ``ignore-parse-errors`` (the message yields []).
         """
-        if not data:
-            return []
-        try:
-            return self._decode_events(data)
-        except DecodeError as exc:
-            if self._ignore_parse_errors:
-                return []
-            if exc.excerpt is None:
-                raise self._rewrap(exc, data) from exc.__cause__
-            raise
-
-    def _decode_events(self, data: bytes) -> list[DataChangeEvent]:
-        try:
-            doc = loads(data)
-        except ValueError as exc:
-            raise self._corrupt(f"malformed JSON: {exc}", data) from exc
-        if not isinstance(doc, dict):
-            raise self._corrupt(f"expected a JSON object, got {type(doc).__name__}", data)
+        doc = self._load_json_object(data)
         database, table_name = doc.get("database"), doc.get("table")
         if self._db_re is not None and not (isinstance(database, str) and self._db_re.fullmatch(database)):
             return []

@@ -278,7 +278,7 @@ class DebeziumJsonFormat(ChangelogFormat):
             return self._message(None, row.values, "c", row.table, ts_ms, self.schema)
         return self._message(row.values, None, "d", row.table, ts_ms, self.schema)
 
-    def decode_events(self, data: bytes | None) -> list[DataChangeEvent]:
+    def _decode_events(self, data: bytes) -> list[DataChangeEvent]:
         """The event of one message ([] for a null/empty message or a null payload).
 
         Table from ``source.db``/``source.table`` (``TableId(None, "")`` when there is no source);
@@ -290,24 +290,7 @@ class DebeziumJsonFormat(ChangelogFormat):
                 or a value that does not parse (field ``before.<col>``/``after.<col>``); none with
                 ``ignore-parse-errors`` (the message yields []).
         """
-        if not data:
-            return []
-        try:
-            return self._decode_events(data)
-        except DecodeError as exc:
-            if self._ignore_parse_errors:
-                return []
-            if exc.excerpt is None:
-                raise self._rewrap(exc, data) from exc.__cause__
-            raise
-
-    def _decode_events(self, data: bytes) -> list[DataChangeEvent]:
-        try:
-            doc = loads(data)
-        except ValueError as exc:
-            raise self._corrupt(f"malformed JSON: {exc}", data) from exc
-        if not isinstance(doc, dict):
-            raise self._corrupt(f"expected a JSON object, got {type(doc).__name__}", data)
+        doc = self._load_json_object(data)
         schema = self.schema
         if "payload" in doc and "op" not in doc:
             if doc["payload"] is None:

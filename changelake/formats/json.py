@@ -266,28 +266,18 @@ class JsonFormat(Format):
     def decode_to_values(self, data: bytes | None) -> list[dict[str, Any]]:
         """The values of the rows :meth:`decode` returns (one dict per JSON object), without
         building the rows. Raises DecodeError as :meth:`decode`."""
-        if not data:
-            return []
+        return self._decode_guarded(self._decode_values, data)
+
+    def _decode_values(self, data: bytes) -> list[dict[str, Any]]:
         try:
-            try:
-                doc = loads(data)
-            except ValueError as exc:
-                raise self._corrupt(f"malformed JSON: {exc}", data) from exc
-            codec = self._codec
-            if codec is not None and type(doc) is dict:
-                return [codec.decode_values(doc, self.options.fail_on_missing_field)]
-            objects = doc if isinstance(doc, list) else [doc]
-            rows = []
-            for obj in objects:
-                rows.append(
-                    decode_object(
-                        obj, self.schema, format=self.name, fail_on_missing_field=self.options.fail_on_missing_field
-                    )
-                )
-            return rows
-        except DecodeError as exc:
-            if self._ignore_parse_errors:
-                return []
-            if exc.excerpt is None:
-                raise self._rewrap(exc, data) from exc.__cause__
-            raise
+            doc = loads(data)
+        except ValueError as exc:
+            raise self._corrupt(f"malformed JSON: {exc}", data) from exc
+        codec = self._codec
+        if codec is not None and type(doc) is dict:
+            return [codec.decode_values(doc, self.options.fail_on_missing_field)]
+        objects = doc if isinstance(doc, list) else [doc]
+        return [
+            decode_object(obj, self.schema, format=self.name, fail_on_missing_field=self.options.fail_on_missing_field)
+            for obj in objects
+        ]

@@ -28,9 +28,8 @@ from changelake.changelog.event import DataChangeEvent, Op
 from changelake.changelog.row import ChangelogRow
 from changelake.changelog.schema import Schema, TableId
 from changelake.formats.base import ChangelogFormat
-from changelake.formats.errors import DecodeError
 from changelake.formats.json import JsonCodecOptions, decode_object, encode_object
-from changelake.formats.json_values import dumps, loads
+from changelake.formats.json_values import dumps
 
 __all__ = ["MaxwellJsonFormat", "MaxwellJsonOptions"]
 
@@ -92,30 +91,13 @@ class MaxwellJsonFormat(ChangelogFormat):
         type_ = "insert" if row.kind.is_accumulate else "delete"
         return self._message(type_, row.table, ts_ms, self._image(row.values, self.schema))
 
-    def decode_events(self, data: bytes | None) -> list[DataChangeEvent]:
+    def _decode_events(self, data: bytes) -> list[DataChangeEvent]:
         """The event of one message ([] for null/empty and bootstrap-start/-complete).
 
         ``ts_ms`` is ``ts`` × 1000. Raises DecodeError (unknown type, missing ``data``, bad value
         with field ``data.<col>``/``old.<col>``) unless ``ignore-parse-errors``.
         """
-        if not data:
-            return []
-        try:
-            return self._decode_events(data)
-        except DecodeError as exc:
-            if self._ignore_parse_errors:
-                return []
-            if exc.excerpt is None:
-                raise self._rewrap(exc, data) from exc.__cause__
-            raise
-
-    def _decode_events(self, data: bytes) -> list[DataChangeEvent]:
-        try:
-            doc = loads(data)
-        except ValueError as exc:
-            raise self._corrupt(f"malformed JSON: {exc}", data) from exc
-        if not isinstance(doc, dict):
-            raise self._corrupt(f"expected a JSON object, got {type(doc).__name__}", data)
+        doc = self._load_json_object(data)
         type_ = doc.get("type")
         if type_ in ("bootstrap-start", "bootstrap-complete"):
             return []
