@@ -71,9 +71,13 @@ def pv_uv_match_duckdb_recomputation(kafka: KafkaResource, pageviews_topics: Pag
     """PV/UV per region read back through the upsert-kafka source equal DuckDB's GROUP BY over the raw topic."""
     from changelake.examples.pageviews import read_pageviews_table, read_upsert_topic_final_state, recompute_pv_uv
 
+    from changelake.connectors.metrics import SourceMetrics
+
     truth = recompute_pv_uv(read_pageviews_table(kafka.bootstrap_servers, pageviews_topics.source_topic))
+    source_metrics = SourceMetrics()
     table = read_upsert_topic_final_state(
-        kafka.bootstrap_servers, pageviews_topics.sink_topic, fmt=pageviews_topics.key_value_format
+        kafka.bootstrap_servers, pageviews_topics.sink_topic, fmt=pageviews_topics.key_value_format,
+        metrics=source_metrics,
     )
     differing = sorted(str(r) for r in set(truth) | set(table) if truth.get(r) != table.get(r))
     return dg.AssetCheckResult(
@@ -83,6 +87,7 @@ def pv_uv_match_duckdb_recomputation(kafka: KafkaResource, pageviews_topics: Pag
             "events": sum(pv for pv, _ in truth.values()),
             "differing_regions": dg.MetadataValue.json(differing),
             "pv_uv": dg.MetadataValue.json({str(r): list(v) for r, v in sorted(table.items(), key=lambda kv: str(kv[0]))}),
+            **{f"source.{k}": v for k, v in source_metrics.snapshot().items()},
         },
     )
 

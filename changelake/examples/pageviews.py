@@ -59,6 +59,7 @@ from changelake.changelog import ChangelogRow, DataType, RowKind, Schema, TypeRo
 from changelake.changelog.aggregate import AggSpec, GroupAggregate, InvalidAggregateError
 from changelake.changelog.modes import check_changelog_mode
 from changelake.connectors.errors import ConnectorError
+from changelake.connectors.metrics import SourceMetrics
 
 __all__ = [
     "PAGEVIEWS_SCHEMA",
@@ -244,11 +245,17 @@ def recompute_pv_uv(events: pa.Table | Iterable[Mapping[str, Any]]) -> dict[str 
 
 
 def read_upsert_topic_final_state(
-    bootstrap: str, topic: str, *, fmt: str = "avro", timeout_s: float = 60.0
+    bootstrap: str,
+    topic: str,
+    *,
+    fmt: str = "avro",
+    timeout_s: float = 60.0,
+    metrics: SourceMetrics | None = None,
 ) -> dict[str | None, tuple[int, int]]:
     """The final ``pageviews_per_region`` table, read (read_committed) through the upsert-kafka
     source from the earliest offset to the current end: ``{user_region: (pv, uv)}``.
 
+    ``metrics``, if given, receives the source's metrics (numRecordsIn, numBytesIn, ...).
     Raises ConnectorError if the end is not reached within ``timeout_s`` seconds.
     """
     from changelake.connectors.upsert_kafka.factory import create_source
@@ -257,7 +264,7 @@ def read_upsert_topic_final_state(
     opts.pop("sink.delivery-guarantee")
     state: dict[str | None, tuple[int, int]] = {}
     deadline = time.monotonic() + timeout_s
-    with create_source(opts, PER_REGION_SCHEMA) as src:
+    with create_source(opts, PER_REGION_SCHEMA, metrics=metrics) as src:
         while not src.is_bounded_end_reached():
             if time.monotonic() > deadline:
                 raise ConnectorError(f"upsert topic {topic!r} not read to its end within {timeout_s} s")

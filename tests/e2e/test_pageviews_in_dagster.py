@@ -38,3 +38,4 @@ def test_pageviews_assets_materialize_and_the_check_compares_with_duckdb(kafka_b
         (mat,) = result.asset_materializations_for_node("pageviews_per_region")
         assert mat.metadata["events_read"].value == 1500
         assert mat.metadata["sink.numRecordsOut"].value == mat.metadata["records_written"].value > 0
+        assert evaluation.metadata["source.numRecordsIn"].value > 0
