@@ -73,10 +73,12 @@ def _print_seed_message(bootstrap: str) -> dict | None:
     """Find and print the last Debezium-JSON message of customer 4 on kafka_test.customers."""
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer(
+    from changelake.connectors.kafka_common import with_logger
+
+    consumer = Consumer(with_logger(
         {"bootstrap.servers": bootstrap, "group.id": "changelake-demo-reader", "enable.auto.commit": False,
          "isolation.level": "read_committed"}
-    )
+    ))
     found = None
     try:
         topic = "kafka_test.customers"

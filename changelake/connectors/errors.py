@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from changelake.errors import ChangelakeError
 
-__all__ = ["ConnectorError", "OptionValidationError", "SinkFlushError", "SourceError"]
+__all__ = ["ConnectorError", "KafkaUnavailableError", "OptionValidationError", "SinkFlushError", "SourceError"]
 
 
 class ConnectorError(ChangelakeError):
@@ -29,3 +29,24 @@ class SinkFlushError(ConnectorError):
 
 class SourceError(ConnectorError):
     """A source cannot continue (e.g. a stored binlog position no longer exists on the server)."""
+
+
+class KafkaUnavailableError(ConnectorError):
+    """No Kafka broker answered within the client's timeout where a connector first needed one
+    (sink ``open()``/topic creation/stored position, source ``open()``).
+
+    The message is ``cannot reach Kafka at <bootstrap.servers> within <N> s (<client error>)``; it
+    names the addresses only, never a SASL password or the other ``properties.*``.
+
+    What to do: start the broker, or fix ``properties.bootstrap.servers`` (for the local services,
+    ``KAFKA_BOOTSTRAP_SERVERS``; ``changelake services status`` shows whether Kafka runs).
+
+    Attributes:
+        bootstrap_servers: the ``bootstrap.servers`` the client was given (``host:port[,...]``).
+        timeout_s: how long the client waited, seconds.
+    """
+
+    def __init__(self, message: str, *, bootstrap_servers: str, timeout_s: float) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.timeout_s = timeout_s
+        super().__init__(message)

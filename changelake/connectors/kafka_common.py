@@ -1,18 +1,197 @@
 """Small Kafka helpers shared by the Kafka connectors (upsert-kafka, the pipeline kafka source/sink).
 
 All use confluent-kafka (librdkafka). Nothing here opens a connection at import.
+
+Client logs: every Producer, Consumer and AdminClient the project creates gets
+``with_logger(conf)``, so librdkafka's log lines (``%3|...|FAIL|rdkafka#producer-1| ... Connect
+to ipv4#127.0.0.1:9092 failed: Connection refused``) become Python log records of the logger
+``changelake.kafka.client`` (syslog level 3 -> ERROR, 4 -> WARNING, ...) instead of raw stderr.
+confluent-kafka hands them over when the client is polled (``poll``/``flush``/``consume``/
+``close``). A :class:`RepeatedMessageFilter` on that logger lets the first record of a message
+through and then at most one per :data:`REPEAT_INTERVAL_S` seconds per message text, so a broker
+outage logs a few lines, not hundreds.
+
+Unreachable brokers: :func:`require_broker` and :func:`unavailable_error` turn librdkafka's
+``Failed to get metadata: Local: Broker transport failure`` into one
+:class:`~changelake.connectors.errors.KafkaUnavailableError` naming ``bootstrap.servers``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+import logging
+import re
+import threading
+import time
+from typing import Any, Callable, Iterable, Mapping
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from changelake.connectors.errors import ConnectorError
+from changelake.connectors.errors import ConnectorError, KafkaUnavailableError
 
-__all__ = ["PROPERTIES_PREFIX", "client_properties", "ensure_topics", "end_offsets", "partition_count"]
+__all__ = [
+    "CLIENT_LOGGER_NAME",
+    "PROPERTIES_PREFIX",
+    "REPEAT_INTERVAL_S",
+    "RepeatedMessageFilter",
+    "client_logger",
+    "client_properties",
+    "ensure_topics",
+    "end_offsets",
+    "partition_count",
+    "require_broker",
+    "unavailable_error",
+    "with_logger",
+]
+
+#: The logger librdkafka's lines of every project Kafka client go to.
+CLIENT_LOGGER_NAME = "changelake.kafka.client"
+
+#: After the first record of a message text, at most one record per this many seconds.
+REPEAT_INTERVAL_S = 30.0
+
+#: Error codes meaning "no broker answered" (as opposed to a broker refusing a request).
+_UNREACHABLE_CODES = frozenset({
+    KafkaError._TRANSPORT,
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError._RESOLVE,
+    KafkaError._TIMED_OUT,
+})
+
+# Parts of librdkafka's lines that differ between otherwise identical lines: the client instance
+# ("rdkafka#producer-7"), durations ("after 0ms"), suppression counters.
+_VOLATILE = (
+    (re.compile(r"rdkafka#(producer|consumer)-\d+"), r"rdkafka#\1"),
+    (re.compile(r"\b\d+ms\b"), "Nms"),
+    (re.compile(r"\d+ identical error\(s\) suppressed"), "N identical error(s) suppressed"),
+)
+
+
+class RepeatedMessageFilter(logging.Filter):
+    """Passes the first record of each message text, then at most one per ``interval_s`` seconds.
+
+    The text is the formatted message with client instance numbers and millisecond durations
+    blanked out, so the same connection failure seen by a producer and an admin client counts as
+    one. A record let through after suppressed ones gets ``" (N similar suppressed in the last S s)"``
+    appended. Thread-safe; remembers at most ``max_keys`` texts (the oldest are forgotten).
+
+    Args:
+        interval_s: seconds between two records of the same text (default :data:`REPEAT_INTERVAL_S`).
+        clock: monotonic clock in seconds (tests pass a fake one).
+        max_keys: number of distinct texts remembered.
+    """
+
+    def __init__(self, interval_s: float = REPEAT_INTERVAL_S, clock: Callable[[], float] = time.monotonic,
+                 max_keys: int = 1000) -> None:
+        super().__init__()
+        self.interval_s = interval_s
+        self._clock = clock
+        self._max_keys = max_keys
+        self._seen: dict[str, list[float]] = {}  # text -> [time let through, suppressed since]
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(message: str) -> str:
+        """The text two records are compared by (volatile parts blanked out)."""
+        for rx, repl in _VOLATILE:
+            message = rx.sub(repl, message)
+        return message
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        key = self.key(message)
+        now = self._clock()
+        with self._lock:
+            state = self._seen.get(key)
+            if state is not None and now - state[0] < self.interval_s:
+                state[1] += 1
+                return False
+            if state is None and len(self._seen) >= self._max_keys:
+                del self._seen[next(iter(self._seen))]
+            self._seen.pop(key, None)
+            self._seen[key] = [now, 0]
+        if state is not None and state[1]:
+            record.msg = f"{message} ({int(state[1])} similar suppressed in the last {now - state[0]:.0f} s)"
+            record.args = ()
+        return True
+
+
+_client_logger_lock = threading.Lock()
+
+
+def client_logger() -> logging.Logger:
+    """The logger ``changelake.kafka.client``, with one :class:`RepeatedMessageFilter` installed."""
+    logger = logging.getLogger(CLIENT_LOGGER_NAME)
+    with _client_logger_lock:
+        if not any(isinstance(f, RepeatedMessageFilter) for f in logger.filters):
+            logger.addFilter(RepeatedMessageFilter())
+    return logger
+
+
+def with_logger(conf: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of a confluent-kafka client config whose librdkafka logs go to :func:`client_logger`
+    (the ``logger`` key; a logger already in ``conf`` is kept). Use it for every client created."""
+    out = dict(conf)
+    out.setdefault("logger", client_logger())
+    return out
+
+
+def _servers(conf: Mapping[str, Any] | str) -> str:
+    if isinstance(conf, str):
+        return conf
+    return str(conf.get("bootstrap.servers") or conf.get("metadata.broker.list") or "(bootstrap.servers not set)")
+
+
+def unavailable_error(exc: KafkaException, conf: Mapping[str, Any] | str,
+                      timeout_s: float) -> KafkaUnavailableError | None:
+    """The :class:`KafkaUnavailableError` for ``exc`` when it means that no broker answered
+    (transport failure, all brokers down, unresolvable host, timed out), else None.
+
+    Args:
+        exc: what a client call raised.
+        conf: the client config (only ``bootstrap.servers`` is read) or the bootstrap string.
+        timeout_s: the timeout the call was given, seconds.
+
+    The message is ``cannot reach Kafka at <bootstrap.servers> within <N> s (<librdkafka error>)``.
+    """
+    err = exc.args[0] if exc.args else None
+    if not isinstance(err, KafkaError) or err.code() not in _UNREACHABLE_CODES:
+        return None
+    servers = _servers(conf)
+    return KafkaUnavailableError(
+        f"cannot reach Kafka at {servers} within {timeout_s:g} s ({err.str()}); is the broker running and "
+        "is properties.bootstrap.servers its address?",
+        bootstrap_servers=servers,
+        timeout_s=timeout_s,
+    )
+
+
+def require_broker(client: Any, conf: Mapping[str, Any] | str, timeout_s: float) -> None:
+    """Wait until a broker answers a metadata request of ``client`` (a Producer, Consumer or
+    AdminClient), at most ``timeout_s`` seconds.
+
+    Raises:
+        KafkaUnavailableError: no broker answered (names ``bootstrap.servers``).
+        ConnectorError: a broker answered with an error (e.g. authentication failed).
+    """
+    try:
+        client.list_topics(timeout=timeout_s)
+    except KafkaException as exc:
+        _serve_logs(client)
+        unavailable = unavailable_error(exc, conf, timeout_s)
+        if unavailable is not None:
+            raise unavailable from exc
+        raise ConnectorError(f"Kafka at {_servers(conf)} refused a metadata request: {exc}") from exc
+
+
+def _serve_logs(client: Any) -> None:
+    """Hand the client's queued librdkafka log lines to Python logging (confluent-kafka delivers
+    them on poll). A Consumer serves them on close()."""
+    if not isinstance(client, Consumer):
+        try:
+            client.poll(0)
+        except (KafkaException, RuntimeError):  # pragma: no cover - a closed client
+            pass
 
 #: Flink's prefix for options passed through to the Kafka client.
 PROPERTIES_PREFIX = "properties."
@@ -30,7 +209,7 @@ def client_properties(options: Mapping[str, Any]) -> dict[str, str]:
 
 def _admin(bootstrap: str | Mapping[str, str]) -> AdminClient:
     conf: dict[str, Any] = {"bootstrap.servers": bootstrap} if isinstance(bootstrap, str) else dict(bootstrap)
-    return AdminClient(conf)
+    return AdminClient(with_logger(conf))
 
 
 def ensure_topics(
@@ -53,7 +232,8 @@ def ensure_topics(
         timeout_s: admin request timeout in seconds.
 
     Returns the names that were created. Raises ConnectorError naming the topic on failure
-    (an already-existing topic, also one created concurrently, is not a failure).
+    (an already-existing topic, also one created concurrently, is not a failure), and
+    KafkaUnavailableError when no broker answers within ``timeout_s``.
     """
     wanted = list(dict.fromkeys(names))
     if not wanted:
@@ -62,6 +242,10 @@ def ensure_topics(
     try:
         existing = set(admin.list_topics(timeout=timeout_s).topics)
     except KafkaException as exc:
+        _serve_logs(admin)
+        unavailable = unavailable_error(exc, bootstrap, timeout_s)
+        if unavailable is not None:
+            raise unavailable from exc
         raise ConnectorError(f"cannot list Kafka topics: {exc}") from exc
     missing = [n for n in wanted if n not in existing]
     if not missing:
@@ -81,9 +265,20 @@ def ensure_topics(
 
 
 def partition_count(bootstrap: str | Mapping[str, str] | Consumer, topic: str, timeout_s: float = 10.0) -> int:
-    """Number of partitions of ``topic``. Raises ConnectorError if the topic does not exist."""
+    """Number of partitions of ``topic``. Raises ConnectorError if the topic does not exist; with a
+    bootstrap string or config KafkaUnavailableError if no broker answers within ``timeout_s``
+    (with a Consumer, its KafkaException)."""
     client = bootstrap if isinstance(bootstrap, Consumer) else _admin(bootstrap)
-    md = client.list_topics(topic, timeout=timeout_s)
+    try:
+        md = client.list_topics(topic, timeout=timeout_s)
+    except KafkaException as exc:
+        if isinstance(bootstrap, Consumer):  # the caller knows its config and translates
+            raise
+        _serve_logs(client)
+        unavailable = unavailable_error(exc, bootstrap, timeout_s)
+        if unavailable is not None:
+            raise unavailable from exc
+        raise
     t = md.topics.get(topic)
     if t is None or t.error is not None or not t.partitions:
         raise ConnectorError(f"Kafka topic {topic!r} does not exist or has no partitions ({t.error if t else 'missing'})")
@@ -95,7 +290,8 @@ def end_offsets(consumer_or_bootstrap: Consumer | str | Mapping[str, str], topic
 
     With a read_committed consumer (librdkafka's default) this is the last stable offset.
     Accepts an open Consumer or a bootstrap string / client config (a short-lived consumer
-    is created and closed). Raises ConnectorError naming the topic.
+    is created and closed). Raises ConnectorError naming the topic (with a bootstrap string or
+    config: KafkaUnavailableError when no broker answers within ``timeout_s``).
     """
     own = not isinstance(consumer_or_bootstrap, Consumer)
     if own:
@@ -106,7 +302,7 @@ def end_offsets(consumer_or_bootstrap: Consumer | str | Mapping[str, str], topic
         )
         conf.setdefault("group.id", "changelake-end-offsets")
         conf["enable.auto.commit"] = False
-        consumer = Consumer(conf)
+        consumer = Consumer(with_logger(conf))
     else:
         consumer = consumer_or_bootstrap  # type: ignore[assignment]
     try:
@@ -117,6 +313,9 @@ def end_offsets(consumer_or_bootstrap: Consumer | str | Mapping[str, str], topic
             out[p] = high
         return out
     except KafkaException as exc:
+        unavailable = unavailable_error(exc, consumer_or_bootstrap, timeout_s) if own else None  # type: ignore[arg-type]
+        if unavailable is not None:
+            raise unavailable from exc
         raise ConnectorError(f"cannot read end offsets of Kafka topic {topic!r}: {exc}") from exc
     finally:
         if own:

@@ -379,6 +379,7 @@ def kafka_lag(defn: PipelineDefinition, timeout_s: float = 10.0) -> dict[str, tu
     from confluent_kafka import Consumer, TopicPartition
 
     from changelake.connectors.iceberg import IcebergSink, parse_sink_options
+    from changelake.connectors.kafka_common import with_logger
 
     sink = IcebergSink(parse_sink_options(defn.options("sink")))
     sink.open()
@@ -389,7 +390,7 @@ def kafka_lag(defn: PipelineDefinition, timeout_s: float = 10.0) -> dict[str, tu
     opts = defn.options("source")
     conf = {k[len("properties."):]: v for k, v in opts.items() if k.startswith("properties.")}
     conf.update({"group.id": f"changelake-lag-{defn.name}", "enable.auto.commit": False})
-    consumer = Consumer(conf)
+    consumer = Consumer(with_logger(conf))
     lag: dict[str, tuple[int, int]] = {}
     try:
         for topic in [t for t in opts.get("topic", "").split(";") if t]:

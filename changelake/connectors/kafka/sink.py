@@ -61,6 +61,7 @@ from changelake.connectors.kafka.sink_options import (
     ValueFormat,
 )
 from changelake.connectors.kafka.topics import TopicCreator, TopicNamer
+from changelake.connectors.kafka_common import client_logger, require_broker, unavailable_error, with_logger
 
 __all__ = ["KafkaPipelineSink", "read_stored_position", "OFFSETS_TOPIC_CONFIG"]
 
@@ -124,6 +125,8 @@ class KafkaPipelineSink:
         (fences an older producer with the same transactional.id and aborts its open transaction).
 
         Raises:
+            KafkaUnavailableError: no broker answered within ``sink.flush.timeout`` (when open needs
+                one: topic auto-creation or exactly-once); names ``bootstrap.servers``.
             TopicCreationError: the offsets topic cannot be created.
             SinkFlushError: the transactional producer cannot be initialised.
         """
@@ -131,7 +134,10 @@ class KafkaPipelineSink:
             return
         opts = self.options
         timeout_s = opts.flush_timeout.total_seconds()
-        self._admin = AdminClient(_client_config(opts.properties, drop_producer_only=True))
+        admin_conf = _client_config(opts.properties, drop_producer_only=True)
+        self._admin = AdminClient(with_logger(admin_conf))
+        if opts.auto_create_topics or self.exactly_once:
+            require_broker(self._admin, admin_conf, timeout_s)
         self._creator = TopicCreator(self._admin, opts.topic_partitions, opts.topic_replication_factor, timeout_s)
         if opts.auto_create_topics:
             self._creator.ensure([opts.offsets_topic], OFFSETS_TOPIC_CONFIG, partitions=1)
@@ -147,7 +153,7 @@ class KafkaPipelineSink:
             # order; do the same unless the user opts out (ApsaraMQ needs enable.idempotence=false).
             conf.setdefault("enable.idempotence", "true")
         conf["error_cb"] = self._on_client_error
-        self._producer = Producer(conf)
+        self._producer = Producer(with_logger(conf))
         if self.exactly_once:
             try:
                 self._producer.init_transactions(timeout_s)
@@ -337,7 +343,8 @@ class KafkaPipelineSink:
             self._errors.append(e)
 
     def _on_client_error(self, err: KafkaError) -> None:
-        log.warning("kafka client error: %s", err)
+        # to the client logger, whose filter keeps a broker outage from repeating this every second
+        client_logger().warning("kafka client error: %s", err)
 
     def _raise_delivery_errors(self) -> None:
         if self._errors:
@@ -396,6 +403,8 @@ class KafkaPipelineSink:
         else:
             self._produce(producer, opts.offsets_topic, key, value, [], partition=0)
             producer.poll(0)
+        if self._admin is not None:
+            self._admin.poll(0)  # hand the admin client's queued log lines to Python logging
         self._records_since_commit = 0
         self.metrics["commits"] += 1
 
@@ -439,7 +448,8 @@ class KafkaPipelineSink:
     def stored_position(self, timeout_s: float = 30.0) -> dict[str, Any] | None:
         """The last committed position of this pipeline (read_committed), or None.
 
-        Works before :meth:`open`. Raises SinkFlushError if the offsets topic cannot be read.
+        Works before :meth:`open`. Raises SinkFlushError if the offsets topic cannot be read,
+        KafkaUnavailableError if no broker answers within ``timeout_s`` seconds.
         """
         return read_stored_position(self.options.properties, self.options.offsets_topic, self.pipeline_name,
                                     timeout_s)
@@ -457,6 +467,8 @@ def read_stored_position(properties: Mapping[str, str], offsets_topic: str, pipe
 
     Raises:
         SinkFlushError: the topic cannot be read within ``timeout_s`` seconds.
+        KafkaUnavailableError: no broker answered within ``timeout_s`` seconds (names
+            ``bootstrap.servers``).
     """
     conf = _client_config(properties, drop_producer_only=True)
     conf.update({
@@ -466,7 +478,7 @@ def read_stored_position(properties: Mapping[str, str], offsets_topic: str, pipe
         "enable.partition.eof": True,
         "auto.offset.reset": "earliest",
     })
-    consumer = Consumer(conf)
+    consumer = Consumer(with_logger(conf))
     try:
         meta = consumer.list_topics(offsets_topic, timeout=timeout_s)
         tmeta = meta.topics.get(offsets_topic)
@@ -505,6 +517,9 @@ def read_stored_position(properties: Mapping[str, str], offsets_topic: str, pipe
             return None
         return dict(json.loads(found.decode("utf-8")))
     except KafkaException as exc:
+        unavailable = unavailable_error(exc, conf, timeout_s)
+        if unavailable is not None:
+            raise unavailable from exc
         raise SinkFlushError(f"cannot read positions from topic {offsets_topic!r}: {exc}") from exc
     finally:
         consumer.close()

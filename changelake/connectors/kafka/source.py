@@ -48,6 +48,7 @@ from changelake.connectors.errors import SourceError
 from changelake.connectors.kafka._formats import create_format
 from changelake.connectors.kafka.sink_options import ValueFormat
 from changelake.connectors.kafka.source_options import BoundedMode, KafkaSourceOptions, StartupMode
+from changelake.connectors.kafka_common import unavailable_error, with_logger
 from changelake.formats.errors import DecodeError
 
 __all__ = ["SourceRecord", "KafkaPipelineSource", "TopicPartitionKey"]
@@ -115,7 +116,8 @@ class KafkaPipelineSource:
                 in it start as ``scan.startup.mode`` says.
 
         Raises:
-            SourceError: no topic matches, a topic does not exist, or Kafka cannot be reached.
+            KafkaUnavailableError: no broker answered within 30 s (names ``bootstrap.servers``).
+            SourceError: no topic matches, a topic does not exist, or a Kafka request failed.
         """
         if self._consumer is not None:
             return
@@ -127,13 +129,16 @@ class KafkaPipelineSource:
         conf["enable.auto.commit"] = False
         conf["enable.auto.offset.store"] = False
         conf["enable.partition.eof"] = True
-        self._consumer = Consumer(conf)
+        self._consumer = Consumer(with_logger(conf))
         fmt_name = opts.value_format.value
         self._format = create_format(fmt_name, None, dict(opts.format_options))
         try:
             self._assign(dict(start_offsets or {}))
         except KafkaException as exc:
             self.close()
+            unavailable = unavailable_error(exc, conf, self._timeout_s)
+            if unavailable is not None:
+                raise unavailable from exc
             raise SourceError(f"cannot open Kafka source on {self._topic_text()}: {exc}") from exc
         except SourceError:
             self.close()

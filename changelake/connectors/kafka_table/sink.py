@@ -21,6 +21,7 @@ from changelake.changelog.row import ChangelogRow
 from changelake.changelog.rowkind import RowKind
 from changelake.changelog.schema import Schema, TableId
 from changelake.connectors.errors import ConnectorError, SinkFlushError
+from changelake.connectors.kafka_common import require_broker, with_logger
 from changelake.connectors.kafka_table.options import DeliveryGuarantee, KafkaTableOptions, SinkPartitioner
 
 __all__ = ["KafkaTableSink", "LIBRDKAFKA_PARTITIONER"]
@@ -139,14 +140,20 @@ class KafkaTableSink:
         which aborts a previous incarnation's open transaction. Returns self.
 
         Raises:
-            ConnectorError: the broker cannot be reached or fenced initialisation failed.
+            KafkaUnavailableError: exactly-once and no broker answered within 30 s (names
+                ``bootstrap.servers``).
+            ConnectorError: fenced initialisation failed.
         """
         if self._producer is not None:
             return self
         if self._external_producer is not None:
             self._producer = self._external_producer
             return self
-        self._producer = Producer(self.producer_config())
+        conf = self.producer_config()
+        producer = Producer(with_logger(conf))
+        if self.options.sink_delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE:
+            require_broker(producer, conf, 30)
+        self._producer = producer
         if self.options.sink_delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE:
             try:
                 self._producer.init_transactions(30)

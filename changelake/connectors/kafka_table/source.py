@@ -22,6 +22,7 @@ from changelake.changelog.row import ChangelogRow
 from changelake.changelog.rowkind import RowKind
 from changelake.changelog.schema import Schema
 from changelake.connectors.errors import ConnectorError, SourceError
+from changelake.connectors.kafka_common import unavailable_error, with_logger
 from changelake.connectors.kafka_table.options import KafkaTableOptions, ScanBoundedMode, ScanStartupMode
 from changelake.formats.errors import DecodeError
 
@@ -122,7 +123,7 @@ class KafkaTableSource:
 
     def _connect(self) -> Consumer:
         if self._consumer is None:
-            self._consumer = Consumer(self.consumer_config())
+            self._consumer = Consumer(with_logger(self.consumer_config()))
         return self._consumer
 
     def open(self, start_offsets: Mapping[TP, int] | None = None) -> "KafkaTableSource":
@@ -135,6 +136,7 @@ class KafkaTableSource:
                 deliver records prefetched for the first assignment.
 
         Raises:
+            KafkaUnavailableError: no broker answered within 10 s (names ``bootstrap.servers``).
             SourceError: a topic does not exist or offsets cannot be read (names the topic).
         """
         if self._assigned:
@@ -146,6 +148,9 @@ class KafkaTableSource:
             self._stop = self._stop_offsets(tps)
         except KafkaException as exc:
             self.close()
+            unavailable = unavailable_error(exc, self.options.properties, 10)
+            if unavailable is not None:
+                raise unavailable from exc
             raise SourceError(f"cannot open kafka source on {self._topics_text()}: {exc}") from exc
         if start_offsets:
             unknown = [tp for tp in start_offsets if tp not in start]

@@ -44,7 +44,7 @@ from changelake.changelog.row import ChangelogRow
 from changelake.changelog.rowkind import UPSERT, RowKind
 from changelake.changelog.schema import Schema
 from changelake.connectors.errors import ConnectorError, SinkFlushError
-from changelake.connectors.kafka_common import ensure_topics
+from changelake.connectors.kafka_common import ensure_topics, require_broker, with_logger
 from changelake.connectors.metrics import SinkMetrics
 from changelake.connectors.upsert_kafka import formats_bridge
 from changelake.connectors.upsert_kafka.buffer import ReducingBuffer
@@ -193,15 +193,22 @@ class UpsertKafkaSink:
     def open(self) -> "UpsertKafkaSink":
         """Build the formats, create missing topics (compacted), start the producer (and with
         exactly-once ``init_transactions``, fencing an older producer with the same id).
-        Raises ConnectorError / SinkFlushError on Kafka failures."""
+        Raises KafkaUnavailableError when no broker answers (topic creation: within 30 s;
+        exactly-once: within ``flush_timeout_s``), ConnectorError / SinkFlushError on other Kafka
+        failures."""
         if self._producer is not None:
             return self
         self.build_formats()
         conf = self.producer_config()
+        checked = False
         if self.create_topics and self.options.topics:
             admin_conf = {k: v for k, v in conf.items() if k not in _PRODUCER_ONLY}
             ensure_topics(admin_conf, self.options.topics, self.topic_partitions, COMPACT_TOPIC_CONFIG)
-        self._producer = Producer(conf)
+            checked = True
+        producer = Producer(with_logger(conf))
+        if self.guarantee is DeliveryGuarantee.EXACTLY_ONCE and not checked:
+            require_broker(producer, conf, self.flush_timeout_s)
+        self._producer = producer
         if self.guarantee is DeliveryGuarantee.EXACTLY_ONCE:
             try:
                 self._producer.init_transactions(self.flush_timeout_s)

@@ -55,6 +55,7 @@ from changelake.changelog.rowkind import RowKind
 from changelake.changelog.schema import Schema
 from changelake.changelog.state import KeyStateStore, MemoryKeyStateStore, encode_key
 from changelake.connectors.errors import ConnectorError, SourceError
+from changelake.connectors.kafka_common import unavailable_error, with_logger
 from changelake.connectors.metrics import SourceMetrics
 from changelake.connectors.upsert_kafka import formats_bridge
 from changelake.connectors.upsert_kafka.layout import RowLayout
@@ -165,8 +166,9 @@ class UpsertKafkaSource:
     def open(self) -> "UpsertKafkaSource":
         """Build the formats, check the key state belongs to this table, resolve topics and
         partitions, compute bounded end offsets and assign every partition at its stored offset
-        (earliest when none). Raises KeyStateError (state of another table: delete its directory)
-        or ConnectorError (Kafka unreachable, no matching topic)."""
+        (earliest when none). Raises KeyStateError (state of another table: delete its directory),
+        KafkaUnavailableError (no broker answered within 10 s; names ``bootstrap.servers``) or
+        ConnectorError (no matching topic, a Kafka request failed)."""
         if self._consumer is not None:
             return self
         self._key_format = formats_bridge.create_format(
@@ -187,7 +189,8 @@ class UpsertKafkaSource:
                 f"the key state belongs to another table ({stored.decode(errors='replace')}); "
                 "delete the key-state directory to rebuild it from the earliest offset"
             )
-        consumer = Consumer(self.consumer_config())
+        conf = self.consumer_config()
+        consumer = Consumer(with_logger(conf))
         try:
             partitions = self._partitions(consumer)
             starts: dict[TP, int] = {}
@@ -204,6 +207,9 @@ class UpsertKafkaSource:
             consumer.assign([TopicPartition(t, p, starts[(t, p)]) for (t, p) in partitions if (t, p) not in self._done])
         except KafkaException as exc:
             consumer.close()
+            unavailable = unavailable_error(exc, conf, 10)
+            if unavailable is not None:
+                raise unavailable from exc
             raise ConnectorError(f"cannot open the upsert-kafka source on {self._topic_label()}: {exc}") from exc
         except BaseException:
             consumer.close()
