@@ -87,6 +87,7 @@ class KafkaPipelineSource:
         options: raw source options (validated here) or :class:`KafkaSourceOptions`.
         group_id: consumer group used for advisory offset commits (lag watching) and for
             ``group-offsets`` startup.
+        timeout_s: how long one metadata or offset request waits for the broker, seconds (30).
 
     Raises:
         OptionValidationError: invalid options.
@@ -95,7 +96,8 @@ class KafkaPipelineSource:
         parse_errors: number of corrupt records skipped with ``<format>.ignore-parse-errors``.
     """
 
-    def __init__(self, options: Mapping[str, Any] | KafkaSourceOptions, group_id: str) -> None:
+    def __init__(self, options: Mapping[str, Any] | KafkaSourceOptions, group_id: str, *,
+                 timeout_s: float = 30.0) -> None:
         self.options = options if isinstance(options, KafkaSourceOptions) else KafkaSourceOptions.from_options(options)
         self.group_id = group_id
         self._consumer: Consumer | None = None
@@ -105,7 +107,7 @@ class KafkaPipelineSource:
         self._pos: dict[TopicPartitionKey, int] = {}
         self._paused: set[TopicPartitionKey] = set()
         self.parse_errors = 0
-        self._timeout_s = 30.0
+        self._timeout_s = timeout_s
 
     # -- lifecycle -------------------------------------------------------------------------------
     def open(self, start_offsets: Mapping[TopicPartitionKey, int] | None = None) -> None:
@@ -116,7 +118,7 @@ class KafkaPipelineSource:
                 in it start as ``scan.startup.mode`` says.
 
         Raises:
-            KafkaUnavailableError: no broker answered within 30 s (names ``bootstrap.servers``).
+            KafkaUnavailableError: no broker answered within ``timeout_s`` (names ``bootstrap.servers``).
             SourceError: no topic matches, a topic does not exist, or a Kafka request failed.
         """
         if self._consumer is not None:
