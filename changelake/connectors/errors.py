@@ -44,9 +44,12 @@ class KafkaUnavailableError(ConnectorError):
     Attributes:
         bootstrap_servers: the ``bootstrap.servers`` the client was given (``host:port[,...]``).
         timeout_s: how long the client waited, seconds.
+        kafka_error: the client's error (a ``confluent_kafka.KafkaError``), or None.
     """
 
-    def __init__(self, message: str, *, bootstrap_servers: str, timeout_s: float) -> None:
+    def __init__(self, message: str, *, bootstrap_servers: str, timeout_s: float,
+                 kafka_error: object | None = None) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.timeout_s = timeout_s
+        self.kafka_error = kafka_error
         super().__init__(message)

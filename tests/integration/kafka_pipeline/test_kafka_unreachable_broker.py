@@ -8,6 +8,10 @@ Real librdkafka against a port nothing listens on (``changelake.services.free_po
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
+import textwrap
 import time
 
 import pytest
@@ -122,3 +126,43 @@ def test_reachable_broker_still_opens(kafka_bootstrap: str, topic_factory, capfd
     finally:
         source.close()
     assert "|FAIL|" not in capfd.readouterr().err
+
+
+def test_cli_pipeline_run_prints_one_clear_error(tmp_path, closed_bootstrap: str) -> None:
+    """The reported case: `changelake pipeline run` with nothing listening at the bootstrap address."""
+    yaml_file = tmp_path / "p.yaml"
+    yaml_file.write_text(textwrap.dedent(f"""\
+        pipeline:
+          name: unreachable-kafka
+        source:
+          type: mysql
+          hostname: ${{MYSQL_HOST}}
+          port: ${{MYSQL_PORT}}
+          username: ${{MYSQL_USER}}
+          password: ${{MYSQL_PASSWORD}}
+          tables: db.\\.*
+          server-id: 7300
+        sink:
+          type: kafka
+          properties.bootstrap.servers: ${{KAFKA_BOOTSTRAP_SERVERS}}
+          properties.sasl.password: KAFKA-S3CRET
+          properties.sasl.username: alice
+          properties.sasl.mechanism: PLAIN
+          properties.security.protocol: SASL_PLAINTEXT
+          sink.flush.timeout: {TIMEOUT_S:g}s
+        """))
+    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": closed_bootstrap, "DAGSTER_HOME": str(tmp_path / "dagster"),
+           "CHANGELAKE_STATE_DIR": str(tmp_path / "state"),
+           "ICEBERG_CATALOG_URI": f"sqlite:///{tmp_path / 'c.db'}", "ICEBERG_WAREHOUSE": f"file://{tmp_path}",
+           # MySQL is never contacted: the sink opens (and fails) first
+           "MYSQL_HOST": "127.0.0.1", "MYSQL_PORT": str(free_port()), "MYSQL_USER": "nobody",
+           "MYSQL_PASSWORD": "MYSQL-S3CRET"}
+    done = subprocess.run([sys.executable, "-m", "changelake.cli", "pipeline", "run", str(yaml_file),
+                           "--until-caught-up"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    out = done.stdout + done.stderr
+    assert f"cannot reach Kafka at {closed_bootstrap} within {TIMEOUT_S:g} s" in done.stderr, out[-3000:]
+    assert "S3CRET" not in out
+    # the error line and at most a few throttled client log lines, not hundreds
+    assert len(out.splitlines()) <= 5, out[-3000:]
+    assert "|FAIL|" not in out

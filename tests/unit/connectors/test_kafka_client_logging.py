@@ -74,6 +74,7 @@ def test_unavailable_error_names_servers_and_timeout_never_the_password() -> Non
     assert isinstance(err, KafkaUnavailableError)
     assert str(err).startswith("cannot reach Kafka at 10.0.0.1:9092,10.0.0.2:9092 within 7.5 s (Failed to get metadata")
     assert "S3CRET" not in str(err) and err.bootstrap_servers == "10.0.0.1:9092,10.0.0.2:9092" and err.timeout_s == 7.5
+    assert err.kafka_error is exc.args[0]
 
 
 def test_a_broker_that_answers_with_an_error_is_not_unavailable() -> None:
