@@ -286,8 +286,10 @@ class KafkaService:
     def _serves_metadata(self) -> bool:
         from confluent_kafka.admin import AdminClient
 
+        from changelake.connectors.kafka_common import with_logger
+
         try:
-            md = AdminClient({"bootstrap.servers": self.bootstrap_servers}).list_topics(timeout=3)
+            md = AdminClient(with_logger({"bootstrap.servers": self.bootstrap_servers})).list_topics(timeout=3)
             return bool(md.brokers)
         except Exception:
             return False

@@ -153,10 +153,7 @@ def unavailable_error(exc: KafkaException, conf: Mapping[str, Any] | str,
         timeout_s: the timeout the call was given, seconds.
 
     The message is ``cannot reach Kafka at <bootstrap.servers> within <N> s (<librdkafka error>)``
-    and ``kafka_error`` holds the KafkaError. Raise it ``from None``: the message already carries
-    the cause (a one-frame C call), and the CLI's Dagster failure report
-    (``commands._dagster.failure_messages``) prints the root of an exception chain, which would
-    otherwise be librdkafka's bare "Failed to get metadata: Local: Broker transport failure".
+    and ``kafka_error`` holds the KafkaError. Raise it ``from exc`` (the client's exception).
     """
     err = exc.args[0] if exc.args else None
     if not isinstance(err, KafkaError) or err.code() not in _UNREACHABLE_CODES:
@@ -185,7 +182,7 @@ def require_broker(client: Any, conf: Mapping[str, Any] | str, timeout_s: float)
         _serve_logs(client)
         unavailable = unavailable_error(exc, conf, timeout_s)
         if unavailable is not None:
-            raise unavailable from None  # the message holds the cause (see unavailable_error)
+            raise unavailable from exc
         raise ConnectorError(f"Kafka at {_servers(conf)} refused a metadata request: {exc}") from exc
 
 
@@ -250,7 +247,7 @@ def ensure_topics(
         _serve_logs(admin)
         unavailable = unavailable_error(exc, bootstrap, timeout_s)
         if unavailable is not None:
-            raise unavailable from None  # the message holds the cause (see unavailable_error)
+            raise unavailable from exc
         raise ConnectorError(f"cannot list Kafka topics: {exc}") from exc
     missing = [n for n in wanted if n not in existing]
     if not missing:
@@ -282,7 +279,7 @@ def partition_count(bootstrap: str | Mapping[str, str] | Consumer, topic: str, t
         _serve_logs(client)
         unavailable = unavailable_error(exc, bootstrap, timeout_s)
         if unavailable is not None:
-            raise unavailable from None  # the message holds the cause (see unavailable_error)
+            raise unavailable from exc
         raise
     t = md.topics.get(topic)
     if t is None or t.error is not None or not t.partitions:
@@ -320,7 +317,7 @@ def end_offsets(consumer_or_bootstrap: Consumer | str | Mapping[str, str], topic
     except KafkaException as exc:
         unavailable = unavailable_error(exc, consumer_or_bootstrap, timeout_s) if own else None  # type: ignore[arg-type]
         if unavailable is not None:
-            raise unavailable from None  # the message holds the cause (see unavailable_error)
+            raise unavailable from exc
         raise ConnectorError(f"cannot read end offsets of Kafka topic {topic!r}: {exc}") from exc
     finally:
         if own:

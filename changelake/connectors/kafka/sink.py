@@ -519,7 +519,7 @@ def read_stored_position(properties: Mapping[str, str], offsets_topic: str, pipe
     except KafkaException as exc:
         unavailable = unavailable_error(exc, conf, timeout_s)
         if unavailable is not None:
-            raise unavailable from None  # the message holds the cause (see unavailable_error)
+            raise unavailable from exc
         raise SinkFlushError(f"cannot read positions from topic {offsets_topic!r}: {exc}") from exc
     finally:
         consumer.close()

@@ -140,7 +140,7 @@ class KafkaPipelineSource:
             self.close()
             unavailable = unavailable_error(exc, conf, self._timeout_s)
             if unavailable is not None:
-                raise unavailable from None  # the message holds the cause (see unavailable_error)
+                raise unavailable from exc
             raise SourceError(f"cannot open Kafka source on {self._topic_text()}: {exc}") from exc
         except SourceError:
             self.close()

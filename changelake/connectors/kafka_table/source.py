@@ -150,7 +150,7 @@ class KafkaTableSource:
             self.close()
             unavailable = unavailable_error(exc, self.options.properties, 10)
             if unavailable is not None:
-                raise unavailable from None  # the message holds the cause (see unavailable_error)
+                raise unavailable from exc
             raise SourceError(f"cannot open kafka source on {self._topics_text()}: {exc}") from exc
         if start_offsets:
             unknown = [tp for tp in start_offsets if tp not in start]

@@ -209,7 +209,7 @@ class UpsertKafkaSource:
             consumer.close()
             unavailable = unavailable_error(exc, conf, 10)
             if unavailable is not None:
-                raise unavailable from None  # the message holds the cause (see unavailable_error)
+                raise unavailable from exc
             raise ConnectorError(f"cannot open the upsert-kafka source on {self._topic_label()}: {exc}") from exc
         except BaseException:
             consumer.close()
