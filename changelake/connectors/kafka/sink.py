@@ -203,7 +203,9 @@ class KafkaPipelineSink:
         """Send the records of ``events`` (in order). Under exactly-once they join the open
         transaction (begun here if needed) and become visible at :meth:`commit`.
 
-        Truncate events produce no record (as Flink CDC, which writes no DDL/truncate to Kafka).
+        A truncate is written by the changelog formats (debezium-json ``t``, canal-json
+        ``TRUNCATE``; see :meth:`_truncate_records`) so it reaches Pipeline 2; the plain ``json``
+        format, an upsert topic, has no record for it. (Flink CDC writes no truncate at all.)
 
         Raises:
             SinkFlushError: an earlier record failed delivery, or the producer queue stays full.
@@ -219,8 +221,8 @@ class KafkaPipelineSink:
                 for topic, key, value, headers, partition in self._truncate_records(producer, event):
                     self._produce(producer, topic, key, value, headers, partition)
                 continue
-            for topic, key, value, headers in self._records(event):
-                self._produce(producer, topic, key, value, headers)
+            for record in self._records(event):
+                self._produce(producer, *record)
         producer.poll(0)
 
     def _truncate_records(
