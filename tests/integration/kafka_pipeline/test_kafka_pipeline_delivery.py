@@ -19,6 +19,7 @@ from changelake.changelog.schema import Schema, TableId
 from changelake.changelog.types import DataType, TypeRoot
 from changelake.connectors.errors import SinkFlushError
 from changelake.connectors.kafka import KafkaPipelineSink, KafkaPipelineSource
+from changelake.connectors.upsert_kafka.partitioner import partition_for
 
 pytestmark = pytest.mark.integration
 
@@ -33,42 +34,10 @@ def inserts(table: TableId, ids) -> list[DataChangeEvent]:
     return [DataChangeEvent(table, Op.CREATE, None, {"id": i, "v": f"v{i}"}, SCHEMA) for i in ids]
 
 
-# -- Kafka's Java murmur2 partitioner (org.apache.kafka.common.utils.Utils.murmur2), independent of the code
-def murmur2(data: bytes) -> int:
-    m, r, mask = 0x5BD1E995, 24, 0xFFFFFFFF
-    length = len(data)
-    h = (0x9747B28C ^ length) & mask
-    for i in range(length // 4):
-        k = int.from_bytes(data[4 * i:4 * i + 4], "little")
-        k = (k * m) & mask
-        k ^= k >> r
-        k = (k * m) & mask
-        h = (h * m) & mask
-        h ^= k
-    rest = length % 4
-    tail = length & ~3
-    if rest == 3:
-        h ^= data[tail + 2] << 16
-    if rest >= 2:
-        h ^= data[tail + 1] << 8
-    if rest >= 1:
-        h ^= data[tail]
-        h = (h * m) & mask
-    h ^= h >> 13
-    h = (h * m) & mask
-    h ^= h >> 15
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
 def java_partition(key: bytes, partitions: int) -> int:
-    return (murmur2(key) & 0x7FFFFFFF) % partitions
-
-
-def test_murmur2_helper_matches_kafka_java_vectors():
-    assert murmur2(b"21") == -973932308
-    assert murmur2(b"foobar") == -790332482
-    assert murmur2(b"a-little-bit-long-string") == -985981536
-    assert murmur2(b"abc") == 479470107
+    """Where Kafka's Java client puts ``key`` (murmur2; checked against Kafka's own vectors in
+    tests/unit/connectors/upsert_kafka/test_partitioner.py)."""
+    return partition_for(key, partitions)
 
 
 def read_committed_records(bootstrap: str, topic: str, expected: int | None = None) -> list:
