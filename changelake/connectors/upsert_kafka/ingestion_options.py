@@ -35,7 +35,6 @@ Example::
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any, Mapping
 
 from changelake.connectors.errors import OptionValidationError
@@ -54,8 +53,6 @@ from changelake.connectors.kafka.sink_options import (
     KeyFormat,
     PartitionStrategy,
     ValueFormat,
-    default_transactional_id_prefix,
-    validate_delivery_guarantee,
 )
 from changelake.connectors.upsert_kafka.options import REFUSED_PROPERTIES
 from changelake.connectors.upsert_kafka.partitioner import LIBRDKAFKA_PARTITIONER
@@ -150,21 +147,16 @@ class UpsertKafkaIngestionOptions:
         validate_properties(text)
         props = prefixed(text, PROPERTIES_PREFIX)
         validate_partitioner(props)
-        kafka = KafkaSinkOptions(
-            properties=props,
-            pipeline_name=pipeline_name,
-            value_format=ValueFormat.JSON,
-            key_format=KeyFormat.JSON,
-            partition_strategy=PartitionStrategy.HASH_BY_KEY,
-            add_table_id_to_header=bool(ADD_TABLE_ID_HEADER.get(text)),
-            delivery_guarantee=DELIVERY_GUARANTEE.get(text),  # type: ignore[arg-type]
-            transactional_id_prefix=TRANSACTIONAL_ID_PREFIX.get(text) or default_transactional_id_prefix(pipeline_name),
-            offsets_topic=OFFSETS_TOPIC.get(text) or "changelake-offsets",
-            auto_create_topics=bool(AUTO_CREATE.get(text)),
-            topic_partitions=TOPIC_PARTITIONS.get(text) or 1,
-            topic_replication_factor=TOPIC_REPLICATION.get(text) or 1,
-            flush_timeout=FLUSH_TIMEOUT.get(text) or timedelta(seconds=60),
+        # The Kafka pipeline sink's own options and defaults, with its formats and partitioning
+        # fixed to upsert-kafka's: JSON key and value, key-hashed partitions.
+        kafka = KafkaSinkOptions.from_options(
+            {
+                **{k: v for k, v in text.items() if k not in ("type", "name") and not k.startswith(IGNORED_PREFIX)},
+                "value.format": ValueFormat.JSON.value,
+                "key.format": KeyFormat.JSON.value,
+                "partition.strategy": PartitionStrategy.HASH_BY_KEY.value,
+            },
+            pipeline_name,
         )
-        validate_delivery_guarantee(kafka)
         ignored = tuple(sorted(k for k in text if k.startswith(IGNORED_PREFIX)))
         return cls(kafka=kafka, ignored=ignored)
