@@ -26,7 +26,7 @@ demo: setup
 
 ## The whole test suite against real Kafka and MariaDB started for the tests.
 test: setup
-	@$(BIN)/dagster definitions validate -w workspace.yaml >/dev/null
+	@PYTHONWARNINGS=ignore $(BIN)/dagster definitions validate -w workspace.yaml >/dev/null
 	@$(BIN)/mypy --strict changelake/changelog changelake/formats changelake/connectors
 	@$(BIN)/pytest -q -p no:cacheprovider
 
