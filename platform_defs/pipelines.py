@@ -84,11 +84,14 @@ def build_pipeline_job(path: Path) -> dg.JobDefinition:
 
         def on_batch(batch: dict) -> None:
             context.log.info(f"pipeline {defn.name}: committed batch {batch}")
-            for table, rows in (batch.get("tables") or {}).items():
-                if defn.sink_type == "iceberg":
-                    context.log_event(
-                        dg.AssetMaterialization(asset_key=lake_asset_key(table), metadata={"rows": rows, "pipeline": defn.name})
+            if defn.sink_type != "iceberg":
+                return
+            for table, events in (batch.get("tables") or {}).items():  # one materialization per commit
+                context.log_event(
+                    dg.AssetMaterialization(
+                        asset_key=lake_asset_key(table), metadata={"change_events": events, "pipeline": defn.name}
                     )
+                )
 
         try:
             stats = run_pipeline(
