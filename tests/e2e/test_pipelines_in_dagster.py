@@ -94,3 +94,18 @@ def test_pipeline_job_then_lake_assets_pass_their_checks(code_location, mysql_pa
     for run in runs:
         assert password not in str(run.run_config)
         assert all(password not in str(record) for record in instance.all_logs(run.run_id))
+
+
+def test_long_running_op_of_pipeline_2_reports_a_materialization_per_commit(code_location, mysql_params):
+    db, defs = code_location
+    instance = dg.DagsterInstance.ephemeral()
+    for name in ("one", "two"):
+        job = defs.resolve_job_def(f"e2e_{db}_{name}")
+        result = job.execute_in_process(
+            run_config={"ops": {f"run_e2e_{db}_{name}": {"config": {"until_caught_up": True}}}}, instance=instance
+        )
+        assert result.success
+    materialized = {
+        ".".join(m.asset_key.path) for m in result.asset_materializations_for_node(f"run_e2e_{db}_two")
+    }
+    assert materialized == {f"lake.{db}.a", f"lake.{db}.b"}
