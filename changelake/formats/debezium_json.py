@@ -57,7 +57,7 @@ from changelake.changelog.schema import Column, Schema, TableId
 from changelake.changelog.types import DataType, TypeRoot
 from changelake.formats.base import ChangelogFormat
 from changelake.formats.errors import DecodeError, EncodeError
-from changelake.formats.json import JsonCodecOptions, decode_object, encode_object
+from changelake.formats.json import JsonCodecOptions, decode_object, encode_image
 from changelake.formats.json_values import dumps, loads
 from changelake.formats.options import option
 
@@ -235,13 +235,7 @@ class DebeziumJsonFormat(ChangelogFormat):
     def _image(self, values: Mapping[str, Any] | None, schema: Schema | None) -> dict[str, Any] | None:
         if values is None:
             return None
-        return encode_object(
-            values,
-            schema,
-            format=self.name,
-            timestamp_format=self.options.timestamp_format_standard,
-            ignore_null_fields=self.options.encode_ignore_null_fields,
-        )
+        return encode_image(values, schema, self.options, format=self.name)
 
     def _message(
         self,

@@ -193,6 +193,20 @@ def encode_object(
     return obj
 
 
+def encode_image(
+    values: Mapping[str, Any], schema: Schema | None, options: JsonCodecOptions, *, format: str
+) -> dict[str, Any]:
+    """:func:`encode_object` with a JSON format's own ``timestamp-format.standard`` and
+    ``encode.ignore-null-fields`` (the row images of debezium-json, canal-json and maxwell-json)."""
+    return encode_object(
+        values,
+        schema,
+        format=format,
+        timestamp_format=options.timestamp_format_standard,
+        ignore_null_fields=options.encode_ignore_null_fields,
+    )
+
+
 def decode_object(
     obj: Any,
     schema: Schema | None,

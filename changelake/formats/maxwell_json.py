@@ -28,7 +28,7 @@ from changelake.changelog.event import DataChangeEvent, Op
 from changelake.changelog.row import ChangelogRow
 from changelake.changelog.schema import Schema, TableId
 from changelake.formats.base import ChangelogFormat
-from changelake.formats.json import JsonCodecOptions, decode_object, encode_object
+from changelake.formats.json import JsonCodecOptions, decode_object, encode_image
 from changelake.formats.json_values import dumps
 
 __all__ = ["MaxwellJsonFormat", "MaxwellJsonOptions"]
@@ -49,13 +49,7 @@ class MaxwellJsonFormat(ChangelogFormat):
     options: MaxwellJsonOptions
 
     def _image(self, values: Mapping[str, Any], schema: Schema | None) -> dict[str, Any]:
-        return encode_object(
-            values,
-            schema,
-            format=self.name,
-            timestamp_format=self.options.timestamp_format_standard,
-            ignore_null_fields=self.options.encode_ignore_null_fields,
-        )
+        return encode_image(values, schema, self.options, format=self.name)
 
     def _message(
         self, type_: str, table: TableId | None, ts_ms: int, data: dict[str, Any], old: dict[str, Any] | None = None
