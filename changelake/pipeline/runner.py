@@ -11,12 +11,14 @@ next run resumes exactly where this one stopped.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 from changelake.changelog import DataChangeEvent, Op, Schema, TableId
+from changelake.changelog.errors import ChangelogError
 from changelake.changelog.route import Router, parse_route_rules
 from changelake.changelog.transform import Transformer, infer_schema, parse_transform_rules
 from changelake.connectors.errors import OptionValidationError
@@ -25,6 +27,8 @@ from changelake.pipeline.definition import PipelineDefinition
 __all__ = ["RunStats", "run_pipeline", "run_mysql_to_kafka", "run_kafka_to_iceberg", "kafka_lag"]
 
 BatchCallback = Callable[[dict[str, Any]], None]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -41,6 +45,11 @@ class RunStats:
         elapsed_s: wall time of the run in seconds.
         stopped_because: ``caught-up``, ``max-duration``, ``stopped``.
         metrics: the sink's counters at the end of the run (e.g. Kafka records, tombstones, commits).
+        bad_records: records skipped with ``<format>.ignore-parse-errors`` (Pipeline 2): corrupt, or
+            a change that cannot be applied (e.g. a row without its primary-key column).
+        dead_letters: of those, records copied to ``dead-letter.topic``.
+        inferred_schema_tables: source tables whose records carried no schema (no Pipeline 1 schema
+            header, no schema wrapper), so their column types were inferred from JSON values.
     """
 
     pipeline: str
@@ -52,6 +61,9 @@ class RunStats:
     elapsed_s: float = 0.0
     stopped_because: str = ""
     metrics: dict[str, Any] = field(default_factory=dict)
+    bad_records: int = 0
+    dead_letters: int = 0
+    inferred_schema_tables: list[str] = field(default_factory=list)
 
     def offsets_json(self) -> dict[str, int]:
         return dict(self.offsets)
@@ -68,6 +80,9 @@ class RunStats:
             "elapsed_s": round(self.elapsed_s, 3),
             "stopped_because": self.stopped_because,
             "sink_metrics": json.dumps(self.metrics, sort_keys=True, default=str),
+            "bad_records": self.bad_records,
+            "dead_letters": self.dead_letters,
+            "inferred_schema_tables": json.dumps(sorted(self.inferred_schema_tables)),
         }
 
 
@@ -295,6 +310,8 @@ def run_kafka_to_iceberg(
         source.open(start_offsets=start or None)
         stats.offsets = dict(checkpoint)
         known_schemas: dict[TableId, Schema] = {}
+        static_schemas: dict[TableId, Schema] = {}
+        static = source.options.inference_strategy.value == "static"
         try:
             while True:
                 records = source.poll(max_records=batch_size, timeout_s=0.5)
@@ -306,15 +323,25 @@ def run_kafka_to_iceberg(
                         tp = topic_partition(record.topic, record.partition)
                         batch_offsets[tp] = max(batch_offsets.get(tp, 0), record.offset + 1)
                         meta = {"topic": record.topic, "partition": record.partition, "offset": record.offset}
-                        for event in _route_and_transform(list(record.events), router, transformer):
+                        source_events = _note_inferred(list(record.events), stats, static_schemas, static)
+                        try:
+                            routed = _route_and_transform(source_events, router, transformer)
+                            checked = []
+                            for e in routed:
+                                schema_of_e = _event_schema(e, transformer, known_schemas, per_table.get(e.table))
+                                checked.append((e, _checked_schema(e, schema_of_e)))
+                        except (ChangelogError, _MissingKeyError) as exc:
+                            table = str(source_events[0].table) if source_events else None
+                            source.reject(record, exc, table)  # raises RecordError unless ignore-parse-errors
+                            continue
+                        for event, schema in checked:
                             prev = per_table.get(event.table)
-                            schema = _event_schema(event, transformer, known_schemas, prev)
                             if schema is None:
                                 raise OptionValidationError(
                                     f"pipeline '{defn.name}': a truncate of {event.table} (topic {record.topic!r} "
                                     f"partition {record.partition} offset {record.offset}) carries no schema and no row "
-                                    "of the table was seen before it; write the topic with "
-                                    "'debezium-json.include-schema.enabled: true'",
+                                    "of the table was seen before it; write the topic with changelake's Pipeline 1 (schema "
+                                    "headers) or 'debezium-json.include-schema.enabled: true'",
                                     option="debezium-json.include-schema.enabled",
                                 )
                             if not schema.primary_key:
@@ -339,6 +366,7 @@ def run_kafka_to_iceberg(
                             per_table[event.table] = (schema, items)
                     for table_id, (schema, items) in per_table.items():
                         sink.add(table_id, items, schema, batch_offsets)
+                    source.flush_dead_letters()  # copies are acknowledged before the lake moves past them
                     results = sink.flush()
                     stats.offsets.update(batch_offsets)
                     source.commit_advisory({_split_tp(k): v for k, v in batch_offsets.items()})
@@ -361,11 +389,67 @@ def run_kafka_to_iceberg(
                     stats.stopped_because = reason
                     break
         finally:
+            stats.bad_records = source.parse_errors
+            stats.dead_letters = source.dead_letters
             source.close()
     finally:
         sink.close()
     stats.elapsed_s = clock.elapsed
     return stats
+
+
+class _MissingKeyError(ValueError):
+    """A change event's row has no value for a primary-key column."""
+
+
+def _checked_schema(event: DataChangeEvent, schema: Schema | None) -> Schema | None:
+    """``schema`` after checking that the event's key row(s) hold every primary-key column.
+
+    Raises:
+        _MissingKeyError: names the image (``before``/``after``), the missing columns and the
+            columns present.
+    """
+    if schema is None or not schema.primary_key or event.op is Op.TRUNCATE:
+        return schema
+    images = {"before": event.before} if event.op is Op.DELETE else {"after": event.after}
+    if event.op is Op.UPDATE:
+        images["before"] = event.before
+    for name, row in images.items():
+        if row is None:
+            continue
+        missing = [k for k in schema.primary_key if row.get(k) is None]
+        if missing:
+            present = sorted(k for k, v in row.items() if v is not None)
+            raise _MissingKeyError(
+                f"primary-key column(s) {missing} of table {event.table} missing or NULL in the '{name}' row of "
+                f"a '{event.op.value}' event; columns with values are {present}"
+            )
+    return schema
+
+
+def _note_inferred(
+    events: list[DataChangeEvent], stats: RunStats, static_schemas: dict[TableId, Schema], static: bool
+) -> list[DataChangeEvent]:
+    """Record (once per table, in the log and ``stats.inferred_schema_tables``) that a table's
+    events carry no schema, so its types are inferred from JSON values; with
+    ``schema.inference.strategy: static`` give them the schema inferred from the table's first row."""
+    out = []
+    for event in events:
+        if event.schema is None and event.op is not Op.TRUNCATE:
+            name = str(event.table)
+            if name not in stats.inferred_schema_tables:
+                stats.inferred_schema_tables.append(name)
+                log.warning(
+                    "table %s: records carry no schema (no 'changelake.schema.id' header, no schema wrapper); "
+                    "column types are inferred from JSON values (DECIMAL may become double, DATETIME string)",
+                    name,
+                )
+            if static:
+                row = event.after if event.after is not None else (event.before or {})
+                schema = static_schemas.setdefault(event.table, infer_schema(row))
+                event = replace(event, schema=schema)
+        out.append(event)
+    return out
 
 
 def _split_tp(key: str) -> tuple[str, int]:

@@ -43,7 +43,7 @@ def pipeline_pair(mysql_params, kafka_bootstrap, tmp_path):
                 },
                 "sink": {
                     "type": "kafka", "properties.bootstrap.servers": kafka_bootstrap,
-                    "sink.delivery-guarantee": "exactly-once", "debezium-json.include-schema.enabled": True,
+                    "sink.delivery-guarantee": "exactly-once",
                     **(p1_extra or {}),
                 },
             },
