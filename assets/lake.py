@@ -7,6 +7,7 @@ import dagster as dg
 
 from changelake.changelog import TableId
 from changelake.pipeline.definition import PipelineDefinition, load_pipeline
+from changelake.pipeline.discovery import discovered_tables
 from platform_defs.pipelines import job_name, lake_asset_key, load_structure, pipeline_files
 from resources.connections import IcebergCatalogResource, KafkaResource, MySqlResource, pipeline_env
 
@@ -26,9 +27,12 @@ def lake_pipelines() -> list[tuple[Path, PipelineDefinition]]:
 
 
 def lake_tables(structure: PipelineDefinition) -> list[TableId]:
-    """Lake tables of a pipeline: one per topic of its ``topic`` list (topics are named ``db.table``)."""
+    """Lake tables of a pipeline: one per topic of its ``topic`` list (topics are named ``db.table``),
+    plus the tables the pipeline has found at run time (new topics of a ``topic-pattern``, new tables
+    in a distributed topic), read from its local discovery file (no network)."""
     topics = [t.strip() for t in structure.source.get("topic", "").split(";") if t.strip()]
-    return [TableId.parse(t) for t in topics]
+    listed = [TableId.parse(t) for t in topics]
+    return listed + [t for t in discovered_tables(structure.name) if t not in listed]
 
 
 def build_lake_assets(path: Path, structure: PipelineDefinition) -> dg.AssetsDefinition:
@@ -62,6 +66,9 @@ def build_lake_assets(path: Path, structure: PipelineDefinition) -> dg.AssetsDef
                     "rows_applied": dg.MetadataValue.int(int(stats.tables.get(str(table), 0))),
                     "pipeline": defn.name,
                     "kafka_offsets": dg.MetadataValue.json(stats.offsets_json()),
+                    "schema_inferred": str(table) in stats.inferred_schema_tables,
+                    "bad_records": stats.bad_records,
+                    "dead_letters": stats.dead_letters,
                 },
             )
 

@@ -312,6 +312,11 @@ def run_kafka_to_iceberg(
         known_schemas: dict[TableId, Schema] = {}
         static_schemas: dict[TableId, Schema] = {}
         static = source.options.inference_strategy.value == "static"
+        from changelake.pipeline.discovery import discovered_tables, record_tables
+
+        recorded = {str(t) for t in discovered_tables(defn.name)}
+        discovery_s = source.options.discovery_interval.total_seconds()
+        last_discovery = time.monotonic()
         try:
             while True:
                 records = source.poll(max_records=batch_size, timeout_s=0.5)
@@ -374,6 +379,12 @@ def run_kafka_to_iceberg(
                     stats.batches += 1
                     for table, count in applied.items():
                         stats.tables[table] = stats.tables.get(table, 0) + count
+                    if not set(applied) <= recorded:
+                        recorded |= set(applied)
+                        try:
+                            record_tables(defn.name, recorded)
+                        except OSError as exc:  # a cache for the UI: never fail the pipeline for it
+                            log.warning("cannot record discovered tables of pipeline %s: %s", defn.name, exc)
                     if on_batch:
                         on_batch({"records": len(records), "tables": applied, "commits": len(results)})
                 # Every polled record is committed by now: the checkpoint may move to the consumer's
@@ -388,6 +399,11 @@ def run_kafka_to_iceberg(
                 if reason:
                     stats.stopped_because = reason
                     break
+                # Unbounded runs re-list topics (topic-pattern) and partitions, as Flink's partition
+                # discovery; a bounded run found them at open and stops at the ends seen then.
+                if not until_caught_up and discovery_s > 0 and time.monotonic() - last_discovery >= discovery_s:
+                    source.refresh()
+                    last_discovery = time.monotonic()
         finally:
             stats.bad_records = source.parse_errors
             stats.dead_letters = source.dead_letters

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import enum
 import re
+from datetime import timedelta
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -35,6 +36,7 @@ from changelake.connectors.errors import OptionValidationError
 from changelake.connectors.kafka._options import (
     Option,
     parse_bool,
+    parse_duration,
     parse_enum,
     parse_int,
     parse_str,
@@ -85,8 +87,9 @@ BOUNDED_MODE = Option("scan.bounded.mode", parse_enum(BoundedMode), BoundedMode.
                       "unbounded (default) or latest-offset (stop at the end offsets seen at open).")
 VALUE_FORMAT = Option("value.format", parse_enum(ValueFormat), ValueFormat.DEBEZIUM_JSON,
                       "debezium-json (default), canal-json or json.")
-DISCOVERY_INTERVAL = Option("scan.topic-partition-discovery.interval", parse_str, None,
-                            "Accepted for compatibility; call refresh() to discover new topics/partitions.")
+DISCOVERY_INTERVAL = Option("scan.topic-partition-discovery.interval", parse_duration, timedelta(seconds=10),
+                            "How often an unbounded run re-lists topics (topic-pattern) and partitions; "
+                            "10 s by default, 0 turns discovery off.")
 DEAD_LETTER_TOPIC = Option("dead-letter.topic", parse_str, None,
                            "With '<format>.ignore-parse-errors': copy bad records to this topic with headers "
                            "naming source topic, partition, offset and error.")
@@ -144,6 +147,7 @@ class KafkaSourceOptions:
         format_options: other ``<format>.*`` options, prefix stripped (passed to the format).
         dead_letter_topic: where bad records are copied (needs ``ignore_parse_errors``), or None.
         inference_strategy: ``schema.inference.strategy``.
+        discovery_interval: ``scan.topic-partition-discovery.interval`` (0: off).
     """
 
     properties: Mapping[str, str] = field(repr=False)
@@ -159,6 +163,7 @@ class KafkaSourceOptions:
     format_options: Mapping[str, str] = field(default_factory=dict)
     dead_letter_topic: str | None = None
     inference_strategy: InferenceStrategy = InferenceStrategy.CONTINUOUS
+    discovery_interval: timedelta = timedelta(seconds=10)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -217,6 +222,7 @@ class KafkaSourceOptions:
             format_options=fmt_opts,
             dead_letter_topic=dead_letter,
             inference_strategy=INFERENCE_STRATEGY.get(raw),  # type: ignore[arg-type]
+            discovery_interval=DISCOVERY_INTERVAL.get(raw),  # type: ignore[arg-type]
         )
 
 
