@@ -124,8 +124,8 @@ class KafkaPipelineSink:
         self._schemas_sent: set[str] = set()  # fingerprints durably in the schema topic
         self._schemas_pending: set[str] = set()  # written in the open transaction
         self._fingerprints: dict[Schema, str] = {}
-        #: counters for metrics: records written, tombstones, skipped events
-        self.metrics = {"records": 0, "tombstones": 0, "skipped": 0, "commits": 0}
+        #: counters for metrics: records written, tombstones, skipped events, commits, schema records
+        self.metrics = {"records": 0, "tombstones": 0, "skipped": 0, "commits": 0, "schemas": 0}
 
     # -- lifecycle -------------------------------------------------------------------------------
     @property
@@ -342,9 +342,8 @@ class KafkaPipelineSink:
             self._fingerprints[event.schema] = fingerprint
         if fingerprint not in self._schemas_sent and fingerprint not in self._schemas_pending:
             key, value = encode_schema_record(event.table, event.schema)
-            self._produce(producer, topic, key, value, [], partition=0)
-            self.metrics["records"] -= 1  # a schema record is not a change record
-            self.metrics["schemas"] = self.metrics.get("schemas", 0) + 1
+            self._produce(producer, topic, key, value, [], partition=0, counted=False)
+            self.metrics["schemas"] += 1
             if self.exactly_once:
                 self._schemas_pending.add(fingerprint)
             else:
@@ -352,7 +351,7 @@ class KafkaPipelineSink:
         return [(SCHEMA_ID_HEADER, fingerprint.encode("ascii")), (SCHEMA_TOPIC_HEADER, topic.encode("utf-8"))]
 
     def _produce(self, producer: Producer, topic: str, key: bytes, value: bytes | None,
-                 headers: list[tuple[str, bytes]], partition: int | None = None) -> None:
+                 headers: list[tuple[str, bytes]], partition: int | None = None, counted: bool = True) -> None:
         kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": self._on_delivery}
         if headers:
             kwargs["headers"] = headers
@@ -372,7 +371,8 @@ class KafkaPipelineSink:
                 producer.poll(0.1)
             except KafkaException as exc:
                 raise SinkFlushError(f"cannot produce to topic {topic!r}: {exc}") from exc
-        self.metrics["records"] += 1
+        if counted:
+            self.metrics["records"] += 1
         if value is None:
             self.metrics["tombstones"] += 1
         self._records_since_commit += 1
