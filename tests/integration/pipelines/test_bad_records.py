@@ -79,6 +79,7 @@ def test_bad_records_go_to_the_dead_letter_topic_with_their_location_and_are_cou
                                                   "dead-letter.topic": dlq})
     stats = run_pipeline(p2, until_caught_up=True)
     assert stats.bad_records == 2 and stats.dead_letters == 2
+    assert stats.inferred_schema_tables == ["shop.t"]  # a foreign topic: no schema header, said once
     assert stats.metadata()["dead_letters"] == 2 and stats.metadata()["bad_records"] == 2
     rows = read_table(parse_sink_options(p2.options("sink")), TableId("shop", "t")).to_pylist()
     assert sorted(r["id"] for r in rows) == [1, 3]

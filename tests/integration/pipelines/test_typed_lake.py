@@ -29,6 +29,7 @@ from changelake.connectors.iceberg import IcebergSink, parse_sink_options, read_
 from changelake.connectors.iceberg.errors import SchemaEvolutionError
 from changelake.connectors.kafka.schemas import SCHEMA_ID_HEADER, SCHEMA_TOPIC_HEADER
 from changelake.pipeline.runner import run_pipeline
+from changelake.pipeline.verify import verify_lake_table
 
 pytestmark = pytest.mark.integration
 
@@ -57,7 +58,7 @@ def _first_record(bootstrap: str, topic: str):
 
 
 def test_default_options_give_mysql_types_in_the_lake_and_a_flink_payload_in_kafka(
-    database_factory, mysql_exec, pipeline_pair, kafka_bootstrap
+    database_factory, mysql_exec, mysql_params, pipeline_pair, kafka_bootstrap
 ):
     db = database_factory()
     mysql_exec(
@@ -83,6 +84,8 @@ def test_default_options_give_mysql_types_in_the_lake_and_a_flink_payload_in_kaf
 
     stats = run_pipeline(p2, until_caught_up=True)
     assert stats.inferred_schema_tables == []
+    check = verify_lake_table(p2, orders, mysql=mysql_params)  # the DuckDB key-state check
+    assert check.passed, check.metadata()
     types = _lake_types(p2, orders)
     assert types["amount"] == DecimalType(12, 2)
     assert types["updated_at"] == TimestampType()
