@@ -290,8 +290,21 @@ def run_kafka_to_iceberg(
     """Read the topics from the checkpoint (earliest on the first run), upsert into Iceberg tables
     by primary key, one commit per table per batch with the Kafka offsets in the snapshot summary.
 
+    Types come from each record's schema header (Pipeline 1), a schema wrapper or canal-json's
+    ``mysqlType``; otherwise they are inferred (``schema.inference.strategy``) and the table is
+    listed once in ``RunStats.inferred_schema_tables`` and the log. Every lake table written is
+    recorded in the pipeline's discovery file (:mod:`changelake.pipeline.discovery`). An unbounded
+    run re-lists topics every ``scan.topic-partition-discovery.interval``.
+
     Raises:
-        OptionValidationError: a table without primary key (add ``primary-keys`` in ``transform``).
+        OptionValidationError: a table without primary key (add ``primary-keys`` in ``transform``),
+            or an invalid catalog URI.
+        DecodeError: a corrupt record (topic, partition, offset), unless ``<format>.ignore-parse-errors``.
+        RecordError: a record whose change cannot be applied, e.g. its row lacks a primary-key
+            column (topic, partition, offset, table; the cause chained), unless
+            ``<format>.ignore-parse-errors`` (then counted in ``bad_records`` and copied to
+            ``dead-letter.topic`` when set).
+        SchemaEvolutionError: a column type changed incompatibly (table, column, old and new type).
     """
     from changelake.connectors.iceberg import IcebergSink, parse_sink_options
     from changelake.connectors.iceberg.compaction import TruncateMarker
