@@ -119,7 +119,8 @@ class SchemaResolver:
             fingerprint is waited for (a schema written at-least-once may lag its data), seconds.
 
     The first lookup of a topic reads it from the beginning to its end (``read_committed``); an
-    unknown fingerprint re-reads from where the last read stopped. Not thread-safe.
+    unknown fingerprint re-reads from where the last read stopped, waiting up to ``timeout_s`` the
+    first time (later lookups of a fingerprint never found do not wait). Not thread-safe.
     """
 
     def __init__(self, properties: Mapping[str, str], timeout_s: float = 30.0) -> None:
@@ -127,6 +128,7 @@ class SchemaResolver:
         self._timeout_s = timeout_s
         self._schemas: dict[str, tuple[str, Schema]] = {}
         self._next: dict[tuple[str, int], int] = {}
+        self._missing: set[str] = set()  # waited for once in vain: later lookups read once, no wait
 
     def resolve(self, topic: str, fingerprint: str) -> tuple[str, Schema]:
         """``(table text, Schema)`` of ``fingerprint`` in schema topic ``topic``.
@@ -138,13 +140,14 @@ class SchemaResolver:
         found = self._schemas.get(fingerprint)
         if found is not None:
             return found
-        deadline = time.monotonic() + self._timeout_s
+        deadline = time.monotonic() + (0.0 if fingerprint in self._missing else self._timeout_s)
         while True:
             self._read(topic)
             found = self._schemas.get(fingerprint)
             if found is not None:
                 return found
-            if time.monotonic() > deadline:
+            if time.monotonic() >= deadline:
+                self._missing.add(fingerprint)
                 raise SourceError(
                     f"schema {fingerprint} (header {SCHEMA_ID_HEADER!r}) is not in schema topic {topic!r} "
                     f"after {self._timeout_s:g} s; was the topic deleted or written by another cluster?"

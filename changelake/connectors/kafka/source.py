@@ -399,7 +399,10 @@ class KafkaPipelineSource:
                 headers: list[tuple[str, bytes]] | None = None) -> list[DataChangeEvent]:
         opts = self.options
         topic_table = TableId.parse(topic)
-        fmt, schema = self._format_for(headers or [])
+        try:
+            fmt, schema = self._format_for(headers or [])
+        except SourceError as exc:  # the schema the record names cannot be found: it cannot be typed
+            raise DecodeError(str(exc), format=opts.value_format.value, field="headers") from exc
         if opts.value_format is ValueFormat.JSON:
             key_obj = self._key_object(key) if key else None
             table = topic_table

@@ -120,3 +120,21 @@ def test_catalog_uri_with_a_missing_folder_or_a_misspelt_scheme_is_refused(kafka
         assert "'catalog.properties.uri'" in str(info.value) and uri in str(info.value) and expected in str(info.value)
     import os
     assert not os.path.exists("/no/such/dir")
+
+
+def test_a_record_naming_an_unknown_schema_is_a_located_decode_error(kafka_bootstrap, topic_factory):
+    from changelake.connectors.kafka.source import KafkaPipelineSource
+
+    topic = topic_factory()
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    producer.produce(topic, value=GOOD, partition=0,
+                     headers=[("changelake.schema.id", b"0" * 32), ("changelake.schema.topic", b"no-such-schemas")])
+    assert producer.flush(30) == 0
+    opts = {"properties.bootstrap.servers": kafka_bootstrap, "topic": topic}
+    with KafkaPipelineSource(opts, group_id="unknown-schema", timeout_s=2) as source:
+        source.open()
+        with pytest.raises(DecodeError) as info:
+            while not source.caught_up():
+                source.poll(timeout_s=1)
+    assert (info.value.topic, info.value.offset) == (topic, 0)
+    assert "0" * 32 in str(info.value) and "no-such-schemas" in str(info.value)
