@@ -126,3 +126,21 @@ def test_default_options_give_mysql_types_in_the_lake_and_a_flink_payload_in_kaf
     text = str(info.value)
     assert f"{db}.orders" in text and "'note'" in text and "string" in text and "int" in text
     assert info.value.column == "note"
+
+
+def test_canal_json_topics_are_typed_by_the_schema_header_too(database_factory, mysql_exec, pipeline_pair):
+    db = database_factory()
+    mysql_exec(
+        db,
+        "CREATE TABLE t (id INT PRIMARY KEY, amount DECIMAL(12,2), at DATETIME(3), tag BINARY(2))",
+        "INSERT INTO t VALUES (1, 0.10, '2026-01-01 00:00:10.010', 0x0102)",
+    )
+    p1, p2 = pipeline_pair(db, ["t"], p1_extra={"value.format": "canal-json"})
+    del p2.source["debezium-json.distributed-tables"]
+    p2.source.update({"value.format": "canal-json", "canal-json.distributed-tables": "true"})
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)
+    types = _lake_types(p2, TableId(db, "t"))
+    assert (types["amount"], types["at"], types["tag"]) == (DecimalType(12, 2), TimestampType(), BinaryType())
+    [row] = read_table(parse_sink_options(p2.options("sink")), TableId(db, "t")).to_pylist()
+    assert row["amount"] == Decimal("0.10") and row["tag"] == b"\x01\x02"
