@@ -36,6 +36,7 @@ import pyarrow.fs as pafs
 from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException, ValidationException
 from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
+from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table, TableProperties
 from pyiceberg.table.snapshots import Snapshot, ancestors_of
 
@@ -47,6 +48,7 @@ __all__ = [
     "MaintenanceResult",
     "MaintenanceError",
     "maintain_table",
+    "maintain_catalog",
     "compact_data_files",
     "expire_snapshots",
     "remove_orphan_files",
@@ -156,6 +158,40 @@ def maintain_table(table: Table, options: MaintenanceOptions = MaintenanceOption
         data_files=sum(1 for _ in table.scan().plan_files()) if table.current_snapshot() else 0,
         snapshots=len(table.metadata.snapshots),
     )
+
+
+def maintain_catalog(
+    catalog: Catalog,
+    options: MaintenanceOptions = MaintenanceOptions(),
+    *,
+    tables: Iterable[tuple[str, str]] | None = None,
+    skip_namespaces: Iterable[str] = (),
+    now_ms: int | None = None,
+) -> list[MaintenanceResult]:
+    """:func:`maintain_table` for each table of ``catalog`` (or the ``(namespace, table)`` given).
+
+    Args:
+        catalog: an open pyiceberg catalog.
+        options: see :class:`MaintenanceOptions`.
+        tables: the identifiers to maintain; None means every table of every namespace.
+        skip_namespaces: namespaces left alone when listing (e.g. the pipeline's checkpoint namespace).
+        now_ms: "now" in ms since the epoch (default: the clock).
+
+    Returns:
+        One :class:`MaintenanceResult` per table, in identifier order.
+
+    Raises:
+        MaintenanceError: a table's step failed (earlier tables stay maintained).
+    """
+    if tables is None:
+        skip = set(skip_namespaces)
+        found: list[tuple[str, str]] = []
+        for namespace in catalog.list_namespaces():
+            if ".".join(namespace) in skip:
+                continue
+            found.extend((".".join(ident[:-1]), ident[-1]) for ident in catalog.list_tables(namespace))
+        tables = found
+    return [maintain_table(catalog.load_table(ident), options, now_ms=now_ms) for ident in sorted(tables)]
 
 
 # -- compaction --------------------------------------------------------------------------------

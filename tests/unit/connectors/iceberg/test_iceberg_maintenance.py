@@ -162,3 +162,28 @@ def test_orphan_files_older_than_the_window_are_removed_young_ones_kept(sink, op
     assert remove_orphan_files(table, older_than_ms=10 * 60 * 1000) == 1
     assert not old.exists() and young.exists()
     assert read_table(options, T).num_rows == 20
+
+
+def test_lake_maintain_command_maintains_every_table_of_the_pipeline_sink(sink, options, tmp_path, capsys):
+    from changelake.cli import _build_parser
+
+    _write_rounds(sink, keys=30, rounds=6)
+    other = TableId("shop", "other")
+    for i in range(6):
+        sink.write(other, [ChangelogRow(RowKind.INSERT, {"id": i, "n": i})], SCHEMA, {"shop.other/0": i + 1})
+    pipeline = tmp_path / "p.yaml"
+    pipeline.write_text(
+        "source: {type: kafka, properties.bootstrap.servers: 127.0.0.1:1, topic: shop.counters}\n"
+        "sink:\n  type: iceberg\n"
+        f"  catalog.properties.uri: sqlite:///{tmp_path}/catalog.db\n"
+        f"  catalog.properties.warehouse: file://{tmp_path}/warehouse\n"
+    )
+    args = _build_parser().parse_args(
+        ["lake", "maintain", str(pipeline), "--max-snapshot-age-ms", "0", "--orphan-older-than-ms", "0", "--min-input-files", "2"]
+    )
+    assert args.func(args) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in out] == ["shop.counters", "shop.other"]
+    assert all("now 1 data files" in line for line in out)
+    assert read_table(options, other).num_rows == 6
+    assert sink.committed_offsets(other) == {"shop.other/0": 6}
