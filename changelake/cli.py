@@ -4,6 +4,7 @@
     changelake pipeline run FILE.yaml [--until-caught-up]
     changelake changelog ...                   print a topic as a changelog (+I/-U/+U/-D)
     changelake demo                            the main job, end to end on the local services
+    changelake lake maintain FILE.yaml         compact, expire snapshots, remove orphan files
 """
 
 from __future__ import annotations
@@ -57,6 +58,12 @@ def _build_parser() -> argparse.ArgumentParser:
         from changelake.commands import changelog as changelog_cmd
 
         changelog_cmd.register(sub)
+    except ImportError:  # pragma: no cover
+        pass
+    try:
+        from changelake.commands import lake as lake_cmd
+
+        lake_cmd.register(sub)
     except ImportError:  # pragma: no cover
         pass
     try:
