@@ -13,13 +13,15 @@ from changelake.connectors.paimon.options import ROW_KIND_FIELD, PaimonSinkOptio
 __all__ = ["read_table", "scan_table"]
 
 
-def scan_table(table: Any, columns: Sequence[str] | None = None) -> pa.Table:
+def scan_table(table: Any, columns: Sequence[str] | None = None, *, first_key_in: Sequence[Any] | None = None) -> pa.Table:
     """Every current row of a pypaimon table (merged on read), without the row-kind column.
 
     Args:
         table: a pypaimon ``FileStoreTable``.
         columns: columns to read, in that order; None reads all but
             :data:`~changelake.connectors.paimon.options.ROW_KIND_FIELD`.
+        first_key_in: when given, only rows whose first primary-key column is one of these values
+            (pushed down to pypaimon as ``IN``, files pruned by their key statistics).
 
     Level-0 files of a deletion-vector table are merged here (``deletion-vectors.merge-on-read``),
     since pypaimon writes but never compacts them.
@@ -30,6 +32,9 @@ def scan_table(table: Any, columns: Sequence[str] | None = None) -> pa.Table:
     builder = table.copy(READ_OPTIONS).new_read_builder()
     wanted = list(columns) if columns is not None else names
     builder = builder.with_projection(wanted)
+    if first_key_in is not None:
+        predicates = builder.new_predicate_builder()
+        builder = builder.with_filter(predicates.is_in(table.primary_keys[0], list(first_key_in)))
     arrow = builder.new_read().to_arrow(builder.new_scan().plan().splits())
     if arrow is None:  # no splits
         fields = {f.name: f for f in _arrow_schema(table)}

@@ -282,9 +282,10 @@ class PaimonSink:
         lake_fields = [(f.name, str(f.type.type)) for f in table.table_schema.fields]
         primary_key = list(schema.primary_key)
         upserts = list(batch.upserts.items())
-        deletes = [k for k in batch.deletes]
         if batch.truncate:
             deletes = [k for k in _lake_keys(table, primary_key) if k not in batch.upserts]
+        else:
+            deletes = _present_keys(table, primary_key, list(batch.deletes))
         rows: list[Mapping[str, Any]] = [values for _, values in upserts]
         rows.extend(dict(zip(primary_key, key)) for key in deletes)
         row_kinds = [kinds.get(key, "+I") for key, _ in upserts] + ["-D"] * len(deletes)
@@ -421,12 +422,28 @@ def _last_kinds(items: Sequence[BatchItem], schema: Schema) -> dict[tuple[Any, .
     return kinds
 
 
-def _lake_keys(table: Any, primary_key: list[str]) -> list[tuple[Any, ...]]:
-    """Every key the table holds now (for a TRUNCATE's ``-D`` rows)."""
+def _lake_keys(table: Any, primary_key: list[str], first_key_in: list[Any] | None = None) -> list[tuple[Any, ...]]:
+    """Every key the table holds now (for a TRUNCATE's ``-D`` rows), or those whose first key
+    column is in ``first_key_in``."""
     from changelake.connectors.paimon.reader import scan_table
 
-    keys = scan_table(table, primary_key)
+    keys = scan_table(table, primary_key, first_key_in=first_key_in)
     return list(zip(*(keys.column(k).to_pylist() for k in primary_key)))
+
+
+def _present_keys(table: Any, primary_key: list[str], keys: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """The ``keys`` the lake table holds now, in their order.
+
+    A ``-D`` is written only for a key the table holds: pypaimon 2.1 records
+    ``deleteRowCount = 0`` for every data file it writes, so a reader (pypaimon's or Java's) takes
+    a file alone in its split as already merged and would return a ``-D`` row of a key no other
+    file holds as a row. A ``-D`` of a key held elsewhere overlaps that file's key range and is
+    always merged away.
+    """
+    if not keys or table.snapshot_manager().get_latest_snapshot() is None:
+        return []
+    present = set(_lake_keys(table, primary_key, first_key_in=sorted({k[0] for k in keys}, key=repr)))
+    return [k for k in keys if k in present]
 
 
 def _latest_snapshot_id(table: Any) -> int | None:

@@ -177,3 +177,19 @@ def test_buffered_add_flushes_one_commit_per_table(options):
         assert sink.buffered_rows == 2
         [result] = sink.flush()
         assert result.rows_upserted == 2 and result.offsets == {"t/0": 2} and sink.buffered_rows == 0
+
+
+def test_delete_of_a_key_the_lake_never_held_leaves_no_row(options):
+    # pypaimon records deleteRowCount=0 for its files, so a lone -D row would be read as a row;
+    # the sink writes -D only for keys the table holds (regression: a key-changing update).
+    with PaimonSink(options) as sink:
+        result = sink.write(
+            T,
+            [ChangelogRow.insert({"id": 2, "name": "b", "qty": 2}), ChangelogRow(RowKind.DELETE, {"id": 2, "name": "b", "qty": 2}),
+             ChangelogRow(RowKind.DELETE, {"id": 7, "name": None, "qty": None}), ChangelogRow.insert({"id": 102, "name": "b", "qty": 2})],
+            SCHEMA, {"t/0": 4},
+        )
+        assert result.keys_deleted == 0
+        sink.write(T, [ChangelogRow(RowKind.DELETE, {"id": 102, "name": "b", "qty": 2}),
+                       ChangelogRow(RowKind.DELETE, {"id": 8, "name": None, "qty": None})], SCHEMA, {"t/0": 6})
+    assert rows_of(options) == []
