@@ -74,3 +74,20 @@ def test_negative_paths_name_the_key_the_rule_and_the_value(raw, message, option
         parse_sink_options({"catalog.properties.warehouse": "/tmp/x", **raw})
     assert message in str(info.value)
     assert info.value.option == option
+
+
+def test_rest_catalog_options_reach_pypaimon_and_its_failure_hides_the_token():
+    import socket
+
+    from changelake.connectors.paimon import PaimonSinkError
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    sink = create_sink({"type": "paimon", "catalog.properties.metastore": "rest",
+                        "catalog.properties.uri": f"http://127.0.0.1:{port}", "catalog.properties.warehouse": "w",
+                        "catalog.properties.token.provider": "bear", "catalog.properties.token": "s3cr3t"})
+    with pytest.raises(PaimonSinkError) as info:
+        sink.open()
+    assert "metastore 'rest'" in str(info.value) and "s3cr3t" not in str(info.value)
+    assert info.value.__cause__ is not None
