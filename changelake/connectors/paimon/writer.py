@@ -179,7 +179,8 @@ class PaimonSink:
         """Create the lake table of ``table_id`` or evolve it to accept rows of ``schema``.
 
         Raises:
-            PaimonSinkError: ``schema`` has no primary key, or a bad ``partition.key``.
+            PaimonSinkError: ``schema`` has no primary key, a bad ``partition.key``, or an existing
+                table without a primary key or without the sink's row-kind column.
             SchemaEvolutionError: a change that would lose data or change the key (names the
                 table, the column, the old and the new type).
         """
@@ -197,6 +198,15 @@ class PaimonSink:
             table = self.load_table(table_id)
             if table is None:
                 raise PaimonSinkError(f"Paimon table {name!r} was created but cannot be loaded", table=name)
+        row_kind_field = table.options.options.to_map().get("rowkind.field")
+        if row_kind_field != ROW_KIND_FIELD or not table.primary_keys:
+            raise PaimonSinkError(
+                f"Paimon table {name!r} exists but was not created by this sink: it needs a primary key and "
+                f"'rowkind.field' = {ROW_KIND_FIELD!r} (has primary key {list(table.primary_keys)}, "
+                f"rowkind.field {row_kind_field!r}); without them deletes cannot be written. Drop it or route "
+                "the source table elsewhere",
+                table=name,
+            )
         fields = [(f.name, str(f.type.type)) for f in table.table_schema.fields]
         changes = plan_evolution(fields, table.primary_keys, schema, table=name)
         if changes:

@@ -193,3 +193,22 @@ def test_delete_of_a_key_the_lake_never_held_leaves_no_row(options):
         sink.write(T, [ChangelogRow(RowKind.DELETE, {"id": 102, "name": "b", "qty": 2}),
                        ChangelogRow(RowKind.DELETE, {"id": 8, "name": None, "qty": None})], SCHEMA, {"t/0": 6})
     assert rows_of(options) == []
+
+
+def test_a_table_not_created_by_the_sink_is_refused_naming_what_it_lacks(options):
+    from pypaimon import Schema as PaimonSchema
+    from pypaimon.schema.data_types import AtomicType, DataField
+
+    from changelake.connectors.paimon import PaimonSinkError
+
+    with PaimonSink(options) as sink:
+        sink.catalog.create_database("shop", True)
+        sink.catalog.create_table(
+            "shop.customers",
+            PaimonSchema([DataField(0, "id", AtomicType("BIGINT", False)), DataField(1, "name", AtomicType("STRING"))],
+                         primary_keys=["id"]),
+            False,
+        )
+        with pytest.raises(PaimonSinkError) as info:
+            sink.write(T, [ChangelogRow.insert({"id": 1, "name": "a", "qty": 1})], SCHEMA, {"t/0": 1})
+    assert info.value.table == "shop.customers" and "rowkind.field" in str(info.value)
