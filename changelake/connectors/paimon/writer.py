@@ -290,14 +290,18 @@ class PaimonSink:
     ) -> tuple[pa.Table, int, int]:
         """The batch as one Arrow table in the lake's columns, with the row kind column."""
         lake_fields = [(f.name, str(f.type.type)) for f in table.table_schema.fields]
+        lake_types = dict(lake_fields)
         primary_key = list(schema.primary_key)
         upserts = list(batch.upserts.items())
-        if batch.truncate:
-            deletes = [k for k in _lake_keys(table, primary_key) if k not in batch.upserts]
-        else:
-            deletes = _present_keys(table, primary_key, list(batch.deletes))
         rows: list[Mapping[str, Any]] = [values for _, values in upserts]
-        rows.extend(dict(zip(primary_key, key)) for key in deletes)
+        if batch.truncate:
+            # keys read from the lake are in the lake's form already (TIME as text, ...)
+            upserted = set(_lake_form(list(batch.upserts), schema, lake_types, name))
+            deletes = [k for k in _lake_keys(table, primary_key) if k not in upserted]
+            rows.extend(dict(zip(primary_key, key)) for key in deletes)
+        else:
+            deletes = _present_keys(table, name, schema, lake_types, list(batch.deletes))
+            rows.extend(dict(zip(primary_key, key)) for key in deletes)
         row_kinds = [kinds.get(key, "+I") for key, _ in upserts] + ["-D"] * len(deletes)
         arrays = []
         fields = []
@@ -441,8 +445,23 @@ def _lake_keys(table: Any, primary_key: list[str], first_key_in: list[Any] | Non
     return list(zip(*(keys.column(k).to_pylist() for k in primary_key)))
 
 
-def _present_keys(table: Any, primary_key: list[str], keys: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """The ``keys`` the lake table holds now, in their order.
+def _lake_form(
+    keys: list[tuple[Any, ...]], schema: Schema, lake_types: Mapping[str, str], name: str
+) -> list[tuple[Any, ...]]:
+    """Key tuples as the lake stores and reads them back (e.g. TIME as ``HH:mm:ss`` text, a
+    DECIMAL wider than 38 digits as text), so they compare with keys read from the table."""
+    columns = []
+    for i, column in enumerate(schema.primary_key):
+        array = to_arrow_array([k[i] for k in keys], schema.column(column).type,
+                               arrow_type_of(lake_types[column]), table=name, column=column)
+        columns.append(array.to_pylist())
+    return list(zip(*columns)) if columns else []
+
+
+def _present_keys(
+    table: Any, name: str, schema: Schema, lake_types: Mapping[str, str], keys: list[tuple[Any, ...]]
+) -> list[tuple[Any, ...]]:
+    """The ``keys`` the lake table holds now, in their order (returned as given).
 
     A ``-D`` is written only for a key the table holds: pypaimon 2.1 records
     ``deleteRowCount = 0`` for every data file it writes, so a reader (pypaimon's or Java's) takes
@@ -452,8 +471,10 @@ def _present_keys(table: Any, primary_key: list[str], keys: list[tuple[Any, ...]
     """
     if not keys or table.snapshot_manager().get_latest_snapshot() is None:
         return []
-    present = set(_lake_keys(table, primary_key, first_key_in=sorted({k[0] for k in keys}, key=repr)))
-    return [k for k in keys if k in present]
+    lake_keys = _lake_form(keys, schema, lake_types, name)
+    first = list({k[0] for k in lake_keys})
+    present = set(_lake_keys(table, list(schema.primary_key), first_key_in=first))
+    return [key for key, lake_key in zip(keys, lake_keys) if lake_key in present]
 
 
 def _latest_snapshot_id(table: Any) -> int | None:

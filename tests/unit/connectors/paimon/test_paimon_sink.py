@@ -212,3 +212,18 @@ def test_a_table_not_created_by_the_sink_is_refused_naming_what_it_lacks(options
         with pytest.raises(PaimonSinkError) as info:
             sink.write(T, [ChangelogRow.insert({"id": 1, "name": "a", "qty": 1})], SCHEMA, {"t/0": 1})
     assert info.value.table == "shop.customers" and "rowkind.field" in str(info.value)
+
+
+def test_keys_stored_in_another_form_are_deleted_and_truncated(options):
+    # TIME is stored as text and DECIMAL(40) as text: the sink compares keys in the lake's form.
+    schema = Schema.of([("t", parse_data_type("TIME NOT NULL")), ("d", parse_data_type("DECIMAL(40, 0) NOT NULL")),
+                        ("v", parse_data_type("STRING"))], ["t", "d"])
+    k1 = {"t": dt.timedelta(hours=25), "d": Decimal(10) ** 39, "v": "a"}
+    k2 = {"t": dt.timedelta(seconds=-1), "d": Decimal(1), "v": "b"}
+    with PaimonSink(options) as sink:
+        sink.write(T, [ChangelogRow.insert(k1), ChangelogRow.insert(k2)], schema, {"t/0": 2})
+        assert sink.write(T, [ChangelogRow(RowKind.DELETE, k2)], schema, {"t/0": 3}).keys_deleted == 1
+        assert [r["t"] for r in read_table(options, T).to_pylist()] == ["25:00:00"]
+        result = sink.write(T, [TRUNCATE, ChangelogRow.insert({**k1, "v": "again"})], schema, {"t/0": 5})
+        assert result.keys_deleted == 0 and result.rows_upserted == 1
+    assert read_table(options, T).to_pylist() == [{"t": "25:00:00", "d": "1" + "0" * 39, "v": "again"}]
