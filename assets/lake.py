@@ -1,4 +1,4 @@
-"""Lake-table assets: one Iceberg table per topic of each Kafka -> Iceberg pipeline."""
+"""Lake-table assets: one lake table (Iceberg or Paimon) per topic of each Kafka -> lake pipeline."""
 
 
 from pathlib import Path
@@ -6,6 +6,7 @@ from pathlib import Path
 import dagster as dg
 
 from changelake.changelog import TableId
+from changelake.connectors.lake import LAKE_SINK_TYPES
 from changelake.pipeline.definition import PipelineDefinition, load_pipeline
 from changelake.pipeline.discovery import discovered_tables
 from platform_defs.pipelines import job_name, lake_asset_key, load_structure, pipeline_files
@@ -17,11 +18,11 @@ LAKE_GROUP = "lake"
 
 
 def lake_pipelines() -> list[tuple[Path, PipelineDefinition]]:
-    """The (path, structure) of every pipeline whose sink is Iceberg."""
+    """The (path, structure) of every pipeline whose sink is a lake (Iceberg or Paimon)."""
     out = []
     for path in pipeline_files():
         structure = load_structure(path)
-        if structure.sink_type == "iceberg":
+        if structure.sink_type in LAKE_SINK_TYPES:
             out.append((path, structure))
     return out
 
@@ -43,8 +44,9 @@ def build_lake_assets(path: Path, structure: PipelineDefinition) -> dg.AssetsDef
         dg.AssetSpec(
             key=lake_asset_key(str(t)),
             group_name=LAKE_GROUP,
-            description=f"Iceberg table `{t}`, upserted by primary key from Kafka topic `{t}` (pipeline {structure.name}).",
-            kinds={"iceberg", "kafka"},
+            description=f"{structure.sink_type.capitalize()} table `{t}`, upserted by primary key from Kafka topic `{t}` "
+            f"(pipeline {structure.name}).",
+            kinds={structure.sink_type, "kafka"},
             skippable=True,
         )
         for t in tables

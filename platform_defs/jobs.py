@@ -6,6 +6,7 @@ import dagster as dg
 
 from assets import pageviews
 from changelake.connectors.errors import OptionValidationError
+from changelake.connectors.lake import LAKE_SINK_TYPES
 from assets.checks import build_key_state_checks
 from assets.lake import build_lake_assets
 from platform_defs.pipelines import build_pipeline_job, job_name, load_structure, pipeline_files
@@ -29,7 +30,7 @@ def defs() -> dg.Definitions:
         jobs.append(job)
         sensors.append(make_relaunch_sensor(job, op_name))
         schedules.append(make_bounded_schedule(job, op_name))
-        if structure.sink_type == "iceberg":
+        if structure.sink_type in LAKE_SINK_TYPES:
             lake = build_lake_assets(path, structure)
             assets.append(lake)
             checks.append(build_key_state_checks(path, structure))

@@ -17,6 +17,7 @@ import dagster as dg
 from pydantic import Field
 
 from changelake.connectors.errors import OptionValidationError
+from changelake.connectors.lake import LAKE_SINK_TYPES
 from changelake.pipeline.definition import PipelineDefinition, load_pipeline
 from resources.connections import IcebergCatalogResource, KafkaResource, MySqlResource, pipeline_env
 
@@ -84,7 +85,7 @@ def build_pipeline_job(path: Path) -> dg.JobDefinition:
 
         def on_batch(batch: dict) -> None:
             context.log.info(f"pipeline {defn.name}: committed batch {batch}")
-            if defn.sink_type != "iceberg":
+            if defn.sink_type not in LAKE_SINK_TYPES:
                 return
             for table, events in (batch.get("tables") or {}).items():  # one materialization per commit
                 context.log_event(

@@ -140,12 +140,12 @@ def run_pipeline(
     pair = (defn.source_type, defn.sink_type)
     if pair in (("mysql", "kafka"), ("mysql", "upsert-kafka")):
         runner = run_mysql_to_kafka
-    elif pair == ("kafka", "iceberg"):
+    elif pair in (("kafka", "iceberg"), ("kafka", "paimon")):
         runner = run_kafka_to_iceberg
     else:
         raise OptionValidationError(
             f"pipeline '{defn.name}': source type '{defn.source_type}' with sink type '{defn.sink_type}' is not "
-            "supported; supported pairs: mysql -> kafka, mysql -> upsert-kafka, kafka -> iceberg",
+            "supported; supported pairs: mysql -> kafka, mysql -> upsert-kafka, kafka -> iceberg, kafka -> paimon",
             option="type",
         )
     return runner(
@@ -262,6 +262,37 @@ def write_checkpoint(catalog: Any, pipeline: str, offsets: Mapping[str, int]) ->
     )
 
 
+def open_lake_sink(defn: PipelineDefinition) -> Any:
+    """The open lake sink of a Kafka -> lake pipeline, by ``sink.type``: ``iceberg`` (IcebergSink)
+    or ``paimon`` (PaimonSink). Both take ``add``/``flush`` batches with Kafka offsets."""
+    if defn.sink_type == "paimon":
+        from changelake.connectors.paimon import create_sink
+
+        sink: Any = create_sink(defn.options("sink"))
+    else:
+        from changelake.connectors.iceberg import IcebergSink, parse_sink_options
+
+        sink = IcebergSink(parse_sink_options(defn.options("sink")))
+    sink.open()
+    return sink
+
+
+def read_lake_checkpoint(sink: Any, pipeline: str) -> dict[str, int]:
+    """The pipeline checkpoint: the sink's own store when it has one (Paimon), else the catalog
+    namespace property (Iceberg, :func:`read_checkpoint`)."""
+    if hasattr(sink, "read_checkpoint"):
+        return dict(sink.read_checkpoint(pipeline))
+    return read_checkpoint(sink.catalog, pipeline)
+
+
+def write_lake_checkpoint(sink: Any, pipeline: str, offsets: Mapping[str, int]) -> None:
+    """Store the pipeline checkpoint where :func:`read_lake_checkpoint` finds it."""
+    if hasattr(sink, "write_checkpoint"):
+        sink.write_checkpoint(pipeline, offsets)
+    else:
+        write_checkpoint(sink.catalog, pipeline, offsets)
+
+
 def _event_schema(
     event: DataChangeEvent,
     transformer: Transformer,
@@ -287,8 +318,9 @@ def run_kafka_to_iceberg(
     batch_size: int = 5000,
     on_batch: BatchCallback | None = None,
 ) -> RunStats:
-    """Read the topics from the checkpoint (earliest on the first run), upsert into Iceberg tables
-    by primary key, one commit per table per batch with the Kafka offsets in the snapshot summary.
+    """Read the topics from the checkpoint (earliest on the first run), upsert into the lake's
+    tables (Iceberg or Paimon, by ``sink.type``) by primary key, one commit per table per batch
+    with the Kafka offsets stored in the commit's snapshot.
 
     Types come from each record's schema header (Pipeline 1), a schema wrapper or canal-json's
     ``mysqlType``; otherwise they are inferred (``schema.inference.strategy``) and the table is
@@ -306,18 +338,15 @@ def run_kafka_to_iceberg(
             ``dead-letter.topic`` when set).
         SchemaEvolutionError: a column type changed incompatibly (table, column, old and new type).
     """
-    from changelake.connectors.iceberg import IcebergSink, parse_sink_options
-    from changelake.connectors.iceberg.compaction import TruncateMarker
-    from changelake.connectors.iceberg.offsets import topic_partition
     from changelake.connectors.kafka.source import KafkaPipelineSource
+    from changelake.connectors.lake import TruncateMarker, topic_partition
 
     router, transformer = _router(defn), Transformer(parse_transform_rules(defn.transform))
     stats = RunStats(defn.name)
     clock = _Clock(max_duration_s, stop)
-    sink = IcebergSink(parse_sink_options(defn.options("sink")))
-    sink.open()
+    sink = open_lake_sink(defn)
     try:
-        checkpoint = read_checkpoint(sink.catalog, defn.name)
+        checkpoint = read_lake_checkpoint(sink, defn.name)
         start = {_split_tp(k): v for k, v in checkpoint.items()}
         source = KafkaPipelineSource(defn.options("source"), group_id=f"changelake-{defn.name}")
         source.open(start_offsets=start or None)
@@ -406,7 +435,7 @@ def run_kafka_to_iceberg(
                     tp = topic_partition(topic, partition)
                     stats.offsets[tp] = max(stats.offsets.get(tp, 0), pos)
                 if stats.offsets != checkpoint:
-                    write_checkpoint(sink.catalog, defn.name, stats.offsets)
+                    write_lake_checkpoint(sink, defn.name, stats.offsets)
                     checkpoint = dict(stats.offsets)
                 reason = clock.stop_reason(until_caught_up, not records, source.caught_up)
                 if reason:
@@ -491,13 +520,11 @@ def kafka_lag(defn: PipelineDefinition, timeout_s: float = 10.0) -> dict[str, tu
     offset). Their difference is the lag in offsets (transaction markers count as offsets)."""
     from confluent_kafka import Consumer, TopicPartition
 
-    from changelake.connectors.iceberg import IcebergSink, parse_sink_options
     from changelake.connectors.kafka_common import with_logger
 
-    sink = IcebergSink(parse_sink_options(defn.options("sink")))
-    sink.open()
+    sink = open_lake_sink(defn)
     try:
-        checkpoint = read_checkpoint(sink.catalog, defn.name)
+        checkpoint = read_lake_checkpoint(sink, defn.name)
     finally:
         sink.close()
     opts = defn.options("source")
