@@ -135,7 +135,9 @@ class MySqlSource:
             self._start_snapshot(start.snapshot, start.binlog)
         elif start is not None:
             self._check_binlog_exists(start.binlog)
-            self._start_binlog(start.binlog)
+            for prepared in start.xa_prepared:
+                self._check_binlog_exists(BinlogPosition(prepared.file, prepared.pos))
+            self._start_binlog(start)
         elif mode in (StartupMode.INITIAL, StartupMode.SNAPSHOT):
             self._start_snapshot(SnapshotProgress(tuple(str(t) for t in self._tables)), None)
         elif mode is StartupMode.LATEST_OFFSET:
@@ -174,7 +176,10 @@ class MySqlSource:
         """Up to ``max_events`` change events, waiting at most about ``timeout_s`` seconds.
 
         Raises:
-            SourceError: the binlog reader failed (connection lost for good, undecodable value).
+            SourceError: the binlog reader failed: BinlogConnectionLostError (no connection within
+                ``connect.timeout``), RowImageError / StatementFormatError /
+                UnsupportedBinlogEventError / XaTransactionError (an event it must not skip),
+                or an undecodable value.
         """
         if self._snapshot is not None:
             events = self._snapshot.read(max_events)
@@ -201,7 +206,7 @@ class MySqlSource:
                 self._position = SourcePosition.from_dict(item.position)
             elif kind == "progress":
                 assert isinstance(item, Progress)
-                self._position = SourcePosition(item.position)
+                self._position = item.position
                 self._consumed = (binlog_file_index(item.file), item.next_pos)
         return out
 
@@ -289,7 +294,8 @@ class MySqlSource:
         pos = self._snapshot.open()
         self._position = SourcePosition(pos, progress)
 
-    def _start_binlog(self, pos: BinlogPosition) -> None:
+    def _start_binlog(self, start: BinlogPosition | SourcePosition) -> None:
+        pos = start.binlog if isinstance(start, SourcePosition) else start
         conn_kwargs = self.options.connection_kwargs()
 
         # The hints loader runs in the reader thread; give it its own connection.
@@ -304,12 +310,13 @@ class MySqlSource:
 
         assert self._server_id is not None
         self._reader = BinlogReader(
-            conn_kwargs, self._server_id, pos, self.is_captured, SchemaTracker(thread_hints),
+            conn_kwargs, self._server_id, start, self.is_captured, SchemaTracker(thread_hints),
             heartbeat_s=self.options.heartbeat_interval.total_seconds(),
+            connect_timeout_s=self.options.connect_timeout.total_seconds(),
         )
         self._reader.start()
         if self._position is None or self._position.snapshot is not None:
-            self._position = SourcePosition(pos)
+            self._position = start if isinstance(start, SourcePosition) else SourcePosition(pos)
 
 
 def _alive(conn: Any, conn_kwargs: dict[str, Any]) -> Any:
