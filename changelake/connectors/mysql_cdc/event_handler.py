@@ -37,7 +37,7 @@ from changelake.connectors.mysql_cdc.errors import (
 from changelake.connectors.mysql_cdc.event_policy import Action, rule_for
 from changelake.connectors.mysql_cdc.positions import BinlogPosition, PreparedXa, SourcePosition, TransactionTracker, binlog_file_index
 from changelake.connectors.mysql_cdc.schema_tracker import SchemaTracker, TableSchema
-from changelake.connectors.mysql_cdc.statements import StatementKind, classify, describe, dml_target, mentioned_tables, xa_id, xid_key
+from changelake.connectors.mysql_cdc.statements import StatementKind, classify, describe, dml_target, mentioned_tables, strip_comments, xa_id, xid_key
 from changelake.connectors.mysql_cdc.values import convert
 from changelake.connectors.mysql_cdc.xa import HeldChange, XaBook
 
@@ -58,7 +58,7 @@ _TRUNCATE = re.compile(
 
 def parse_truncate(query: str, default_db: str | None) -> TableId | None:
     """The table of a ``TRUNCATE [TABLE] [db.]t`` statement, or None for any other statement."""
-    m = _TRUNCATE.match(query)
+    m = _TRUNCATE.match(strip_comments(query))
     if not m:
         return None
     first = (m.group(1) or "").replace("``", "`") or m.group(2)

@@ -13,7 +13,7 @@ import re
 
 from changelake.changelog.schema import TableId
 
-__all__ = ["StatementKind", "classify", "describe", "is_account_statement", "mentioned_tables", "dml_target", "xa_id", "xid_key"]
+__all__ = ["StatementKind", "classify", "describe", "is_account_statement", "mentioned_tables", "dml_target", "xa_id", "xid_key", "strip_comments"]
 
 
 class StatementKind(enum.Enum):
@@ -59,8 +59,12 @@ _XA_ID = re.compile(
 )
 
 
-def _strip(query: str) -> str:
+def strip_comments(query: str) -> str:
+    """The statement without ``/* */``, ``--`` and ``#`` comments and a trailing ``;``."""
     return _COMMENTS.sub(" ", query).strip().rstrip(";").strip()
+
+
+_strip = strip_comments
 
 
 def is_account_statement(query: str) -> bool:
