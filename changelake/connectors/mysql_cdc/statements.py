@@ -77,6 +77,8 @@ def classify(query: str) -> StatementKind:
     """The kind of a query event's statement (comments ignored, case-insensitive)."""
     text = _strip(query)
     upper = " ".join(text.upper().split())
+    if _DML.match(text):  # before the account check: a change is never skipped for its values
+        return StatementKind.DML
     if is_account_statement(text):
         return StatementKind.ACCOUNT
     if upper in ("BEGIN", "START TRANSACTION", "BEGIN WORK") or upper.startswith("START TRANSACTION "):
@@ -94,8 +96,6 @@ def classify(query: str) -> StatementKind:
     ):
         if upper.startswith(prefix):
             return kind
-    if _DML.match(text):
-        return StatementKind.DML
     return StatementKind.OTHER
 
 
