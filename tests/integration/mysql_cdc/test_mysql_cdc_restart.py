@@ -154,3 +154,50 @@ def test_server_restart_during_the_snapshot_fails_fast_and_a_relaunch_resumes_it
         again.close()
     ids = [e.after["id"] for e in first + rest]
     assert ids == list(range(1, 3001))  # nothing lost, nothing twice
+
+
+def test_killed_binlog_connection_reconnects_and_resumes_exactly(mysql_params, database_factory):
+    """The server drops the binlog connection (KILL of the dump thread) inside and between transactions."""
+    db = database_factory()
+    run_sql(mysql_params, db, "CREATE TABLE t (id INT PRIMARY KEY, pad CHAR(50))")
+    src = MySqlSource(source_options(mysql_params, db, **{"server-id": "5960"}))
+    src.open()
+
+    def kill_dump_thread() -> None:
+        conn = pymysql.connect(host=mysql_params["host"], port=mysql_params["port"], user=mysql_params["user"],
+                               password=mysql_params["password"], autocommit=True)
+        try:
+            with conn.cursor() as cur:
+                deadline = time.monotonic() + 15
+                while True:  # (re)connected and registered
+                    cur.execute("SHOW SLAVE HOSTS")
+                    if any(int(r[0]) == 5960 for r in cur.fetchall()):
+                        break
+                    assert time.monotonic() < deadline, "the reader did not reconnect"
+                    time.sleep(0.2)
+                cur.execute("SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%'")
+                for (pid,) in cur.fetchall():
+                    try:
+                        cur.execute(f"KILL CONNECTION {int(pid)}")
+                    except pymysql.err.OperationalError:
+                        pass  # another test's reader: it reconnects as well
+        finally:
+            conn.close()
+
+    try:
+        drain(src)
+        run_sql(mysql_params, db, "INSERT INTO t SELECT seq, 'x' FROM seq_1_to_3000")
+        events = src.poll(50, 5.0)
+        kill_dump_thread()
+        run_sql(mysql_params, db, "INSERT INTO t VALUES (3001, 'y')")
+        kill_dump_thread()
+        run_sql(mysql_params, db, "INSERT INTO t VALUES (3002, 'z')")
+        deadline = time.monotonic() + 60
+        while len(events) < 3002 and time.monotonic() < deadline:
+            events += src.poll(1000, 0.5)
+        events += drain(src, timeout_s=30)
+        reconnects = src._reader.connections - 1  # noqa: SLF001
+    finally:
+        src.close()
+    assert [e.after["id"] for e in events] == list(range(1, 3003))
+    assert reconnects >= 2
