@@ -95,6 +95,11 @@ class MySqlSource:
         return self._server_id
 
     @property
+    def binlog_connections(self) -> int:
+        """Binlog connections made so far by the running reader (1 + reconnects; 0 before the binlog phase)."""
+        return self._reader.connections if self._reader is not None else 0
+
+    @property
     def captured_tables(self) -> list[TableId]:
         """Tables matched by ``tables`` minus ``tables.exclude`` at :meth:`open`."""
         return list(self._tables)

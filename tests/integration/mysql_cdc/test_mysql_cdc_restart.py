@@ -77,7 +77,7 @@ def test_server_restart_under_a_running_reader_resumes_with_nothing_lost_or_twic
         run_sql(params, "r", "INSERT INTO t VALUES (3)", "INSERT INTO t VALUES (4),(5)")
         after = _poll_until(src, 3, 60)
         after += drain(src, timeout_s=30)
-        reconnects = src._reader.connections - 1  # noqa: SLF001 - the reader's own count
+        reconnects = src.binlog_connections - 1
     finally:
         src.close()
     assert [e.after["id"] for e in before + after] == [1, 2, 3, 4, 5]
@@ -196,7 +196,7 @@ def test_killed_binlog_connection_reconnects_and_resumes_exactly(mysql_params, d
         while len(events) < 3002 and time.monotonic() < deadline:
             events += src.poll(1000, 0.5)
         events += drain(src, timeout_s=30)
-        reconnects = src._reader.connections - 1  # noqa: SLF001
+        reconnects = src.binlog_connections - 1
     finally:
         src.close()
     assert [e.after["id"] for e in events] == list(range(1, 3003))
