@@ -201,3 +201,27 @@ def test_killed_binlog_connection_reconnects_and_resumes_exactly(mysql_params, d
         src.close()
     assert [e.after["id"] for e in events] == list(range(1, 3003))
     assert reconnects >= 2
+
+
+def test_hung_server_is_noticed_and_fails_the_reader_instead_of_silence(own_mariadb):
+    """SIGSTOP: the socket stays open but nothing arrives (no heartbeat): the read times out, the
+    reconnects time out, and the reader fails with the cause rather than wait forever."""
+    params = _params(own_mariadb)
+    run_sql(params, None, "CREATE DATABASE r", "CREATE TABLE r.t (id INT PRIMARY KEY)")
+    src = MySqlSource(source_options(params, "r", **{"connect.timeout": "3s"}))
+    src.open()
+    pid = int(own_mariadb.pid_file.read_text())
+    try:
+        drain(src)
+        os.kill(pid, signal.SIGSTOP)
+        t0 = time.monotonic()
+        try:
+            with pytest.raises(BinlogConnectionLostError) as err:
+                while time.monotonic() - t0 < 90:
+                    src.poll(100, 0.5)
+            waited = time.monotonic() - t0
+        finally:
+            os.kill(pid, signal.SIGCONT)
+    finally:
+        src.close()
+    assert waited < 60 and err.value.attempts >= 1
