@@ -84,6 +84,8 @@ class BinlogReader:
         queue_size: decoded items buffered ahead of :meth:`take`.
         connect_timeout_s: how long to keep reconnecting after a connection loss, seconds.
         read_timeout_s: a connection silent for this long (no event, no heartbeat) counts as lost.
+        min_ts_ms: ``timestamp`` startup mode: changes with an older binlog timestamp (ms since the
+            epoch) are skipped until the first one at or after it.
     """
 
     def __init__(
@@ -97,7 +99,9 @@ class BinlogReader:
         queue_size: int = 20000,
         connect_timeout_s: float = 30.0,
         read_timeout_s: float = 15.0,
+        min_ts_ms: int = 0,
     ) -> None:
+        self._min_ts_ms = min_ts_ms
         self._connection = connection
         self.server_id = server_id
         self._start = start if isinstance(start, SourcePosition) else SourcePosition(start)
@@ -220,7 +224,7 @@ class BinlogReader:
         attempts = 0
         delay = 0.5
         while not self._stop.is_set():
-            handler = EventHandler(position, self._captured, self._tracker, self._put)
+            handler = EventHandler(position, self._captured, self._tracker, self._put, self._min_ts_ms)
             try:
                 for ev in self._open_stream(handler.physical_start()):
                     if self._stop.is_set():
@@ -234,6 +238,7 @@ class BinlogReader:
                 if self._stop.is_set():
                     return
                 position = handler.position()
+                self._min_ts_ms = handler.min_ts_ms
                 self._close_stream()
                 if not is_connection_loss(exc):
                     self._fail(exc, position)

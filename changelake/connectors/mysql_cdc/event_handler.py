@@ -97,7 +97,10 @@ class EventHandler:
     """
 
     def __init__(self, start: SourcePosition, captured: Callable[[TableId], bool], tracker: SchemaTracker,
-                 put: Callable[[tuple[str, Any]], None]) -> None:
+                 put: Callable[[tuple[str, Any]], None], min_ts_ms: int = 0) -> None:
+        #: ``timestamp`` startup: rows events older than this (ms) are counted but not handed out,
+        #: until the first one at or after it (then 0 for good).
+        self.min_ts_ms = min_ts_ms
         self._start = start.binlog
         self._captured = captured
         self._tracker = tracker
@@ -229,6 +232,12 @@ class EventHandler:
                 self._xa_group.extend(HeldChange(schema.table_id, op, b, a, schema.schema) for op, b, a in self._rows(ev, schema))
                 return
             ts_ms = int(ev.timestamp) * 1000
+            if self.min_ts_ms:
+                if ts_ms < self.min_ts_ms:  # before the startup timestamp: counted, not handed out
+                    for _ in range(len(ev.rows)):
+                        self._tx.emit()
+                    return
+                self.min_ts_ms = 0
             for op, before, after in self._rows(ev, schema):
                 if self._tx.emit():
                     self._emit(schema.table_id, op, before, after, schema.schema, ts_ms)
