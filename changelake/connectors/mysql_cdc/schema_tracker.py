@@ -209,7 +209,7 @@ class SchemaTracker:
         self._load_hints = hints_loader
         self._hints: dict[TableId, TableSchema | None] = {}
         self._by_table_id: dict[int, TableSchema] = {}
-        self._cache: dict[tuple[Any, ...], TableSchema] = {}
+        self._cache: dict[Any, TableSchema] = {}
 
     def invalidate(self, table_id: TableId | None = None) -> None:
         """Forget information_schema hints (of one table, or all after an unparsed DDL)."""
@@ -217,6 +217,7 @@ class SchemaTracker:
             self._hints.clear()
         else:
             self._hints.pop(table_id, None)
+        self._cache.clear()  # schemas built with the old hints
 
     def current(self, table_id: TableId) -> TableSchema | None:
         """The table's schema as information_schema shows it now (None if the table is gone).
@@ -231,10 +232,22 @@ class SchemaTracker:
         return self._hints[table_id]
 
     def on_table_map(self, event: Any) -> TableSchema:
-        """Build (and remember under its binlog table id) the schema of a TableMapEvent."""
+        """Build (and remember under its binlog table id) the schema of a TableMapEvent.
+
+        Cached by the event's body bytes (``event.cache_key``, set by the table-map cache of
+        :mod:`~changelake.connectors.mysql_cdc._replication_fixes`) or, without them, by a
+        signature of its parsed columns; the cache is dropped with the hints after a DDL.
+        """
+        key = getattr(event, "cache_key", None)
+        if key is not None:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._by_table_id[int(event.table_id)] = hit
+                return hit
         table_id = TableId(str(event.schema), str(event.table))
         bitmap: bytes = bytes(event.null_bitmask)
-        signature = (table_id, tuple(tuple(sorted((k, repr(v)) for k, v in c.data.items())) for c in event.columns), bitmap)
+        signature = key if key is not None else (
+            table_id, tuple(tuple(sorted((k, repr(v)) for k, v in c.data.items())) for c in event.columns), bitmap)
         cached = self._cache.get(signature)
         if cached is None:
             hint = self._hint(table_id)
