@@ -200,6 +200,7 @@ def _cache_table_maps(cls: Any) -> None:
             return
         BinLogEvent.__init__(self, from_packet, event_size, table_map, ctl_connection, **kwargs)
         self.__dict__.update(cached)
+        self.cache_key = key
         table_map[self.table_id] = self.table_obj
 
     setattr(__init__, "_changelake_wrapped", True)

@@ -68,6 +68,18 @@ def parse_truncate(query: str, default_db: str | None) -> TableId | None:
     return TableId(default_db, first) if default_db else None
 
 
+_FULL_BITMAPS: dict[int, bytes] = {}
+
+
+def _full_bitmap(count: int) -> bytes:
+    """The column bitmap of a full row image of ``count`` columns (unused high bits clear)."""
+    found = _FULL_BITMAPS.get(count)
+    if found is None:
+        value = (1 << count) - 1
+        found = _FULL_BITMAPS[count] = value.to_bytes((count + 7) // 8, "little")
+    return found
+
+
 def missing_columns(bitmap: bytes, count: int) -> list[int]:
     """Indexes (0-based) of the columns absent from a rows event's column bitmap of ``count`` bits."""
     return [i for i in range(count) if i // 8 >= len(bitmap) or not bitmap[i // 8] & (1 << (i % 8))]
@@ -261,7 +273,12 @@ class EventHandler:
         self._progress(next_pos)
 
     def _emit(self, table: TableId, op: Op, before: Any, after: Any, schema: Any, ts_ms: int) -> None:
-        position = SourcePosition(self._tx.position(), None, self._xa.pending()).to_dict()
+        pending = self._xa.pending() if self._xa.has_pending else ()
+        tx = self._tx
+        if pending:
+            position = SourcePosition(tx.position(), None, pending).to_dict()
+        else:  # the common case, without building a SourcePosition (same dict as its to_dict)
+            position = {"phase": "binlog", "file": tx.file, "pos": tx.tx_start, "row": tx.emitted}
         self._put(("event", DataChangeEvent(table, op, before, after, schema, ts_ms, position)))
 
     def _on_query(self, ev: Any, name: str, start_pos: int, next_pos: int) -> None:
@@ -362,9 +379,13 @@ class EventHandler:
         from pymysqlreplication.row_event import WriteRowsEvent
 
         count = int(ev.number_of_columns)
+        full = _full_bitmap(max(count, len(schema.columns)))
+        bitmap2 = getattr(ev, "columns_present_bitmap2", None)
+        if bytes(ev.columns_present_bitmap) == full and (bitmap2 is None or bytes(bitmap2) == full):
+            return schema  # full images (the common case)
         images = [("after" if isinstance(ev, WriteRowsEvent) else "before", ev.columns_present_bitmap)]
-        if hasattr(ev, "columns_present_bitmap2"):
-            images.append(("after", ev.columns_present_bitmap2))
+        if bitmap2 is not None:
+            images.append(("after", bitmap2))
         names = [c.name for c in schema.columns]
         for image, bitmap in images:
             gone = missing_columns(bytes(bitmap), max(count, len(names)))

@@ -89,6 +89,7 @@ class MySqlSource:
         #: :attr:`position` so that a later run can tell newly added tables apart.
         self._known: set[str] = set()
         self._known_ids: set[TableId] = set()
+        self._captured_cache: dict[TableId, bool] = {}
         self._resume_after_snapshot: SourcePosition | None = None
         self._metadata = _MetadataColumns(options.metadata_list) if options.metadata_list else None
         self._hint_conn: Any = None
@@ -122,10 +123,16 @@ class MySqlSource:
         return list(self._tables)
 
     def is_captured(self, table_id: TableId) -> bool:
-        """True if ``tables`` selects the table and ``tables.exclude`` does not."""
-        if not self.options.tables.matches(table_id):
-            return False
-        return not (self.options.tables_exclude and self.options.tables_exclude.matches(table_id))
+        """True if ``tables`` selects the table and ``tables.exclude`` does not (memoized: the
+        binlog reader asks for every table-map and rows event)."""
+        found = self._captured_cache.get(table_id)
+        if found is None:
+            found = self.options.tables.matches(table_id) and not (
+                self.options.tables_exclude and self.options.tables_exclude.matches(table_id))
+            if len(self._captured_cache) > 100_000:
+                self._captured_cache.clear()
+            self._captured_cache[table_id] = found
+        return found
 
     # -- lifecycle ------------------------------------------------------------------------------
     def open(self) -> None:
