@@ -19,6 +19,7 @@ continues exactly after that event (snapshot progress or binlog transaction + ro
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import replace
 from typing import Any, Mapping
@@ -42,6 +43,8 @@ from changelake.connectors.mysql_cdc.preflight import (
     used_server_ids,
 )
 from changelake.connectors.mysql_cdc.schema_tracker import SchemaTracker, TableSchema, list_tables, load_table_schema
+from changelake.connectors.mysql_cdc.reader_process import ProcessBinlogReader, ReaderConfig
+from changelake.connectors.mysql_cdc.selectors import CapturedTables
 from changelake.connectors.mysql_cdc.snapshot import SnapshotReader, text_connection
 
 __all__ = ["MySqlSource"]
@@ -78,7 +81,7 @@ class MySqlSource:
         self._start_tables: tuple[str, ...] | None = tuple(str(t) for t in tables) if isinstance(tables, list) else None
         self._ctl: Any = None
         self._snapshot: SnapshotReader | None = None
-        self._reader: BinlogReader | None = None
+        self._reader: BinlogReader | ProcessBinlogReader | None = None
         self._position: SourcePosition | None = self._start
         self._consumed: tuple[tuple[str, int], int] | None = None
         self._target: tuple[tuple[str, int], int] | None = None
@@ -89,7 +92,7 @@ class MySqlSource:
         #: :attr:`position` so that a later run can tell newly added tables apart.
         self._known: set[str] = set()
         self._known_ids: set[TableId] = set()
-        self._captured_cache: dict[TableId, bool] = {}
+        self._captured = CapturedTables(options.tables, options.tables_exclude)
         self._resume_after_snapshot: SourcePosition | None = None
         self._metadata = _MetadataColumns(options.metadata_list) if options.metadata_list else None
         self._hint_conn: Any = None
@@ -125,14 +128,7 @@ class MySqlSource:
     def is_captured(self, table_id: TableId) -> bool:
         """True if ``tables`` selects the table and ``tables.exclude`` does not (memoized: the
         binlog reader asks for every table-map and rows event)."""
-        found = self._captured_cache.get(table_id)
-        if found is None:
-            found = self.options.tables.matches(table_id) and not (
-                self.options.tables_exclude and self.options.tables_exclude.matches(table_id))
-            if len(self._captured_cache) > 100_000:
-                self._captured_cache.clear()
-            self._captured_cache[table_id] = found
-        return found
+        return self._captured(table_id)
 
     # -- lifecycle ------------------------------------------------------------------------------
     def open(self) -> None:
@@ -392,29 +388,40 @@ class MySqlSource:
         self._position = SourcePosition(pos, progress)
 
     def _start_binlog(self, start: BinlogPosition | SourcePosition, min_ts_ms: int = 0) -> None:
+        """Start the binlog reader at ``start``: in a worker process (default), or in a thread when
+        the environment sets ``CHANGELAKE_MYSQL_CDC_READER=thread`` (same events and positions)."""
         pos = start.binlog if isinstance(start, SourcePosition) else start
+        begin = start if isinstance(start, SourcePosition) else SourcePosition(start)
         conn_kwargs = self.options.connection_kwargs()
-
-        # The hints loader runs in the reader thread; give it its own connection.
-        self._hint_conn = text_connection(conn_kwargs)
-
-        def thread_hints(table_id: TableId) -> TableSchema | None:
-            self._hint_conn = _alive(self._hint_conn, conn_kwargs)
-            try:
-                return load_table_schema(self._hint_conn, table_id, include_comments=self.options.include_comments_enabled,
-                                         tinyint1_as_boolean=self.options.treat_tinyint1_as_boolean)
-            except SourceError:  # the table is gone: decode from the table-map alone
-                return None
-
         assert self._server_id is not None
-        self._reader = BinlogReader(
-            conn_kwargs, self._server_id, start, self.is_captured, SchemaTracker(thread_hints),
-            heartbeat_s=self.options.heartbeat_interval.total_seconds(),
-            connect_timeout_s=self.options.connect_timeout.total_seconds(), min_ts_ms=min_ts_ms,
-        )
-        self._reader.start()
+        reader: BinlogReader | ProcessBinlogReader
+        if os.environ.get("CHANGELAKE_MYSQL_CDC_READER", "process") != "thread":
+            reader = ProcessBinlogReader(ReaderConfig(
+                conn_kwargs, self._server_id, begin, self._captured, self.options.include_comments_enabled,
+                self.options.treat_tinyint1_as_boolean, self.options.heartbeat_interval.total_seconds(),
+                self.options.connect_timeout.total_seconds(), min_ts_ms,
+            ))
+        else:
+            # The hints loader runs in the reader thread; give it its own connection.
+            self._hint_conn = text_connection(conn_kwargs)
+
+            def thread_hints(table_id: TableId) -> TableSchema | None:
+                self._hint_conn = _alive(self._hint_conn, conn_kwargs)
+                try:
+                    return load_table_schema(self._hint_conn, table_id, include_comments=self.options.include_comments_enabled,
+                                             tinyint1_as_boolean=self.options.treat_tinyint1_as_boolean)
+                except SourceError:  # the table is gone: decode from the table-map alone
+                    return None
+
+            reader = BinlogReader(
+                conn_kwargs, self._server_id, begin, self._captured, SchemaTracker(thread_hints),
+                heartbeat_s=self.options.heartbeat_interval.total_seconds(),
+                connect_timeout_s=self.options.connect_timeout.total_seconds(), min_ts_ms=min_ts_ms,
+            )
+        self._reader = reader
+        reader.start()
         if self._position is None or self._position.snapshot is not None:
-            self._position = start if isinstance(start, SourcePosition) else SourcePosition(pos)
+            self._position = begin if isinstance(start, SourcePosition) else SourcePosition(pos)
 
 
 def _alive(conn: Any, conn_kwargs: dict[str, Any]) -> Any:
