@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import collections
 import multiprocessing
+import queue
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -108,21 +110,32 @@ def _picklable(exc: BaseException) -> BaseException:
 class ProcessBinlogReader:
     """A BinlogReader in a child process (see module doc).
 
+    A pump thread moves the child's batches from the pipe into a bounded queue (``queue_batches``
+    batches of up to 2000 items), so that the child keeps decoding while the writer encodes and
+    commits; when the queue is full the pump, and through the pipe the child, waits.
+
     Args:
         config: the child's reader settings.
+        linger_s: after the first item, :meth:`take` waits up to this long (seconds) for more
+            before returning fewer than ``max_items`` (as Kafka's ``linger.ms``).
+        queue_batches: batches buffered ahead of :meth:`take`.
     """
 
-    def __init__(self, config: ReaderConfig) -> None:
+    def __init__(self, config: ReaderConfig, linger_s: float = 0.1, queue_batches: int = 20) -> None:
         self._config = config
+        self._linger_s = linger_s
         self._proc: Any = None
         self._conn: Any = None
+        self._pump: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._batches: "queue.Queue[list[tuple[str, Any]]]" = queue.Queue(maxsize=queue_batches)
         self._buffer: collections.deque[tuple[str, Any]] = collections.deque()
         self.server_id = config.server_id
         #: connections the child made to the binlog (1 + reconnects), as BinlogReader.connections.
         self.connections = 0
 
     def start(self) -> None:
-        """Start the child process (it connects, reads and reconnects by itself)."""
+        """Start the child process (it connects, reads and reconnects by itself) and the pump."""
         ctx = multiprocessing.get_context("spawn")
         parent, child = ctx.Pipe(duplex=False)
         self._proc = ctx.Process(target=_child_main, args=(child, self._config),
@@ -130,9 +143,36 @@ class ProcessBinlogReader:
         self._proc.start()
         child.close()
         self._conn = parent
+        self._pump = threading.Thread(target=self._run_pump, name=f"mysql-cdc-pump-{self.server_id}", daemon=True)
+        self._pump.start()
+
+    def _run_pump(self) -> None:
+        conn = self._conn
+        while not self._stop.is_set():
+            try:
+                if not conn.poll(0.2):
+                    continue
+                connections, items = conn.recv()
+            except (EOFError, OSError) as exc:
+                if self._stop.is_set():
+                    return
+                code = self._proc.exitcode if self._proc is not None else None
+                err = SourceError(f"the binlog reader process (server id {self.server_id}) exited (exit code {code})")
+                err.__cause__ = exc
+                items, connections = [("error", err)], self.connections
+            self.connections = connections
+            while not self._stop.is_set():
+                try:
+                    self._batches.put(items, timeout=0.2)
+                    break
+                except queue.Full:
+                    continue
+            if items and items[-1][0] == "error":
+                return
 
     def close(self) -> None:
-        """Stop the child and close the pipe (idempotent)."""
+        """Stop the child, the pump and the pipe (idempotent)."""
+        self._stop.set()
         if self._proc is not None:
             self._proc.terminate()
             self._proc.join(timeout=10)
@@ -140,42 +180,42 @@ class ProcessBinlogReader:
                 self._proc.kill()
                 self._proc.join(timeout=5)
             self._proc = None
+        if self._pump is not None:
+            self._pump.join(timeout=5)
+            self._pump = None
         if self._conn is not None:
             self._conn.close()
             self._conn = None
         self._buffer.clear()
 
-    def _receive(self, timeout_s: float) -> bool:
-        """Move one batch from the pipe into the buffer; False if none came within the timeout."""
-        assert self._conn is not None, "start() first"
-        if not self._conn.poll(max(0.0, timeout_s)):
-            return False
-        try:
-            connections, items = self._conn.recv()
-        except (EOFError, OSError) as exc:
-            code = self._proc.exitcode if self._proc is not None else None
-            raise SourceError(f"the binlog reader process (server id {self.server_id}) exited (exit code {code})") from exc
-        self.connections = connections
-        self._buffer.extend(items)
-        return True
-
     def take(self, max_items: int, timeout_s: float) -> list[tuple[str, Any]]:
         """As :meth:`BinlogReader.take`: up to ``max_items`` items, waiting at most ``timeout_s``
-        for the first. Raises the child's error after the items that came before it."""
+        for the first and then at most ``linger_s`` for more. Raises the child's error after the
+        items that came before it.
+
+        Raises:
+            SourceError: the child's error (BinlogEventError subclasses, BinlogConnectionLostError),
+                or the child process exited.
+        """
         out: list[tuple[str, Any]] = []
         deadline = time.monotonic() + max(0.0, timeout_s)
+        linger_until: float | None = None
         buf = self._buffer
         while len(out) < max_items:
             if not buf:
-                wait = deadline - time.monotonic() if not out else 0.0
-                if not self._receive(wait):
+                now = time.monotonic()
+                if out and linger_until is None:
+                    linger_until = min(deadline, now + self._linger_s)
+                wait = (linger_until if linger_until is not None else deadline) - now
+                try:
+                    buf.extend(self._batches.get(timeout=wait) if wait > 0 else self._batches.get_nowait())
+                except queue.Empty:
                     break
                 continue
             item = buf[0]
             if item[0] == "error":
                 if out:
                     break  # hand out what came before the failure first
-                buf.popleft()
-                raise item[1]
+                raise item[1]  # stays at the front: the next take() raises it again
             out.append(buf.popleft())
         return out
