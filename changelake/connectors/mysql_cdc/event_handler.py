@@ -413,8 +413,50 @@ class EventHandler:
         return out
 
 
+#: fast paths of _values: binlog values that are already the changelake value.
+_AS_IS_INT, _AS_IS_STR, _RSTRIP = 1, 2, 3
+_PLANS: dict[int, tuple[tuple[Any, ...], tuple[tuple[str, int, Any], ...]]] = {}
+
+
+def _plan(cols: tuple[Any, ...]) -> tuple[tuple[str, int, Any], ...]:
+    """Per column: (name, fast path, column). Signed integers other than TINYINT(1) arrive as
+    the final int, VARCHAR/TEXT/ENUM as the final str, CHAR as str with trailing spaces to drop;
+    everything else goes through :func:`values.convert`."""
+    hit = _PLANS.get(id(cols))  # by identity: a schema's columns tuple is shared by its rows
+    if hit is not None and hit[0] is cols:
+        return hit[1]
+    out = []
+    for c in cols:
+        fast = 0
+        if c.kind in ("smallint", "mediumint", "int", "bigint") and not c.unsigned:
+            fast = _AS_IS_INT
+        elif c.kind == "tinyint" and not c.unsigned and c.width != 1:
+            fast = _AS_IS_INT
+        elif c.kind in ("varchar", "text", "enum"):
+            fast = _AS_IS_STR
+        elif c.kind == "char":
+            fast = _RSTRIP
+        out.append((c.name, fast, c))
+    plan = tuple(out)
+    if len(_PLANS) > 10_000:
+        _PLANS.clear()
+    _PLANS[id(cols)] = (cols, plan)
+    return plan
+
+
 def _values(cols: tuple[Any, ...], raw: dict[str, Any], none_sources: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     try:
-        return {c.name: convert(c, raw.get(c.name), from_binlog=True, none_source=none_sources.get(c.name)) for c in cols}
+        for name, fast, col in _plan(cols):
+            v = raw.get(name)
+            if fast == _AS_IS_INT and type(v) is int:
+                out[name] = v
+            elif fast == _AS_IS_STR and type(v) is str:
+                out[name] = v
+            elif fast == _RSTRIP and type(v) is str:
+                out[name] = v.rstrip(" ")
+            else:
+                out[name] = convert(col, v, from_binlog=True, none_source=none_sources.get(name))
     except ValueError as exc:
         raise SourceError(str(exc)) from exc
+    return out

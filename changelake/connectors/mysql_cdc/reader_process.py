@@ -85,7 +85,7 @@ def _child_main(conn: Any, cfg: ReaderConfig) -> None:  # pragma: no cover - run
                 conn.send((reader.connections, [("error", _picklable(exc))]))
                 return
             if items:
-                conn.send((reader.connections, items))  # BrokenPipeError when the parent is gone
+                conn.send((reader.connections, _last_progress_only(items)))  # BrokenPipeError when the parent is gone
     except (BrokenPipeError, EOFError, OSError):
         return
     finally:
@@ -95,6 +95,14 @@ def _child_main(conn: Any, cfg: ReaderConfig) -> None:  # pragma: no cover - run
                 state["conn"].close()
             except Exception:  # noqa: BLE001
                 pass
+
+
+def _last_progress_only(items: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """The batch without its progress items except the last one: the source keeps only the
+    latest progress (its position, unless an event comes after it, and the server position
+    reached), so the batch ends in the same state with fewer items to pickle."""
+    last = max((i for i, item in enumerate(items) if item[0] == "progress"), default=-1)
+    return [item for i, item in enumerate(items) if item[0] != "progress" or i == last]
 
 
 def _picklable(exc: BaseException) -> BaseException:
