@@ -19,6 +19,7 @@ __all__ = [
     "BinlogConnectionLostError",
     "MissingPrivilegeError",
     "ServerTimeZoneMismatchError",
+    "SnapshotInterruptedError",
 ]
 
 
@@ -199,3 +200,17 @@ class ServerTimeZoneMismatchError(SourceError):
             f"the configured timezone {configured} ({configured_offset_s} seconds). Specify the right "
             "server-time-zone to avoid inconsistencies for time-related fields."
         )
+
+
+class SnapshotInterruptedError(SourceError):
+    """The snapshot's connection was lost (server restart, network) while reading ``table``.
+
+    A consistent snapshot is one server transaction and cannot continue on a new connection, so
+    the run stops; a relaunch resumes from the stored snapshot progress (the chunks after
+    ``after_key``) and then streams the binlog from the snapshot's original position, so rows
+    changed meanwhile end upsert-equivalent. Attributes: ``table``, ``after_key``, ``cause``."""
+
+    def __init__(self, *, table: str, after_key: object, cause: str) -> None:
+        self.table, self.after_key, self.cause = table, after_key, cause
+        super().__init__(f"the snapshot of {table} lost its connection after key {after_key!r}: {cause}. "
+                         "Relaunch the pipeline: it resumes the snapshot from its stored progress")

@@ -28,7 +28,7 @@ from changelake.changelog.event import DataChangeEvent
 from changelake.changelog.rowkind import RETRACT, RowKind
 from changelake.changelog.schema import TableId
 from changelake.connectors.errors import OptionValidationError, SourceError
-from changelake.connectors.mysql_cdc.binlog import BinlogReader, Progress
+from changelake.connectors.mysql_cdc.binlog import BinlogReader, Progress, is_connection_loss
 from changelake.connectors.mysql_cdc.errors import BinlogPurgedError, ServerIdClashError
 from changelake.connectors.mysql_cdc.options import MySqlSourceOptions, StartupMode
 from changelake.connectors.mysql_cdc.positions import BinlogPosition, SnapshotProgress, SourcePosition, binlog_file_index
@@ -119,6 +119,11 @@ class MySqlSource:
     def server_id(self) -> int | None:
         """The replica server id taken from the ``server-id`` range (after :meth:`open`)."""
         return self._server_id
+
+    @property
+    def binlog_connections(self) -> int:
+        """Binlog connections made so far by the running reader (1 + reconnects; 0 before the binlog phase)."""
+        return self._reader.connections if self._reader is not None else 0
 
     @property
     def captured_tables(self) -> list[TableId]:
@@ -312,7 +317,14 @@ class MySqlSource:
         if self._snapshot is not None or self._reader is None:
             return False
         if self._target is None:
-            end = self._master_status()
+            try:
+                end = self._master_status()
+            except Exception as exc:  # noqa: BLE001 - classified
+                if not is_connection_loss(exc):
+                    raise
+                # the server is away: the binlog reader reconnects, or fails after connect.timeout
+                log.warning("cannot read the binlog end from the server (%s); not caught up yet", exc)
+                return False
             self._target = (binlog_file_index(end.file), end.pos)
         if self._consumed is not None and self._consumed >= self._target:
             self._target = None
