@@ -11,6 +11,7 @@ resumes where the previous one stopped.
 
 import os
 import re
+import time
 from pathlib import Path
 
 import dagster as dg
@@ -24,6 +25,8 @@ from resources.connections import IcebergCatalogResource, KafkaResource, MySqlRe
 __all__ = ["PipelineRunConfig", "pipeline_files", "job_name", "build_pipeline_job", "load_structure"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+#: seconds between the long-running op's progress lines in the Dagster event log.
+LOG_EVERY_S = 10.0
 
 
 class PipelineRunConfig(dg.Config):
@@ -83,8 +86,18 @@ def build_pipeline_job(path: Path) -> dg.JobDefinition:
         defn = load_pipeline(path, env=pipeline_env(mysql, kafka, lake))
         context.log.info(f"pipeline {defn.name}: {defn.redacted()}")
 
+        progress = {"events": 0, "batches": 0, "logged_at": time.monotonic()}
+
         def on_batch(batch: dict) -> None:
-            context.log.info(f"pipeline {defn.name}: committed batch {batch}")
+            # One log line per LOG_EVERY_S (not per batch): Dagster's event log is written
+            # synchronously and per-batch lines cost ~6 % of Pipeline 1's throughput.
+            progress["events"] += batch.get("events", 0)
+            progress["batches"] += 1
+            now = time.monotonic()
+            if now - progress["logged_at"] >= LOG_EVERY_S:
+                context.log.info(f"pipeline {defn.name}: committed {progress['events']} events in {progress['batches']} "
+                                 f"batches in the last {now - progress['logged_at']:.0f} s; position {batch.get('position')}")
+                progress.update(events=0, batches=0, logged_at=now)
             if defn.sink_type not in LAKE_SINK_TYPES:
                 return
             for table, events in (batch.get("tables") or {}).items():  # one materialization per commit

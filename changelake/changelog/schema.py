@@ -52,6 +52,8 @@ class Schema:
     columns: tuple[Column, ...]
     primary_key: tuple[str, ...] = ()
     _index: Mapping[str, int] = field(default_factory=dict, repr=False, compare=False, hash=False)
+    #: the table comment, when the source carries comments (Flink CDC's ``Schema.comment``).
+    comment: str | None = None
 
     def __post_init__(self) -> None:
         index = {c.name: i for i, c in enumerate(self.columns)}

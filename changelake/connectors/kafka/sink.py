@@ -118,6 +118,8 @@ class KafkaPipelineSink:
         self._admin: AdminClient | None = None
         self._creator: TopicCreator | None = None
         self._formats: dict[tuple[TableId, Schema | None], Any] = {}
+        #: id(schema) -> (schema, table, format): the per-event lookup without hashing the schema
+        self._formats_by_id: dict[int, tuple[Schema | None, TableId, Any]] = {}
         self._errors: list[SinkFlushError] = []
         self._in_txn = False
         self._records_since_commit = 0
@@ -308,14 +310,27 @@ class KafkaPipelineSink:
         return [(topic, key, value, headers)]
 
     def _format(self, event: DataChangeEvent) -> Any:
+        # by identity first: hashing a Schema (every column and type) for each event costs more
+        # than encoding a small row; events of one table share their Schema object
+        hit = self._formats_by_id.get(id(event.schema))
+        if hit is not None and hit[0] is event.schema and hit[1] == event.table:
+            return hit[2]
         cache_key = (event.table, event.schema)
         fmt = self._formats.get(cache_key)
+        if fmt is not None:
+            self._remember_format(event, fmt)
         if fmt is None:
             fmt = create_format(self.options.value_format.value, event.schema, dict(self.options.value_format_options))
             if len(self._formats) > 10_000:
                 self._formats.clear()
             self._formats[cache_key] = fmt
+            self._remember_format(event, fmt)
         return fmt
+
+    def _remember_format(self, event: DataChangeEvent, fmt: Any) -> None:
+        if len(self._formats_by_id) > 1000:
+            self._formats_by_id.clear()
+        self._formats_by_id[id(event.schema)] = (event.schema, event.table, fmt)
 
     def _headers(self, table_id: TableId) -> list[tuple[str, bytes]]:
         headers: list[tuple[str, bytes]] = []

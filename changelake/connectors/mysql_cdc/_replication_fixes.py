@@ -21,6 +21,15 @@ Two gaps are filled, so that no event of a captured table is skipped silently:
    False). The rows event classes are wrapped so that such an event is kept and flagged
    ``table_map_missing = True``; the reader stops on it.
 
+One cost is removed: the library parses every ``TABLE_MAP_EVENT`` in full (columns and FULL
+optional metadata) although a table's map repeats unchanged before each rows event.
+
+5. ``TableMapEvent.__init__`` is wrapped with a cache keyed by the event's body bytes (table id,
+   names, column types and metadata, null bitmap, optional metadata): an identical body reuses the
+   attributes parsed the first time (the library's ``Table`` object included) instead of parsing
+   again; the event gets ``cache_key`` (those bytes) so that the schema tracker can cache by it too.
+   A different body (new table id after DDL, other metadata) is parsed normally.
+
 All are patched on the library's classes (there is no hook to give the stream reader other event
 classes); :func:`apply` is idempotent and called by the binlog reader; :func:`event_classes` is
 the set of classes to pass as ``only_events`` so that every event reaches the reader.
@@ -158,6 +167,52 @@ def _compressed_classes() -> dict[int, type]:
             0xA8: CompressedDeleteRowsEvent}
 
 
+#: table-map body bytes -> attributes parsed from it (bounded: cleared past _TABLE_MAP_CACHE_MAX).
+_table_maps: dict[bytes, dict[str, Any]] = {}
+_TABLE_MAP_CACHE_MAX = 4096
+
+
+def _cache_table_maps(cls: Any) -> None:
+    """Wrap ``TableMapEvent.__init__`` with the body-bytes cache (see module doc, item 5)."""
+    from pymysqlreplication.event import BinLogEvent
+
+    original = cls.__init__
+    if getattr(original, "_changelake_wrapped", False):
+        return
+
+    def __init__(self: Any, from_packet: Any, event_size: int, table_map: Any, ctl_connection: Any, **kwargs: Any) -> None:
+        raw = getattr(from_packet, "packet", None)
+        data, position = getattr(raw, "_data", None), getattr(raw, "_position", None)
+        if data is None or position is None or bool(getattr(from_packet, "_BinLogPacketWrapper__data_buffer", None)):
+            original(self, from_packet, event_size, table_map, ctl_connection, **kwargs)
+            self.cache_key = None
+            return
+        key = bytes(data[position:position + event_size])
+        cached = _table_maps.get(key)
+        if cached is None:
+            original(self, from_packet, event_size, table_map, ctl_connection, **kwargs)
+            self.cache_key = key
+            if self._processed:
+                if len(_table_maps) >= _TABLE_MAP_CACHE_MAX:
+                    _table_maps.clear()
+                base = set(_BASE_KEYS)
+                _table_maps[key] = {k: v for k, v in self.__dict__.items() if k not in base}
+            return
+        BinLogEvent.__init__(self, from_packet, event_size, table_map, ctl_connection, **kwargs)
+        self.__dict__.update(cached)
+        self.cache_key = key
+        table_map[self.table_id] = self.table_obj
+
+    setattr(__init__, "_changelake_wrapped", True)
+    cls.__init__ = __init__
+
+
+#: attributes BinLogEvent.__init__ sets per event (not taken from the cache).
+_BASE_KEYS = ("packet", "table_map", "event_type", "timestamp", "event_size", "_post_header_lengths", "_ctl_connection",
+              "mysql_version", "_ignore_decode_errors", "_verify_checksum", "_is_event_valid", "_processed", "complete",
+              "dbms", "cache_key")
+
+
 def event_classes() -> frozenset[type]:
     """Every event class the library can build (after :func:`apply`), incl. NotImplementedEvent."""
     apply()
@@ -171,8 +226,9 @@ def apply() -> None:
         return
     from pymysqlreplication.event import NotImplementedEvent
     from pymysqlreplication.packet import BinLogPacketWrapper
-    from pymysqlreplication.row_event import DeleteRowsEvent, RowsEvent, UpdateRowsEvent, WriteRowsEvent
+    from pymysqlreplication.row_event import DeleteRowsEvent, RowsEvent, TableMapEvent, UpdateRowsEvent, WriteRowsEvent
 
+    _cache_table_maps(TableMapEvent)
     setattr(RowsEvent, "_RowsEvent__read_time2", _read_time2)
     RowsEvent.charset_to_encoding = staticmethod(_charset_to_encoding)
     event_map: dict[int, type] = getattr(BinLogPacketWrapper, _MAP_ATTR)

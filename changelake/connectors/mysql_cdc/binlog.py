@@ -84,6 +84,10 @@ class BinlogReader:
         queue_size: decoded items buffered ahead of :meth:`take`.
         connect_timeout_s: how long to keep reconnecting after a connection loss, seconds.
         read_timeout_s: a connection silent for this long (no event, no heartbeat) counts as lost.
+        linger_s: after the first item, :meth:`take` waits up to this long (seconds) for more
+            before returning fewer than ``max_items`` (as Kafka's ``linger.ms``).
+        min_ts_ms: ``timestamp`` startup mode: changes with an older binlog timestamp (ms since the
+            epoch) are skipped until the first one at or after it.
     """
 
     def __init__(
@@ -97,7 +101,11 @@ class BinlogReader:
         queue_size: int = 20000,
         connect_timeout_s: float = 30.0,
         read_timeout_s: float = 15.0,
+        min_ts_ms: int = 0,
+        linger_s: float = 0.1,
     ) -> None:
+        self._min_ts_ms = min_ts_ms
+        self._linger_s = linger_s
         self._connection = connection
         self.server_id = server_id
         self._start = start if isinstance(start, SourcePosition) else SourcePosition(start)
@@ -136,7 +144,8 @@ class BinlogReader:
 
     # -- consumer side ------------------------------------------------------------------------
     def take(self, max_items: int, timeout_s: float) -> list[tuple[str, Any]]:
-        """Up to ``max_items`` decoded items, waiting at most ``timeout_s`` seconds for the first.
+        """Up to ``max_items`` decoded items, waiting at most ``timeout_s`` seconds for the first
+        and then at most ``linger_s`` for more.
 
         Items are ``("event", DataChangeEvent)`` and ``("progress", Progress)``.
 
@@ -145,13 +154,26 @@ class BinlogReader:
                 event, BinlogConnectionLostError when reconnecting gave up; the cause is chained).
         """
         out: list[tuple[str, Any]] = []
-        deadline = time.monotonic() + max(0.0, timeout_s)
+        now = time.monotonic()
+        deadline = now + max(0.0, timeout_s)
+        linger_until: float | None = None
+        get, get_nowait = self._queue.get, self._queue.get_nowait
         while len(out) < max_items:
-            remaining = deadline - time.monotonic()
             try:
-                item = self._queue.get(timeout=remaining) if remaining > 0 and not out else self._queue.get_nowait()
+                item = get_nowait()
             except queue.Empty:
-                break
+                # wait for the first item until the timeout; after it, up to linger_s for more
+                # (larger batches: fewer commits, each of which waits for the broker)
+                now = time.monotonic()
+                if linger_until is None and out:
+                    linger_until = min(deadline, now + self._linger_s)
+                remaining = (linger_until if linger_until is not None else deadline) - now
+                if remaining <= 0:
+                    break
+                try:
+                    item = get(timeout=remaining)
+                except queue.Empty:
+                    break
             if item[0] == "error":
                 if out:  # hand out what came before the failure first
                     self._queue_front_error(item)
@@ -220,7 +242,7 @@ class BinlogReader:
         attempts = 0
         delay = 0.5
         while not self._stop.is_set():
-            handler = EventHandler(position, self._captured, self._tracker, self._put)
+            handler = EventHandler(position, self._captured, self._tracker, self._put, self._min_ts_ms)
             try:
                 for ev in self._open_stream(handler.physical_start()):
                     if self._stop.is_set():
@@ -234,6 +256,7 @@ class BinlogReader:
                 if self._stop.is_set():
                     return
                 position = handler.position()
+                self._min_ts_ms = handler.min_ts_ms
                 self._close_stream()
                 if not is_connection_loss(exc):
                     self._fail(exc, position)

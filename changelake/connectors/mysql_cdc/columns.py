@@ -44,6 +44,7 @@ class MySqlColumn:
         length: BINARY(N) length in bytes (for 0x00 right padding).
         charset: MySQL character set name of a text column (``utf8mb4``, ``latin1``...).
         labels: ENUM / SET labels in definition order.
+        comment: the column comment (only with ``include-comments.enabled``).
     """
 
     name: str
@@ -56,6 +57,7 @@ class MySqlColumn:
     length: int | None = None
     charset: str | None = None
     labels: tuple[str, ...] = ()
+    comment: str | None = None
 
 
 def to_data_type(col: MySqlColumn) -> DataType:

@@ -17,6 +17,8 @@ __all__ = [
     "StatementFormatError",
     "XaTransactionError",
     "BinlogConnectionLostError",
+    "MissingPrivilegeError",
+    "ServerTimeZoneMismatchError",
     "SnapshotInterruptedError",
 ]
 
@@ -157,6 +159,46 @@ class BinlogConnectionLostError(SourceError):
         super().__init__(
             f"lost the binlog connection at {position} and could not reconnect: {attempts} attempt(s) in "
             f"{waited_s:.1f} s (connect.timeout); last error: {cause}"
+        )
+
+
+class MissingPrivilegeError(SourceError):
+    """The MySQL user lacks a privilege the source needs. Grant what ``missing`` names, e.g.
+    ``GRANT SELECT, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO 'cdc'@'%'`` (MariaDB >= 10.5;
+    REPLICATION CLIENT instead of BINLOG MONITOR on MySQL).
+
+    Attributes: ``user``, ``missing`` (privilege -> what it is needed for), ``tables`` (tables
+    without SELECT, ``db.table``).
+    """
+
+    def __init__(self, user: str, missing: dict[str, str], tables: list[str] | None = None) -> None:
+        self.user = user
+        self.missing = dict(missing)
+        self.tables = list(tables or [])
+        parts = [f"{priv} ({why})" for priv, why in missing.items()]
+        on = f" on {', '.join(self.tables[:10])}{' ...' if len(self.tables) > 10 else ''}" if self.tables else ""
+        grants = ", ".join(p for p in missing if p != "SELECT")
+        hint = f"GRANT {grants} ON *.* TO {user}" if grants else ""
+        if "SELECT" in missing:
+            hint += ("; " if hint else "") + f"GRANT SELECT ON <db>.* TO {user}"
+        super().__init__(f"The MySQL user {user} lacks the privilege(s) {'; '.join(parts)}{on}. Grant them: {hint}")
+
+
+class ServerTimeZoneMismatchError(SourceError):
+    """``server-time-zone`` does not match the server's offset from UTC (as Flink CDC's
+    MySqlValidator.checkTimeZone). Set ``server-time-zone`` to the server's time zone
+    (``SELECT @@time_zone, @@system_time_zone``). Attributes: ``configured``, ``server_offset_s``,
+    ``configured_offset_s``."""
+
+    def __init__(self, configured: str, server_offset_s: int, configured_offset_s: int) -> None:
+        self.configured = configured
+        self.server_offset_s = server_offset_s
+        self.configured_offset_s = configured_offset_s
+        side = "ahead of" if server_offset_s >= 0 else "behind"
+        super().__init__(
+            f"The MySQL server has a timezone offset ({abs(server_offset_s)} seconds {side} UTC) which does not match "
+            f"the configured timezone {configured} ({configured_offset_s} seconds). Specify the right "
+            "server-time-zone to avoid inconsistencies for time-related fields."
         )
 
 

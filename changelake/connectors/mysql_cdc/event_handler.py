@@ -68,6 +68,18 @@ def parse_truncate(query: str, default_db: str | None) -> TableId | None:
     return TableId(default_db, first) if default_db else None
 
 
+_FULL_BITMAPS: dict[int, bytes] = {}
+
+
+def _full_bitmap(count: int) -> bytes:
+    """The column bitmap of a full row image of ``count`` columns (unused high bits clear)."""
+    found = _FULL_BITMAPS.get(count)
+    if found is None:
+        value = (1 << count) - 1
+        found = _FULL_BITMAPS[count] = value.to_bytes((count + 7) // 8, "little")
+    return found
+
+
 def missing_columns(bitmap: bytes, count: int) -> list[int]:
     """Indexes (0-based) of the columns absent from a rows event's column bitmap of ``count`` bits."""
     return [i for i in range(count) if i // 8 >= len(bitmap) or not bitmap[i // 8] & (1 << (i % 8))]
@@ -97,7 +109,10 @@ class EventHandler:
     """
 
     def __init__(self, start: SourcePosition, captured: Callable[[TableId], bool], tracker: SchemaTracker,
-                 put: Callable[[tuple[str, Any]], None]) -> None:
+                 put: Callable[[tuple[str, Any]], None], min_ts_ms: int = 0) -> None:
+        #: ``timestamp`` startup: rows events older than this (ms) are counted but not handed out,
+        #: until the first one at or after it (then 0 for good).
+        self.min_ts_ms = min_ts_ms
         self._start = start.binlog
         self._captured = captured
         self._tracker = tracker
@@ -229,6 +244,12 @@ class EventHandler:
                 self._xa_group.extend(HeldChange(schema.table_id, op, b, a, schema.schema) for op, b, a in self._rows(ev, schema))
                 return
             ts_ms = int(ev.timestamp) * 1000
+            if self.min_ts_ms:
+                if ts_ms < self.min_ts_ms:  # before the startup timestamp: counted, not handed out
+                    for _ in range(len(ev.rows)):
+                        self._tx.emit()
+                    return
+                self.min_ts_ms = 0
             for op, before, after in self._rows(ev, schema):
                 if self._tx.emit():
                     self._emit(schema.table_id, op, before, after, schema.schema, ts_ms)
@@ -252,7 +273,12 @@ class EventHandler:
         self._progress(next_pos)
 
     def _emit(self, table: TableId, op: Op, before: Any, after: Any, schema: Any, ts_ms: int) -> None:
-        position = SourcePosition(self._tx.position(), None, self._xa.pending()).to_dict()
+        pending = self._xa.pending() if self._xa.has_pending else ()
+        tx = self._tx
+        if pending:
+            position = SourcePosition(tx.position(), None, pending).to_dict()
+        else:  # the common case, without building a SourcePosition (same dict as its to_dict)
+            position = {"phase": "binlog", "file": tx.file, "pos": tx.tx_start, "row": tx.emitted}
         self._put(("event", DataChangeEvent(table, op, before, after, schema, ts_ms, position)))
 
     def _on_query(self, ev: Any, name: str, start_pos: int, next_pos: int) -> None:
@@ -353,9 +379,13 @@ class EventHandler:
         from pymysqlreplication.row_event import WriteRowsEvent
 
         count = int(ev.number_of_columns)
+        full = _full_bitmap(max(count, len(schema.columns)))
+        bitmap2 = getattr(ev, "columns_present_bitmap2", None)
+        if bytes(ev.columns_present_bitmap) == full and (bitmap2 is None or bytes(bitmap2) == full):
+            return schema  # full images (the common case)
         images = [("after" if isinstance(ev, WriteRowsEvent) else "before", ev.columns_present_bitmap)]
-        if hasattr(ev, "columns_present_bitmap2"):
-            images.append(("after", ev.columns_present_bitmap2))
+        if bitmap2 is not None:
+            images.append(("after", bitmap2))
         names = [c.name for c in schema.columns]
         for image, bitmap in images:
             gone = missing_columns(bytes(bitmap), max(count, len(names)))
@@ -383,8 +413,50 @@ class EventHandler:
         return out
 
 
+#: fast paths of _values: binlog values that are already the changelake value.
+_AS_IS_INT, _AS_IS_STR, _RSTRIP = 1, 2, 3
+_PLANS: dict[int, tuple[tuple[Any, ...], tuple[tuple[str, int, Any], ...]]] = {}
+
+
+def _plan(cols: tuple[Any, ...]) -> tuple[tuple[str, int, Any], ...]:
+    """Per column: (name, fast path, column). Signed integers other than TINYINT(1) arrive as
+    the final int, VARCHAR/TEXT/ENUM as the final str, CHAR as str with trailing spaces to drop;
+    everything else goes through :func:`values.convert`."""
+    hit = _PLANS.get(id(cols))  # by identity: a schema's columns tuple is shared by its rows
+    if hit is not None and hit[0] is cols:
+        return hit[1]
+    out = []
+    for c in cols:
+        fast = 0
+        if c.kind in ("smallint", "mediumint", "int", "bigint") and not c.unsigned:
+            fast = _AS_IS_INT
+        elif c.kind == "tinyint" and not c.unsigned and c.width != 1:
+            fast = _AS_IS_INT
+        elif c.kind in ("varchar", "text", "enum"):
+            fast = _AS_IS_STR
+        elif c.kind == "char":
+            fast = _RSTRIP
+        out.append((c.name, fast, c))
+    plan = tuple(out)
+    if len(_PLANS) > 10_000:
+        _PLANS.clear()
+    _PLANS[id(cols)] = (cols, plan)
+    return plan
+
+
 def _values(cols: tuple[Any, ...], raw: dict[str, Any], none_sources: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     try:
-        return {c.name: convert(c, raw.get(c.name), from_binlog=True, none_source=none_sources.get(c.name)) for c in cols}
+        for name, fast, col in _plan(cols):
+            v = raw.get(name)
+            if fast == _AS_IS_INT and type(v) is int:
+                out[name] = v
+            elif fast == _AS_IS_STR and type(v) is str:
+                out[name] = v
+            elif fast == _RSTRIP and type(v) is str:
+                out[name] = v.rstrip(" ")
+            else:
+                out[name] = convert(col, v, from_binlog=True, none_source=none_sources.get(name))
     except ValueError as exc:
         raise SourceError(str(exc)) from exc
+    return out

@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from changelake.connectors.errors import OptionValidationError
 from changelake.connectors.mysql_cdc.options import (
+    METADATA_COLUMNS,
     OPTION_KEYS,
+    ChunkKeyColumn,
     REQUIRED_KEYS,
     MySqlSourceOptions,
     ServerIdRange,
@@ -66,14 +68,48 @@ def _int(raw: Mapping[str, Any], key: str, minimum: int, default: int | None = N
     return number
 
 
-def validate_startup(mode: StartupMode, file: str | None, pos: int | None) -> None:
-    """specific-offset needs both ``scan.startup.specific-offset.file`` and ``.pos``."""
-    if mode is StartupMode.SPECIFIC_OFFSET and (not file or pos is None):
+def _bool(raw: Mapping[str, Any], key: str, default: bool) -> bool:
+    value = raw.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text not in ("true", "false"):
+        raise OptionValidationError(f"Could not parse value '{value}' for key '{key}': expected true or false", option=key)
+    return text == "true"
+
+
+def validate_startup(mode: StartupMode, file: str | None, pos: int | None, gtid_set: str | None = None,
+                     timestamp_millis: int | None = None) -> None:
+    """specific-offset needs ``.file`` and ``.pos``, or ``.gtid-set``; timestamp needs ``scan.startup.timestamp-millis``."""
+    if mode is StartupMode.SPECIFIC_OFFSET and not gtid_set and (not file or pos is None):
         raise OptionValidationError(
             "'scan.startup.mode' = 'specific-offset' needs 'scan.startup.specific-offset.file' and "
-            f"'scan.startup.specific-offset.pos'; got file={file!r}, pos={pos!r}",
+            "'scan.startup.specific-offset.pos', or 'scan.startup.specific-offset.gtid-set'; "
+            f"got file={file!r}, pos={pos!r}, gtid-set={gtid_set!r}",
             option="scan.startup.specific-offset.file",
         )
+    if mode is StartupMode.TIMESTAMP and timestamp_millis is None:
+        raise OptionValidationError(
+            "'scan.startup.mode' = 'timestamp' needs 'scan.startup.timestamp-millis' (ms since the epoch)",
+            option="scan.startup.timestamp-millis",
+        )
+
+
+def validate_metadata_list(text: str | None) -> tuple[str, ...]:
+    """``metadata.list``: comma-separated names among op_ts, database_name, table_name, row_kind."""
+    if text is None:
+        return ()
+    names = tuple(n.strip() for n in str(text).split(",") if n.strip())
+    unknown = [n for n in names if n not in METADATA_COLUMNS]
+    if unknown:
+        raise OptionValidationError(
+            f"Invalid value for option 'metadata.list': unknown metadata {unknown}; supported are "
+            f"{', '.join(METADATA_COLUMNS)}",
+            option="metadata.list",
+        )
+    return tuple(dict.fromkeys(names))
 
 
 def validate_options(raw: Mapping[str, Any]) -> MySqlSourceOptions:
@@ -122,6 +158,13 @@ def validate_options(raw: Mapping[str, Any]) -> MySqlSourceOptions:
         scan_startup_mode=mode,
         specific_offset_file=str(raw["scan.startup.specific-offset.file"]) if raw.get("scan.startup.specific-offset.file") else None,
         specific_offset_pos=_int(raw, "scan.startup.specific-offset.pos", 4),
+        specific_offset_gtid_set=str(raw["scan.startup.specific-offset.gtid-set"]).strip() if raw.get("scan.startup.specific-offset.gtid-set") else None,
+        startup_timestamp_millis=_int(raw, "scan.startup.timestamp-millis", 0),
+        newly_added_table_enabled=_bool(raw, "scan.newly-added-table.enabled", False),
+        include_comments_enabled=_bool(raw, "include-comments.enabled", False),
+        metadata_list=validate_metadata_list(raw.get("metadata.list")),
+        treat_tinyint1_as_boolean=_bool(raw, "treat-tinyint1-as-boolean.enabled", True),
+        chunk_key_columns=ChunkKeyColumn.parse_all(str(raw["scan.incremental.snapshot.chunk.key-column"])) if raw.get("scan.incremental.snapshot.chunk.key-column") else (),
         snapshot_fetch_size=_int(raw, "scan.snapshot.fetch.size", 2, 1024) or 1024,
         chunk_size=_int(raw, "scan.incremental.snapshot.chunk.size", 2, 8096) or 8096,
         heartbeat_interval=parse_duration(str(raw["heartbeat.interval"]), "heartbeat.interval") if raw.get("heartbeat.interval") is not None else MySqlSourceOptions.__dataclass_fields__["heartbeat_interval"].default,  # type: ignore[arg-type]
@@ -131,7 +174,12 @@ def validate_options(raw: Mapping[str, Any]) -> MySqlSourceOptions:
         raise OptionValidationError(f"The value of option 'port' must be <= 65535, but is {opts.port}", option="port")
     if opts.heartbeat_interval.total_seconds() <= 0:
         raise OptionValidationError(f"The value of option 'heartbeat.interval' must be > 0, but is {raw.get('heartbeat.interval')}", option="heartbeat.interval")
-    validate_startup(mode, opts.specific_offset_file, opts.specific_offset_pos)
+    validate_startup(mode, opts.specific_offset_file, opts.specific_offset_pos, opts.specific_offset_gtid_set,
+                     opts.startup_timestamp_millis)
+    if opts.specific_offset_gtid_set:
+        from changelake.connectors.mysql_cdc.gtid import parse_gtid_set
+
+        parse_gtid_set(opts.specific_offset_gtid_set)
     return opts
 
 

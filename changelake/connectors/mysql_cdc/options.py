@@ -16,7 +16,7 @@ from typing import Any
 from changelake.connectors.errors import OptionValidationError
 from changelake.connectors.mysql_cdc.selectors import TableSelectors
 
-__all__ = ["StartupMode", "ServerIdRange", "MySqlSourceOptions", "parse_duration", "OPTION_KEYS", "REQUIRED_KEYS"]
+__all__ = ["StartupMode", "ChunkKeyColumn", "METADATA_COLUMNS", "ServerIdRange", "MySqlSourceOptions", "parse_duration", "OPTION_KEYS", "REQUIRED_KEYS"]
 
 
 class StartupMode(enum.Enum):
@@ -25,7 +25,48 @@ class StartupMode(enum.Enum):
     INITIAL = "initial"  # snapshot of the captured tables, then the binlog from the snapshot's position
     SNAPSHOT = "snapshot"  # snapshot only; the source is finished (caught up) afterwards
     LATEST_OFFSET = "latest-offset"  # binlog from the server's current end, no snapshot
-    SPECIFIC_OFFSET = "specific-offset"  # binlog from scan.startup.specific-offset.file / .pos
+    SPECIFIC_OFFSET = "specific-offset"  # binlog from .file/.pos, or after scan.startup.specific-offset.gtid-set
+    EARLIEST_OFFSET = "earliest-offset"  # binlog from the oldest binlog file the server still has, no snapshot
+    TIMESTAMP = "timestamp"  # binlog from the first change committed at or after scan.startup.timestamp-millis
+
+
+#: Flink CDC's readable metadata of the MySQL source (``metadata.list``), as columns appended to
+#: every row: name -> (changelake type name, description).
+METADATA_COLUMNS: dict[str, str] = {
+    "op_ts": "TIMESTAMP_LTZ(3) NOT NULL: when the change was made in the database (0 for snapshot rows)",
+    "database_name": "STRING NOT NULL: database of the row",
+    "table_name": "STRING NOT NULL: table of the row",
+    "row_kind": "STRING NOT NULL: +I, -U, +U or -D (the row kind of that image)",
+}
+
+
+@dataclass(frozen=True)
+class ChunkKeyColumn:
+    """One rule of ``scan.incremental.snapshot.chunk.key-column``: tables matching ``tables`` are
+    chunked by ``column``."""
+
+    tables: TableSelectors
+    column: str
+
+    @classmethod
+    def parse_all(cls, text: str) -> tuple["ChunkKeyColumn", ...]:
+        """Parse Flink CDC's ``db1.t_[0-9]+:col1;db2.\\.*:col2;`` form.
+
+        Raises OptionValidationError naming the key and the bad rule.
+        """
+        out = []
+        for rule in (r.strip() for r in text.split(";")):
+            if not rule:
+                continue
+            selector, sep, column = rule.rpartition(":")
+            if not sep or not selector.strip() or not column.strip():
+                raise OptionValidationError(
+                    f"The value of option 'scan.incremental.snapshot.chunk.key-column' is invalid: rule '{rule}' "
+                    "must be '<table selector>:<column>' (rules separated by ';')",
+                    option="scan.incremental.snapshot.chunk.key-column",
+                )
+            out.append(cls(TableSelectors.parse(selector.strip(), "scan.incremental.snapshot.chunk.key-column"), column.strip()))
+        return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -104,10 +145,17 @@ class MySqlSourceOptions:
     port: int = field(default=3306, metadata=_opt("port", "Port of the MySQL server. Default 3306."))
     tables_exclude: TableSelectors | None = field(default=None, metadata=_opt("tables.exclude", "Tables to leave out, same syntax as 'tables', applied after it."))
     server_id: ServerIdRange = field(default=ServerIdRange(5400, 6400), metadata=_opt("server-id", "Replica server id ('5400') or range ('5400-5408'); the first id of the range not used by another replica is taken. Default 5400-6400."))
-    server_time_zone: str | None = field(default=None, metadata=_opt("server-time-zone", "Session time zone of the server (validated only: TIMESTAMP values are always read in UTC)."))
-    scan_startup_mode: StartupMode = field(default=StartupMode.INITIAL, metadata=_opt("scan.startup.mode", "initial | snapshot | latest-offset | specific-offset. Default initial."))
+    server_time_zone: str | None = field(default=None, metadata=_opt("server-time-zone", "Session time zone of the server. As Flink CDC's MySqlValidator, the source refuses to start when it does not match the server's offset from UTC; snapshot reads then use a UTC session, so TIMESTAMP values are exact either way."))
+    scan_startup_mode: StartupMode = field(default=StartupMode.INITIAL, metadata=_opt("scan.startup.mode", "initial | snapshot | latest-offset | earliest-offset | specific-offset | timestamp. Default initial. A stored position always wins."))
     specific_offset_file: str | None = field(default=None, metadata=_opt("scan.startup.specific-offset.file", "Binlog file name for specific-offset."))
     specific_offset_pos: int | None = field(default=None, metadata=_opt("scan.startup.specific-offset.pos", "Binlog position (bytes) for specific-offset."))
+    specific_offset_gtid_set: str | None = field(default=None, metadata=_opt("scan.startup.specific-offset.gtid-set", "GTID set for specific-offset: reading starts after these transactions (MariaDB 'domain-server-seq', as @@gtid_binlog_pos shows it)."))
+    startup_timestamp_millis: int | None = field(default=None, metadata=_opt("scan.startup.timestamp-millis", "For 'timestamp' mode: ms since the epoch; changes committed at or after it are read (binlog timestamps have second resolution)."))
+    newly_added_table_enabled: bool = field(default=False, metadata=_opt("scan.newly-added-table.enabled", "On a restart from a stored position, snapshot tables newly matched by 'tables' and then stream them; tables already captured keep streaming from the stored position. Default false."))
+    include_comments_enabled: bool = field(default=False, metadata=_opt("include-comments.enabled", "Carry table and column comments in the schema. Default false."))
+    metadata_list: tuple[str, ...] = field(default=(), metadata=_opt("metadata.list", "Readable metadata appended to every row as columns, split by ',': op_ts, database_name, table_name, row_kind."))
+    treat_tinyint1_as_boolean: bool = field(default=True, metadata=_opt("treat-tinyint1-as-boolean.enabled", "Whether treat TINYINT(1) as boolean. Default true."))
+    chunk_key_columns: tuple[ChunkKeyColumn, ...] = field(default=(), metadata=_opt("scan.incremental.snapshot.chunk.key-column", "Snapshot chunk key per table ('db.t_[0-9]+:col1;db2.\\.*:col2'); default the primary key. A column outside the primary key orders the snapshot by (column, primary key); a table without primary key is read in ranges of that column."))
     snapshot_fetch_size: int = field(default=1024, metadata=_opt("scan.snapshot.fetch.size", "Rows fetched per round trip while snapshotting. Default 1024."))
     chunk_size: int = field(default=8096, metadata=_opt("scan.incremental.snapshot.chunk.size", "Rows per snapshot chunk (one SELECT ... LIMIT). Default 8096."))
     heartbeat_interval: timedelta = field(default=timedelta(seconds=30), metadata=_opt("heartbeat.interval", "Interval at which the server sends heartbeats on an idle binlog. Default 30s."))
@@ -122,6 +170,13 @@ class MySqlSourceOptions:
             "password": self.password,
             "connect_timeout": max(1, int(self.connect_timeout.total_seconds())),
         }
+
+    def chunk_key_column(self, table_id: Any) -> str | None:
+        """The configured chunk key column of ``table_id`` (first matching rule), or None."""
+        for rule in self.chunk_key_columns:
+            if rule.tables.matches(table_id):
+                return rule.column
+        return None
 
 
 #: option key -> dataclass field name, in declaration order.

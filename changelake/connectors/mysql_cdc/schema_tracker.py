@@ -16,7 +16,7 @@ use a newer display width (documented trade-off; only TINYINT(1) vs TINYINT(n) d
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Sequence
 
 from changelake.changelog.schema import Column, Schema, TableId
@@ -48,11 +48,12 @@ class TableSchema:
     table_id: TableId
     columns: tuple[MySqlColumn, ...]
     primary_key: tuple[str, ...]
+    comment: str | None = None
     schema: Schema = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
-        cols = [Column(c.name, to_data_type(c)) for c in self.columns]
-        object.__setattr__(self, "schema", Schema(tuple(cols), self.primary_key))
+        cols = [Column(c.name, to_data_type(c), c.comment) for c in self.columns]
+        object.__setattr__(self, "schema", Schema(tuple(cols), self.primary_key, comment=self.comment))
 
     def column(self, name: str) -> MySqlColumn:
         for c in self.columns:
@@ -66,6 +67,10 @@ _IS_COLUMNS = (
     "DATETIME_PRECISION, CHARACTER_SET_NAME, COLUMN_KEY FROM information_schema.COLUMNS "
     "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION"
 )
+_IS_COMMENTS = (
+    "SELECT COLUMN_NAME, COLUMN_COMMENT FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s"
+)
+_IS_TABLE_COMMENT = "SELECT TABLE_COMMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s"
 _IS_PK = (
     "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
     "AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION"
@@ -76,26 +81,48 @@ def _text(v: Any) -> Any:
     return v.decode("utf-8") if isinstance(v, (bytes, bytearray)) else v
 
 
-def load_table_schema(conn: Any, table_id: TableId) -> TableSchema:
+def apply_type_options(col: MySqlColumn, tinyint1_as_boolean: bool) -> MySqlColumn:
+    """``treat-tinyint1-as-boolean.enabled`` = false: TINYINT(1) stays TINYINT (its width is dropped)."""
+    if not tinyint1_as_boolean and col.kind == "tinyint" and col.width == 1:
+        return replace(col, width=None)
+    return col
+
+
+def load_table_schema(conn: Any, table_id: TableId, *, include_comments: bool = False,
+                      tinyint1_as_boolean: bool = True) -> TableSchema:
     """Read a table's columns and primary key from information_schema.
 
     Args:
         conn: an open PyMySQL connection.
         table_id: the table.
+        include_comments: also read the table and column comments (``include-comments.enabled``).
+        tinyint1_as_boolean: ``treat-tinyint1-as-boolean.enabled`` (TINYINT(1) -> BOOLEAN).
 
     Raises:
         SourceError: the table does not exist.
     """
+    comments: dict[str, str] = {}
+    table_comment = None
     with conn.cursor() as cur:
         cur.execute(_IS_PK, (table_id.database, table_id.table))
         pk = tuple(str(_text(r[0])) for r in cur.fetchall())
         cur.execute(_IS_COLUMNS, (table_id.database, table_id.table))
         names = [d[0].upper() for d in cur.description]
         rows = [dict(zip(names, (_text(v) for v in r))) for r in cur.fetchall()]
+        if include_comments and rows:
+            cur.execute(_IS_COMMENTS, (table_id.database, table_id.table))
+            comments = {str(_text(n)): str(_text(c)) for n, c in cur.fetchall() if c}
+            cur.execute(_IS_TABLE_COMMENT, (table_id.database, table_id.table))
+            found = cur.fetchone()
+            table_comment = str(_text(found[0])) if found and found[0] else None
     if not rows:
         raise SourceError(f"table {table_id} not found in information_schema")
-    cols = tuple(column_from_information_schema(r, primary_key=str(r["COLUMN_NAME"]) in pk) for r in rows)
-    return TableSchema(table_id, cols, pk)
+    cols = tuple(
+        replace(apply_type_options(column_from_information_schema(r, primary_key=str(r["COLUMN_NAME"]) in pk),
+                                   tinyint1_as_boolean), comment=comments.get(str(r["COLUMN_NAME"])))
+        for r in rows
+    )
+    return TableSchema(table_id, cols, pk, table_comment)
 
 
 def load_table_schemas(conn: Any, table_ids: Iterable[TableId]) -> dict[TableId, TableSchema]:
@@ -134,12 +161,16 @@ def column_from_table_map(col: Any, nullable: bool, hint: MySqlColumn | None = N
             base["length"] = int(getattr(col, "max_length", 0) or 0) or None
         if not binary:
             base["charset"] = _mysql_charset(col)
+        if hint is not None and hint.comment:
+            base["comment"] = hint.comment
         return MySqlColumn(**base)
     found = _BINLOG_KINDS.get(t)
     if found is None:
         raise SourceError(f"column {name!r}: unsupported binlog column type {t}")
     kind = found
     base["kind"] = kind
+    if hint is not None and hint.comment:
+        base["comment"] = hint.comment
     if kind in INTEGER_BITS and hint is not None and hint.kind == kind:
         base["width"] = hint.width
     elif kind == "decimal":
@@ -178,7 +209,7 @@ class SchemaTracker:
         self._load_hints = hints_loader
         self._hints: dict[TableId, TableSchema | None] = {}
         self._by_table_id: dict[int, TableSchema] = {}
-        self._cache: dict[tuple[Any, ...], TableSchema] = {}
+        self._cache: dict[Any, TableSchema] = {}
 
     def invalidate(self, table_id: TableId | None = None) -> None:
         """Forget information_schema hints (of one table, or all after an unparsed DDL)."""
@@ -186,6 +217,7 @@ class SchemaTracker:
             self._hints.clear()
         else:
             self._hints.pop(table_id, None)
+        self._cache.clear()  # schemas built with the old hints
 
     def current(self, table_id: TableId) -> TableSchema | None:
         """The table's schema as information_schema shows it now (None if the table is gone).
@@ -200,10 +232,22 @@ class SchemaTracker:
         return self._hints[table_id]
 
     def on_table_map(self, event: Any) -> TableSchema:
-        """Build (and remember under its binlog table id) the schema of a TableMapEvent."""
+        """Build (and remember under its binlog table id) the schema of a TableMapEvent.
+
+        Cached by the event's body bytes (``event.cache_key``, set by the table-map cache of
+        :mod:`~changelake.connectors.mysql_cdc._replication_fixes`) or, without them, by a
+        signature of its parsed columns; the cache is dropped with the hints after a DDL.
+        """
+        key = getattr(event, "cache_key", None)
+        if key is not None:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._by_table_id[int(event.table_id)] = hit
+                return hit
         table_id = TableId(str(event.schema), str(event.table))
         bitmap: bytes = bytes(event.null_bitmask)
-        signature = (table_id, tuple(tuple(sorted((k, repr(v)) for k, v in c.data.items())) for c in event.columns), bitmap)
+        signature = key if key is not None else (
+            table_id, tuple(tuple(sorted((k, repr(v)) for k, v in c.data.items())) for c in event.columns), bitmap)
         cached = self._cache.get(signature)
         if cached is None:
             hint = self._hint(table_id)
@@ -217,7 +261,7 @@ class SchemaTracker:
             for i, c in enumerate(event.columns):
                 nullable = bool(bitmap[i // 8] & (1 << (i % 8))) and str(c.name) not in pk
                 cols.append(column_from_table_map(c, nullable, hints.get(str(c.name))))
-            cached = TableSchema(table_id, tuple(cols), pk)
+            cached = TableSchema(table_id, tuple(cols), pk, hint.comment if hint is not None else None)
             if len(self._cache) > 10000:
                 self._cache.clear()
             self._cache[signature] = cached

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from changelake.changelog.schema import TableId
 from changelake.connectors.errors import OptionValidationError
 
-__all__ = ["TableSelector", "TableSelectors"]
+__all__ = ["CapturedTables", "TableSelector", "TableSelectors"]
 
 _UNESCAPED_COMMA = re.compile(r"(?<!\\),")
 _UNESCAPED_DOT = re.compile(r"(?<!\\)\.")
@@ -93,3 +93,22 @@ class TableSelectors:
     def matches(self, table_id: TableId) -> bool:
         """True if any selector matches ``table_id``."""
         return any(s.matches(table_id) for s in self.selectors)
+
+
+class CapturedTables:
+    """``tables`` minus ``tables.exclude`` as a memoized, picklable predicate ``f(TableId) -> bool``
+    (the binlog reader asks it for every table-map and rows event, possibly in a worker process)."""
+
+    def __init__(self, tables: TableSelectors, exclude: TableSelectors | None = None) -> None:
+        self.tables = tables
+        self.exclude = exclude
+        self._cache: dict[TableId, bool] = {}
+
+    def __call__(self, table_id: TableId) -> bool:
+        found = self._cache.get(table_id)
+        if found is None:
+            found = self.tables.matches(table_id) and not (self.exclude is not None and self.exclude.matches(table_id))
+            if len(self._cache) > 100_000:
+                self._cache.clear()
+            self._cache[table_id] = found
+        return found

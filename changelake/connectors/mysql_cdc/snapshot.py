@@ -21,7 +21,7 @@ without primary key is read in one pass and restarted from its beginning after a
 from __future__ import annotations
 
 import decimal
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pymysql
 import pymysql.converters
@@ -113,6 +113,16 @@ class SnapshotReader:
         chunk_size: rows per chunk query (``scan.incremental.snapshot.chunk.size``).
         fetch_size: rows per fetch round trip (``scan.snapshot.fetch.size``).
         binlog_position: the snapshot's original binlog position (None: taken from this snapshot).
+        chunk_key_column: ``scan.incremental.snapshot.chunk.key-column`` per table (None: the
+            primary key). With a primary key, rows are read in (column, primary key) order; without
+            one, in ranges of the column's values (``k > last AND k <= boundary``, the boundary
+            being the chunk-size-th value; NULLs in the first range).
+        include_comments: ``include-comments.enabled``.
+        tinyint1_as_boolean: ``treat-tinyint1-as-boolean.enabled``.
+
+    Raises (from :meth:`open`):
+        SourceError: a configured chunk key column is not in its table, or is nullable in a table
+            with a primary key.
     """
 
     def __init__(
@@ -122,8 +132,18 @@ class SnapshotReader:
         chunk_size: int,
         fetch_size: int,
         binlog_position: BinlogPosition | None = None,
+        *,
+        chunk_key_column: Callable[[TableId], str | None] = lambda _t: None,
+        include_comments: bool = False,
+        tinyint1_as_boolean: bool = True,
     ) -> None:
         self._connection = connection
+        self._chunk_key_column = chunk_key_column
+        self._schema_options = {"include_comments": include_comments, "tinyint1_as_boolean": tinyint1_as_boolean}
+        self._keys: dict[str, tuple[tuple[str, ...], bool]] = {}
+        #: every table this snapshot reads (``db.table``).
+        self.tables_read: list[str] = list(progress.tables)
+        self._range_end: Any = None
         self.progress = progress
         self._chunk = chunk_size
         self._fetch = fetch_size
@@ -161,8 +181,32 @@ class SnapshotReader:
         if self.binlog_position is None:
             self.binlog_position = here
         for name in self.progress.tables:
-            self._schemas[name] = load_table_schema(self._conn, TableId.parse(name))
+            table = load_table_schema(self._conn, TableId.parse(name), **self._schema_options)
+            self._schemas[name] = table
+            self._keys[name] = self._order_key(table)
         return self.binlog_position
+
+    def _order_key(self, table: TableSchema) -> tuple[tuple[str, ...], bool]:
+        """(columns the table is read in order of, ranged): ranged means a non-unique chunk key."""
+        column = self._chunk_key_column(table.table_id)
+        pk = table.primary_key
+        if column is None:
+            return pk, False
+        if column not in {c.name for c in table.columns}:
+            raise SourceError(
+                f"'scan.incremental.snapshot.chunk.key-column' names column {column!r}, which table "
+                f"{table.table_id} does not have (columns: {[c.name for c in table.columns]})"
+            )
+        if not pk:
+            return (column,), True
+        if column in pk:
+            return (column,) + tuple(k for k in pk if k != column), False
+        if table.column(column).nullable:
+            raise SourceError(
+                f"'scan.incremental.snapshot.chunk.key-column' column {column!r} of table {table.table_id} is "
+                "nullable; a chunk key outside the primary key must be NOT NULL"
+            )
+        return (column,) + pk, False
 
     def close(self) -> None:
         """End the snapshot transaction and close the connection (idempotent)."""
@@ -174,8 +218,42 @@ class SnapshotReader:
                 pass
             self._conn = None
 
+    def _range_rows(self, table: TableSchema, column: str, after: Any) -> Iterator[tuple[TableSchema, tuple[Any, ...]]]:
+        """One range of a non-unique chunk key: ``(after, boundary]`` (plus NULLs in the first)."""
+        name = f"{quote(table.table_id.database or '')}.{quote(table.table_id.table)}"
+        q = quote(column)
+        start = f"{q} > %s" if after is not None else f"{q} IS NOT NULL"
+        params: list[Any] = [_key_param(table, column, after)] if after is not None else []
+        with self._conn.cursor() as cur:
+            cur.execute(f"SELECT MAX(k) FROM (SELECT {q} AS k FROM {name} WHERE {start} ORDER BY {q} "
+                        f"LIMIT {int(self._chunk)}) AS chunk", params)
+            found = cur.fetchone()
+        boundary = found[0] if found else None
+        self._range_end = boundary
+        if boundary is None and after is not None:
+            return
+        if boundary is None:
+            where, params = f"{q} IS NULL", []
+        else:
+            where = (f"({q} IS NULL OR {q} <= %s)" if after is None else f"{start} AND {q} <= %s")
+            params = params + [_key_param(table, column, boundary)]
+        cur = self._conn.cursor(pymysql.cursors.SSCursor)
+        try:
+            cur.execute(f"SELECT {select_list(table)} FROM {name} WHERE {where}", params)
+            while True:
+                batch = cur.fetchmany(self._fetch)
+                if not batch:
+                    break
+                for row in batch:
+                    yield table, row
+        finally:
+            cur.close()
+
     def _chunk_rows(self, table: TableSchema, after_key: tuple[Any, ...] | None) -> Iterator[tuple[TableSchema, tuple[Any, ...]]]:
-        pk = table.primary_key
+        pk, ranged = self._keys.get(str(table.table_id), (table.primary_key, False))
+        if ranged:
+            yield from self._range_rows(table, pk[0], after_key[0] if after_key else None)
+            return
         sql = f"SELECT {select_list(table)} FROM {quote(table.table_id.database or '')}.{quote(table.table_id.table)}"
         params: list[Any] = []
         if pk:
@@ -213,6 +291,7 @@ class SnapshotReader:
             if self._rows is None:
                 self._rows = self._chunk_rows(table, self.progress.after_key)
                 self._chunk_count = 0
+            key_columns, ranged = self._keys.get(name, (table.primary_key, False))
             try:
                 row_item = next(self._rows, None)
             except Exception as exc:
@@ -223,7 +302,12 @@ class SnapshotReader:
                                                cause=f"{type(exc).__name__}: {exc}") from exc
             if row_item is None:
                 self._rows = None
-                if not table.primary_key or self._chunk_count < self._chunk:
+                if ranged:
+                    if self._range_end is None:
+                        self.progress = SnapshotProgress(self.progress.tables[1:], None)  # table finished
+                    else:  # the range is done: the next one starts after its boundary
+                        self.progress = SnapshotProgress(self.progress.tables, (self._range_end,))
+                elif not key_columns or self._chunk_count < self._chunk:
                     self.progress = SnapshotProgress(self.progress.tables[1:], None)  # table finished
                 continue
             _, raw = row_item
@@ -232,9 +316,9 @@ class SnapshotReader:
                 after = {c.name: convert(c, v) for c, v in zip(table.columns, raw)}
             except ValueError as exc:
                 raise SourceError(f"snapshot of {name}: {exc}") from exc
-            if table.primary_key:
+            if key_columns and not ranged:
                 idx = {c.name: i for i, c in enumerate(table.columns)}
-                key = tuple(raw[idx[k]] for k in table.primary_key)
+                key = tuple(raw[idx[k]] for k in key_columns)
                 self.progress = SnapshotProgress(self.progress.tables, key)
             position = SourcePosition(self.binlog_position, self.progress).to_dict()
             out.append(DataChangeEvent(table.table_id, Op.READ, None, after, table.schema, 0, position))

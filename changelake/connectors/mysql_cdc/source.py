@@ -19,7 +19,9 @@ continues exactly after that event (snapshot progress or binlog transaction + ro
 from __future__ import annotations
 
 import logging
+import os
 import time
+from dataclasses import replace
 from typing import Any, Mapping
 
 from changelake.changelog.event import DataChangeEvent
@@ -30,13 +32,19 @@ from changelake.connectors.mysql_cdc.binlog import BinlogReader, Progress, is_co
 from changelake.connectors.mysql_cdc.errors import BinlogPurgedError, ServerIdClashError
 from changelake.connectors.mysql_cdc.options import MySqlSourceOptions, StartupMode
 from changelake.connectors.mysql_cdc.positions import BinlogPosition, SnapshotProgress, SourcePosition, binlog_file_index
+from changelake.connectors.mysql_cdc.gtid import earliest_position, gtid_start_position, parse_gtid_set, timestamp_start_file
+from changelake.connectors.mysql_cdc.metadata import MetadataColumns as _MetadataColumns
 from changelake.connectors.mysql_cdc.preflight import (
     check_binlog_settings,
+    check_privileges,
+    check_server_time_zone,
     choose_server_id,
     read_variables,
     used_server_ids,
 )
 from changelake.connectors.mysql_cdc.schema_tracker import SchemaTracker, TableSchema, list_tables, load_table_schema
+from changelake.connectors.mysql_cdc.reader_process import ProcessBinlogReader, ReaderConfig
+from changelake.connectors.mysql_cdc.selectors import CapturedTables
 from changelake.connectors.mysql_cdc.snapshot import SnapshotReader, text_connection
 
 __all__ = ["MySqlSource"]
@@ -69,15 +77,24 @@ class MySqlSource:
             options = validate_options(options)
         self.options = options
         self._start = SourcePosition.from_dict(start_position) if start_position else None
+        tables = start_position.get("tables") if start_position else None
+        self._start_tables: tuple[str, ...] | None = tuple(str(t) for t in tables) if isinstance(tables, list) else None
         self._ctl: Any = None
         self._snapshot: SnapshotReader | None = None
-        self._reader: BinlogReader | None = None
+        self._reader: BinlogReader | ProcessBinlogReader | None = None
         self._position: SourcePosition | None = self._start
         self._consumed: tuple[tuple[str, int], int] | None = None
         self._target: tuple[tuple[str, int], int] | None = None
         self._finished = False
         self._server_id: int | None = None
         self._tables: list[TableId] = []
+        #: tables whose changes this pipeline has delivered or snapshotted (``db.table``), kept in
+        #: :attr:`position` so that a later run can tell newly added tables apart.
+        self._known: set[str] = set()
+        self._known_ids: set[TableId] = set()
+        self._captured = CapturedTables(options.tables, options.tables_exclude)
+        self._resume_after_snapshot: SourcePosition | None = None
+        self._metadata = _MetadataColumns(options.metadata_list) if options.metadata_list else None
         self._hint_conn: Any = None
 
     def __repr__(self) -> str:
@@ -86,8 +103,17 @@ class MySqlSource:
     # -- properties ----------------------------------------------------------------------------
     @property
     def position(self) -> dict[str, Any] | None:
-        """The position after the last event returned (or progress seen), JSON-serialisable."""
-        return self._position.to_dict() if self._position else None
+        """The position after the last event returned (or progress seen), JSON-serialisable.
+
+        Besides the resume point (see :mod:`~changelake.connectors.mysql_cdc.positions`) it lists
+        the captured tables (``"tables": ["db.t", ...]``), which ``scan.newly-added-table.enabled``
+        compares with ``tables`` on the next run.
+        """
+        if self._position is None:
+            return None
+        out = self._position.to_dict()
+        out["tables"] = sorted(self._known)
+        return out
 
     @property
     def server_id(self) -> int | None:
@@ -105,10 +131,9 @@ class MySqlSource:
         return list(self._tables)
 
     def is_captured(self, table_id: TableId) -> bool:
-        """True if ``tables`` selects the table and ``tables.exclude`` does not."""
-        if not self.options.tables.matches(table_id):
-            return False
-        return not (self.options.tables_exclude and self.options.tables_exclude.matches(table_id))
+        """True if ``tables`` selects the table and ``tables.exclude`` does not (memoized: the
+        binlog reader asks for every table-map and rows event)."""
+        return self._captured(table_id)
 
     # -- lifecycle ------------------------------------------------------------------------------
     def open(self) -> None:
@@ -129,29 +154,76 @@ class MySqlSource:
             ) from exc
         variables = read_variables(self._ctl)
         check_binlog_settings(variables)
+        mode = self.options.scan_startup_mode
+        if self.options.server_time_zone:
+            check_server_time_zone(self._ctl, self.options.server_time_zone)
+        check_privileges(self._ctl, [], needs_snapshot=False, version=variables.get("version", ""), user=self.options.username)
+        self._tables = self._find_tables()
+        needs_snapshot = (self._start is None and mode in (StartupMode.INITIAL, StartupMode.SNAPSHOT)) or (
+            self._start is not None and (self._start.snapshot is not None or self.options.newly_added_table_enabled))
+        check_privileges(self._ctl, self._tables, needs_snapshot=needs_snapshot, version=variables.get("version", ""),
+                         user=self.options.username)
         own = int(variables["server_id"]) if variables.get("server_id") else None
         self._server_id = self._choose_server_id(own)
-        self._tables = self._find_tables()
 
         start = self._start
-        mode = self.options.scan_startup_mode
+        stored_tables = self._stored_tables
+        new_tables = self._newly_added(stored_tables) if start is not None else []
+        self._known = set(stored_tables or ()) | {str(t) for t in self._tables if str(t) not in new_tables}
         if start is not None and start.snapshot is not None:
             self._check_binlog_exists(start.binlog)
-            self._start_snapshot(start.snapshot, start.binlog)
+            progress = start.snapshot
+            if new_tables:  # the snapshot is not finished: the new tables join it
+                progress = SnapshotProgress(progress.tables + tuple(t for t in new_tables if t not in progress.tables), progress.after_key)
+            if start.xa_prepared:  # a newly-added-table snapshot interrupted: keep the prepared XA groups
+                self._resume_after_snapshot = replace(start, snapshot=None)
+            self._start_snapshot(progress, start.binlog)
         elif start is not None:
             self._check_binlog_exists(start.binlog)
             for prepared in start.xa_prepared:
                 self._check_binlog_exists(BinlogPosition(prepared.file, prepared.pos))
-            self._start_binlog(start)
+            if new_tables:
+                # snapshot the new tables first; then every table streams from the stored position
+                # (the new tables' changes since then are replayed on top of their snapshot)
+                log.info("scan.newly-added-table.enabled: snapshotting newly added tables %s, then streaming from %s",
+                         new_tables, start.binlog)
+                self._resume_after_snapshot = start
+                self._start_snapshot(SnapshotProgress(tuple(new_tables)), start.binlog)
+            else:
+                self._start_binlog(start)
         elif mode in (StartupMode.INITIAL, StartupMode.SNAPSHOT):
             self._start_snapshot(SnapshotProgress(tuple(str(t) for t in self._tables)), None)
         elif mode is StartupMode.LATEST_OFFSET:
             self._start_binlog(self._master_status())
+        elif mode is StartupMode.EARLIEST_OFFSET:
+            self._start_binlog(earliest_position(self._ctl))
+        elif mode is StartupMode.TIMESTAMP:
+            assert self.options.startup_timestamp_millis is not None
+            ts = self.options.startup_timestamp_millis
+            self._start_binlog(timestamp_start_file(self.options.connection_kwargs(), self._server_id, self._ctl, ts), min_ts_ms=ts)
+        elif self.options.specific_offset_gtid_set:
+            (gtid,) = parse_gtid_set(self.options.specific_offset_gtid_set).values()
+            self._start_binlog(gtid_start_position(self._ctl, gtid))
         else:
             assert self.options.specific_offset_file and self.options.specific_offset_pos is not None
             pos = BinlogPosition(self.options.specific_offset_file, self.options.specific_offset_pos)
             self._check_binlog_exists(pos)
             self._start_binlog(pos)
+
+    @property
+    def _stored_tables(self) -> list[str] | None:
+        return None if self._start_tables is None else list(self._start_tables)
+
+    def _newly_added(self, stored: list[str] | None) -> list[str]:
+        """Captured tables the stored position does not list (``scan.newly-added-table.enabled``)."""
+        if not self.options.newly_added_table_enabled:
+            return []
+        if stored is None:
+            log.warning("scan.newly-added-table.enabled: the stored position lists no tables (written by an older "
+                        "version); newly added tables cannot be told apart and are streamed without a snapshot")
+            return []
+        known = set(stored)
+        return [str(t) for t in self._tables if str(t) not in known]
 
     def close(self) -> None:
         """Stop reading and close every connection (idempotent)."""
@@ -188,32 +260,50 @@ class MySqlSource:
         """
         if self._snapshot is not None:
             events = self._snapshot.read(max_events)
+            resume = self._resume_after_snapshot
             if events:
                 self._position = SourcePosition.from_dict(events[-1].position)
+                if resume is not None and resume.xa_prepared:
+                    self._position = replace(self._position, xa_prepared=resume.xa_prepared)
+                self._known.update(str(e.table) for e in events)
             if self._snapshot.done:
                 binlog_pos = self._snapshot.binlog_position
                 assert binlog_pos is not None
+                self._known.update(self._snapshot.tables_read)
                 self._snapshot.close()
                 self._snapshot = None
-                self._position = SourcePosition(binlog_pos)
-                if self.options.scan_startup_mode is StartupMode.SNAPSHOT:
-                    self._finished = True
+                if resume is not None:
+                    self._resume_after_snapshot = None
+                    self._position = SourcePosition(resume.binlog, None, resume.xa_prepared)
+                    self._start_binlog(resume)
                 else:
-                    self._start_binlog(binlog_pos)
+                    self._position = SourcePosition(binlog_pos)
+                    if self.options.scan_startup_mode is StartupMode.SNAPSHOT:
+                        self._finished = True
+                    else:
+                        self._start_binlog(binlog_pos)
             if events:
-                return events
+                return self._metadata.apply(events) if self._metadata else events
         if self._reader is None:
             return []
         out: list[DataChangeEvent] = []
+        seen = self._known_ids
+        last_event: DataChangeEvent | None = None
         for kind, item in self._reader.take(max_events, timeout_s):
             if kind == "event":
                 out.append(item)
-                self._position = SourcePosition.from_dict(item.position)
+                last_event = item
+                if item.table not in seen:
+                    seen.add(item.table)
+                    self._known.add(str(item.table))
             elif kind == "progress":
                 assert isinstance(item, Progress)
+                last_event = None
                 self._position = item.position
                 self._consumed = (binlog_file_index(item.file), item.next_pos)
-        return out
+        if last_event is not None:
+            self._position = SourcePosition.from_dict(last_event.position)
+        return self._metadata.apply(out) if self._metadata and out else out
 
     def caught_up(self) -> bool:
         """True once the reader has reached the binlog end that existed at the last check.
@@ -300,35 +390,50 @@ class MySqlSource:
             )
 
     def _start_snapshot(self, progress: SnapshotProgress, binlog_pos: BinlogPosition | None) -> None:
+        o = self.options
         self._snapshot = SnapshotReader(
-            self.options.connection_kwargs(), progress, self.options.chunk_size, self.options.snapshot_fetch_size, binlog_pos
+            o.connection_kwargs(), progress, o.chunk_size, o.snapshot_fetch_size, binlog_pos,
+            chunk_key_column=o.chunk_key_column, include_comments=o.include_comments_enabled,
+            tinyint1_as_boolean=o.treat_tinyint1_as_boolean,
         )
         pos = self._snapshot.open()
         self._position = SourcePosition(pos, progress)
 
-    def _start_binlog(self, start: BinlogPosition | SourcePosition) -> None:
+    def _start_binlog(self, start: BinlogPosition | SourcePosition, min_ts_ms: int = 0) -> None:
+        """Start the binlog reader at ``start``: in a worker process (default), or in a thread when
+        the environment sets ``CHANGELAKE_MYSQL_CDC_READER=thread`` (same events and positions)."""
         pos = start.binlog if isinstance(start, SourcePosition) else start
+        begin = start if isinstance(start, SourcePosition) else SourcePosition(start)
         conn_kwargs = self.options.connection_kwargs()
-
-        # The hints loader runs in the reader thread; give it its own connection.
-        self._hint_conn = text_connection(conn_kwargs)
-
-        def thread_hints(table_id: TableId) -> TableSchema | None:
-            self._hint_conn = _alive(self._hint_conn, conn_kwargs)
-            try:
-                return load_table_schema(self._hint_conn, table_id)
-            except SourceError:  # the table is gone: decode from the table-map alone
-                return None
-
         assert self._server_id is not None
-        self._reader = BinlogReader(
-            conn_kwargs, self._server_id, start, self.is_captured, SchemaTracker(thread_hints),
-            heartbeat_s=self.options.heartbeat_interval.total_seconds(),
-            connect_timeout_s=self.options.connect_timeout.total_seconds(),
-        )
-        self._reader.start()
+        reader: BinlogReader | ProcessBinlogReader
+        if os.environ.get("CHANGELAKE_MYSQL_CDC_READER", "process") != "thread":
+            reader = ProcessBinlogReader(ReaderConfig(
+                conn_kwargs, self._server_id, begin, self._captured, self.options.include_comments_enabled,
+                self.options.treat_tinyint1_as_boolean, self.options.heartbeat_interval.total_seconds(),
+                self.options.connect_timeout.total_seconds(), min_ts_ms,
+            ))
+        else:
+            # The hints loader runs in the reader thread; give it its own connection.
+            self._hint_conn = text_connection(conn_kwargs)
+
+            def thread_hints(table_id: TableId) -> TableSchema | None:
+                self._hint_conn = _alive(self._hint_conn, conn_kwargs)
+                try:
+                    return load_table_schema(self._hint_conn, table_id, include_comments=self.options.include_comments_enabled,
+                                             tinyint1_as_boolean=self.options.treat_tinyint1_as_boolean)
+                except SourceError:  # the table is gone: decode from the table-map alone
+                    return None
+
+            reader = BinlogReader(
+                conn_kwargs, self._server_id, begin, self._captured, SchemaTracker(thread_hints),
+                heartbeat_s=self.options.heartbeat_interval.total_seconds(),
+                connect_timeout_s=self.options.connect_timeout.total_seconds(), min_ts_ms=min_ts_ms,
+            )
+        self._reader = reader
+        reader.start()
         if self._position is None or self._position.snapshot is not None:
-            self._position = start if isinstance(start, SourcePosition) else SourcePosition(pos)
+            self._position = begin if isinstance(start, SourcePosition) else SourcePosition(pos)
 
 
 def _alive(conn: Any, conn_kwargs: dict[str, Any]) -> Any:

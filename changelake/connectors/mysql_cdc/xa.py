@@ -43,6 +43,11 @@ class XaBook:
         self._prepared: dict[str, PreparedXa] = {x.xid: x for x in prepared}
         self._held: dict[str, list[HeldChange]] = {}
 
+    @property
+    def has_pending(self) -> bool:
+        """True while some prepared transaction is unresolved."""
+        return bool(self._prepared)
+
     def pending(self) -> tuple[PreparedXa, ...]:
         """Prepared, unresolved transactions, in binlog order."""
         return tuple(sorted(self._prepared.values(), key=PreparedXa.sort_key))

@@ -70,7 +70,11 @@ def test_missing_required_option(key):
     [
         ("server-id", "abc", "The value of option 'server-id' is invalid: 'abc'"),
         ("server-id", "5408-5400", "The value of option 'server-id' is invalid"),
-        ("scan.startup.mode", "timestamp", "Invalid value for option 'scan.startup.mode'. Supported values are [initial, snapshot, latest-offset, specific-offset], but was: timestamp"),
+        ("scan.startup.mode", "latest", "Invalid value for option 'scan.startup.mode'. Supported values are [initial, snapshot, latest-offset, specific-offset, earliest-offset, timestamp], but was: latest"),
+        ("treat-tinyint1-as-boolean.enabled", "yes", "Could not parse value 'yes' for key 'treat-tinyint1-as-boolean.enabled'"),
+        ("scan.incremental.snapshot.chunk.key-column", "db.t", "rule 'db.t' must be '<table selector>:<column>'"),
+        ("metadata.list", "op_ts,op_type", "unknown metadata ['op_type']"),
+        ("scan.startup.timestamp-millis", "-1", "must larger than -1, but is -1"),
         ("scan.snapshot.fetch.size", "1", "The value of option 'scan.snapshot.fetch.size' must larger than 1, but is 1"),
         ("scan.incremental.snapshot.chunk.size", "0", "must larger than 1, but is 0"),
         ("heartbeat.interval", "soon", "Could not parse value 'soon' for key 'heartbeat.interval'"),
