@@ -51,7 +51,9 @@ def _materialize_lake(defs) -> dict[str, dict]:
 
     from changelake.commands.pipeline import QUIET_LOG_LEVEL
 
-    job = defs.resolve_job_def("kafka_to_iceberg_materialize")
+    # The lake tables (one asset each) with their checks, as the lag sensor or the UI materializes them.
+    lake = dg.define_asset_job("demo_lake_tables", selection=dg.AssetSelection.groups("lake"))
+    job = dg.Definitions.merge(defs, dg.Definitions(jobs=[lake])).resolve_job_def("demo_lake_tables")
     result = job.execute_in_process(
         instance=dg.DagsterInstance.get(),
         raise_on_error=False,

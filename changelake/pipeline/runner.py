@@ -302,6 +302,7 @@ def run_kafka_to_iceberg(
                     batch_offsets: dict[str, int] = {}
                     per_table: dict[TableId, tuple[Schema, list[Any]]] = {}
                     applied: dict[str, int] = {}  # change events per sink table
+                    ops: dict[str, dict[str, int]] = {}  # per sink table: op letter -> change events
                     for record in records:
                         tp = topic_partition(record.topic, record.partition)
                         batch_offsets[tp] = max(batch_offsets.get(tp, 0), record.offset + 1)
@@ -326,6 +327,8 @@ def run_kafka_to_iceberg(
                                 )
                             known_schemas[event.table] = schema
                             applied[str(event.table)] = applied.get(str(event.table), 0) + 1
+                            table_ops = ops.setdefault(str(event.table), {})
+                            table_ops[event.op.value] = table_ops.get(event.op.value, 0) + 1
                             items = prev[1] if prev else []
                             if prev and prev[0] != schema:
                                 sink.add(event.table, items, prev[0], {})
@@ -347,7 +350,8 @@ def run_kafka_to_iceberg(
                     for table, count in applied.items():
                         stats.tables[table] = stats.tables.get(table, 0) + count
                     if on_batch:
-                        on_batch({"records": len(records), "tables": applied, "commits": len(results)})
+                        on_batch({"records": len(records), "tables": applied, "commits": len(results),
+                                  "ops": ops, "results": results})
                 # Every polled record is committed by now: the checkpoint may move to the consumer's
                 # positions, which also step over transaction markers at the end of a partition.
                 for (topic, partition), pos in source.positions().items():
