@@ -121,7 +121,7 @@ def build_lake_assets(path: Path, structure: PipelineDefinition) -> dg.AssetsDef
         defn = replace(defn, source={**defn.source, "topic": ";".join(str(t) for t in selected)})
         reporter = LakeReporter(defn, per_commit=False)
         try:
-            with PipelineLock(state_dir(), defn.name, context.run_id):
+            with PipelineLock(state_dir(), defn.name, context.run.run_id):
                 stats = run_pipeline(defn, until_caught_up=True, on_batch=reporter.progress.add)
                 positions = kafka_lag(defn)
         finally:

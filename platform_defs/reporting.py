@@ -103,7 +103,12 @@ class LakeReporter(Reporter):
         from changelake.connectors.iceberg import parse_sink_options
 
         namespace = parse_sink_options(defn.options("sink")).namespace
-        self.progress = LakeProgress(identifier=lambda t: ".".join(namespace.identifier(TableId.parse(t))))
+        from changelake.pipeline.lake_checks import topics_of_table
+
+        self.progress = LakeProgress(
+            identifier=lambda t: ".".join(namespace.identifier(TableId.parse(t))),
+            topics_of=lambda t: topics_of_table(defn, TableId.parse(t)),
+        )
         self._probe = KafkaEndOffsets.from_options(defn.options("source"))
         self._per_commit = per_commit
 

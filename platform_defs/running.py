@@ -92,7 +92,7 @@ def run_supervised(
         finally:
             events.put(_DONE)
 
-    with PipelineLock(state_dir(), defn.name, context.run_id), _stop_on_signals(stop, context.log):
+    with PipelineLock(state_dir(), defn.name, context.run.run_id), _stop_on_signals(stop, context.log):
         thread = threading.Thread(target=work, name=f"pipeline-{defn.name}", daemon=True)
         thread.start()
         try:

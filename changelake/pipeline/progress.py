@@ -67,11 +67,15 @@ class LakeProgress:
     Args:
         identifier: maps a sink table (``db.table``) to its lake identifier (``namespace.table``);
             identity by default.
+        topics_of: maps a sink table to the topics it is read from; a commit's offsets are kept
+            for those topics only (the sink stores the whole batch's offsets with each table).
+            None keeps them all.
     """
 
-    def __init__(self, identifier: Any = None) -> None:
+    def __init__(self, identifier: Any = None, topics_of: Any = None) -> None:
         self.tables: dict[str, TableProgress] = {}
         self._identifier = identifier or (lambda table: table)
+        self._topics_of = topics_of
 
     def add(self, batch: Mapping[str, Any]) -> list[TableProgress]:
         """Fold one batch in; returns the per-table progress of this batch alone (changed tables)."""
@@ -81,7 +85,11 @@ class LakeProgress:
             result = results.get(self._identifier(table))
             if result is None or getattr(result, "skipped", False):
                 continue
-            step = TableProgress(table, commits=1, offsets=dict(result.offsets), snapshot_id=result.snapshot_id,
+            offsets = dict(result.offsets)
+            if self._topics_of is not None:
+                topics = set(self._topics_of(table))
+                offsets = {tp: o for tp, o in offsets.items() if tp.rpartition("/")[0] in topics}
+            step = TableProgress(table, commits=1, offsets=offsets, snapshot_id=result.snapshot_id,
                                  truncated=bool(getattr(result, "truncated", False)))
             for op, count in ops.items():
                 name = _OP_FIELD.get(op)
