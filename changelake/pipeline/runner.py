@@ -175,6 +175,7 @@ def run_mysql_to_kafka(
         source.open()
         try:
             committed = position
+            stats.position = position  # a run that finds nothing new still reports where it stands
             while True:
                 events = source.poll(max_events=batch_size, timeout_s=0.5)
                 # The source's position also moves past idle or uncaptured binlog traffic and from
