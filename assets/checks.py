@@ -10,11 +10,13 @@
 """
 
 
+import re
 from pathlib import Path
 
 import dagster as dg
 
 from assets.lake import lake_tables
+from changelake.changelog import TableId
 from changelake.pipeline.definition import PipelineDefinition, load_pipeline
 from platform_defs.keys import job_name, lake_asset_key
 from resources.connections import IcebergCatalogResource, KafkaResource, MySqlResource, pipeline_env
@@ -41,18 +43,21 @@ def _descriptions(table: object) -> dict[str, str]:
     }
 
 
-def build_key_state_checks(path: Path, structure: PipelineDefinition) -> dg.AssetChecksDefinition:
-    """The checks of every lake table of the pipeline, evaluated by one op (subsettable)."""
-    tables = lake_tables(structure)
+def build_key_state_checks(path: Path, structure: PipelineDefinition) -> list[dg.AssetChecksDefinition]:
+    """The checks of every lake table of the pipeline: one definition per table (its three checks,
+    subsettable), so a table that was not materialized does not hold back the others' checks."""
+    return [_table_checks(path, structure, table) for table in lake_tables(structure)]
+
+
+def _table_checks(path: Path, structure: PipelineDefinition, table: TableId) -> dg.AssetChecksDefinition:
+    asset = lake_asset_key(str(table))
     specs = [
-        dg.AssetCheckSpec(
-            name, asset=lake_asset_key(str(t)), description=_descriptions(t)[name], blocking=False,
-        )
-        for t in tables
+        dg.AssetCheckSpec(name, asset=asset, description=_descriptions(table)[name], blocking=False)
         for name in LAKE_CHECKS
     ]
+    node = re.sub(r"\W", "_", f"{job_name(structure)}_{table}_checks")
 
-    @dg.multi_asset_check(name=f"{job_name(structure)}_lake_checks", specs=specs, can_subset=True)
+    @dg.multi_asset_check(name=node, specs=specs, can_subset=True)
     def lake_checks(
         context: dg.AssetCheckExecutionContext, mysql: MySqlResource, kafka: KafkaResource, lake: IcebergCatalogResource
     ):
@@ -62,24 +67,20 @@ def build_key_state_checks(path: Path, structure: PipelineDefinition) -> dg.Asse
 
         defn = load_pipeline(path, env=pipeline_env(mysql, kafka, lake))
         selected = context.selected_asset_check_keys
-        for table in tables:
-            asset = lake_asset_key(str(table))
-            for name in LAKE_CHECKS:
-                if dg.AssetCheckKey(asset, name) not in selected:
-                    continue
-                severity = dg.AssetCheckSeverity.WARN if name == FRESHNESS_CHECK else dg.AssetCheckSeverity.ERROR
-                try:
-                    if name == KEY_STATE_CHECK:
-                        result = verify_lake_table(defn, table, recheck_after_s=2.0)
-                    elif name == UNIQUE_KEYS_CHECK:
-                        result = check_unique_keys(defn, table)
-                    else:
-                        result = check_freshness(defn, table, max_age_s=FRESHNESS_MAX_AGE_S)
-                    passed, metadata = result.passed, result.metadata()
-                except ChangelakeError as exc:  # e.g. the lake table does not exist yet
-                    passed, metadata = False, {"error": f"{type(exc).__name__}: {exc}"}
-                yield dg.AssetCheckResult(
-                    asset_key=asset, check_name=name, passed=passed, severity=severity, metadata=metadata,
-                )
+        for name in LAKE_CHECKS:
+            if dg.AssetCheckKey(asset, name) not in selected:
+                continue
+            severity = dg.AssetCheckSeverity.WARN if name == FRESHNESS_CHECK else dg.AssetCheckSeverity.ERROR
+            try:
+                if name == KEY_STATE_CHECK:
+                    result = verify_lake_table(defn, table, recheck_after_s=2.0)
+                elif name == UNIQUE_KEYS_CHECK:
+                    result = check_unique_keys(defn, table)
+                else:
+                    result = check_freshness(defn, table, max_age_s=FRESHNESS_MAX_AGE_S)
+                passed, metadata = result.passed, result.metadata()
+            except ChangelakeError as exc:  # e.g. the lake table does not exist yet
+                passed, metadata = False, {"error": f"{type(exc).__name__}: {exc}"}
+            yield dg.AssetCheckResult(asset_key=asset, check_name=name, passed=passed, severity=severity, metadata=metadata)
 
     return lake_checks

@@ -44,7 +44,7 @@ def defs() -> dg.Definitions:
         if structure.sink_type == "iceberg":
             lake = build_lake_assets(path, structure)
             assets.append(lake)
-            checks.append(build_key_state_checks(path, structure))
+            checks.extend(build_key_state_checks(path, structure))
             sensors.append(make_lag_sensor(lake, path, structure.name))
             freshness_checks += [dg.AssetCheckKey(lake_asset_key(str(t)), FRESHNESS_CHECK) for t in lake_tables(structure)]
         else:

@@ -42,7 +42,7 @@ def run_checks(pipeline: Path | None = None) -> tuple[bool, list[dict]]:
     assets, checks = [], []
     for path, structure in pipelines:
         assets.append(build_lake_assets(path, structure))
-        checks.append(build_key_state_checks(path, structure))
+        checks.extend(build_key_state_checks(path, structure))
     if not checks:
         return True, []
     job = dg.define_asset_job("changelake_check", selection=dg.AssetSelection.all_asset_checks(),

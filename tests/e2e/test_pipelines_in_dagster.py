@@ -102,11 +102,15 @@ def test_pipeline_job_then_lake_assets_pass_their_checks(code_location, mysql_pa
         cur.execute("UPDATE a SET v = 2.5 WHERE id = 1")
     conn.close()
     job.execute_in_process(run_config={"ops": {op: {"config": {"until_caught_up": True}}}}, instance=instance)
-    one = dg.define_asset_job("one", selection=dg.AssetSelection.assets(dg.AssetKey(["lake", db, "a"]), dg.AssetKey(["lake", db, "b"])).without_checks())
+    one = dg.define_asset_job("one", selection=dg.AssetSelection.assets(dg.AssetKey(["lake", db, "a"]), dg.AssetKey(["lake", db, "b"])))
     result = dg.Definitions.merge(defs, dg.Definitions(jobs=[one])).resolve_job_def("one").execute_in_process(instance=instance)
     (mat,) = [m.materialization for m in result.get_asset_materialization_events()]
     assert mat.asset_key == dg.AssetKey(["lake", db, "a"])  # b had nothing new
     assert mat.metadata["rows_updated"].value == 1 and mat.metadata["rows_inserted"].value == 0
+    # a's checks ran after its materialization; b, not materialized, held nothing back
+    checked = {(e.asset_key.path[-1], e.check_name) for e in result.get_asset_check_evaluations()}
+    assert checked == {("a", "key_state_matches_mysql"), ("a", "no_duplicate_primary_keys"), ("a", "lake_is_fresh")}
+    assert all(e.passed for e in result.get_asset_check_evaluations())
 
     # A row the lake does not have makes the check fail (after its one re-check).
     conn = pymysql.connect(**mysql_params, database=db, autocommit=True)
