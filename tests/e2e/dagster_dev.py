@@ -125,7 +125,7 @@ class DagsterDev:
 
     def run_logs(self, run_id: str) -> list[dict[str, Any]]:
         data = self.graphql(
-            "query($id: ID!) { logsForRun(runId: $id) { ... on EventConnection { events { __typename ... on MessageEvent { message } "
+            "query($id: ID!) { logsForRun(runId: $id) { ... on EventConnection { events { __typename ... on MessageEvent { message eventType timestamp } "
             "... on ExecutionStepOutputEvent { metadataEntries { label ... on TextMetadataEntry { text } "
             "... on IntMetadataEntry { intValue } ... on FloatMetadataEntry { floatValue } } } "
             "... on ExecutionStepFailureEvent { error { message } } "
