@@ -11,12 +11,14 @@ from __future__ import annotations
 import dagster as dg
 
 from assets import examples, pageviews
-from assets.checks import FRESHNESS_CHECK, build_key_state_checks
+from assets.checks import FRESHNESS_CHECK, LAKE_CHECKS, build_key_state_checks
 from assets.lake import build_lake_assets, build_lineage_specs, lake_tables
 from changelake.connectors.errors import OptionValidationError
 from platform_defs.keys import job_name, lake_asset_key
 from platform_defs.pipelines import build_pipeline_job, load_structure, pipeline_files
-from sensors.pipelines import make_bounded_schedule, make_freshness_schedule, make_lag_sensor, make_relaunch_sensor
+from sensors.pipelines import (
+    make_bounded_schedule, make_checks_after_commits_sensor, make_freshness_schedule, make_lag_sensor, make_relaunch_sensor,
+)
 
 __all__ = ["defs"]
 
@@ -46,6 +48,7 @@ def defs() -> dg.Definitions:
             assets.append(lake)
             checks.extend(build_key_state_checks(path, structure))
             sensors.append(make_lag_sensor(lake, path, structure.name))
+            sensors.append(make_checks_after_commits_sensor(lake, job.name, LAKE_CHECKS))
             freshness_checks += [dg.AssetCheckKey(lake_asset_key(str(t)), FRESHNESS_CHECK) for t in lake_tables(structure)]
         else:
             schedules.append(make_bounded_schedule(job, op_name))

@@ -7,10 +7,13 @@
   has not absorbed (only those tables), unless a run of that pipeline is active.
 * ``<job>_every_5_minutes``: a bounded ("until caught up") run of Pipeline 1 (MySQL -> Kafka).
 * ``lake_freshness_every_5_minutes``: evaluates the lake tables' freshness checks.
+* ``<pipeline>_lake_checks_after_commits``: runs the checks of the lake tables that the
+  long-running op of a Kafka -> Iceberg pipeline committed to (asset runs evaluate their own).
 """
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -20,6 +23,7 @@ from platform_defs.keys import PIPELINE_TAG
 
 __all__ = [
     "make_relaunch_sensor", "make_lag_sensor", "make_bounded_schedule", "make_freshness_schedule",
+    "make_checks_after_commits_sensor",
     "RELAUNCH_ATTEMPT_TAG", "RELAUNCHED_FROM_TAG", "MAX_RELAUNCHES",
 ]
 
@@ -174,3 +178,43 @@ def make_freshness_schedule(job: dg.UnresolvedAssetJobDefinition, cron: str = "*
         default_status=dg.DefaultScheduleStatus.STOPPED,
         description="Evaluates every lake table's freshness check (red when the lake falls behind Kafka).",
     )
+
+
+def make_checks_after_commits_sensor(
+    lake_assets: dg.AssetsDefinition, continuous_job: str, check_names: tuple[str, ...]
+) -> dg.SensorDefinition:
+    """Run the checks of the lake tables that the long-running op ``continuous_job`` materialized
+    since the last tick (at most one check run per tick; asset runs evaluate their own checks)."""
+    keys = sorted(lake_assets.keys, key=lambda k: k.to_user_string())
+
+    @dg.sensor(
+        name=f"{lake_assets.node_def.name}_checks_after_commits",
+        asset_selection=dg.AssetSelection.checks_for_assets(*keys),
+        minimum_interval_seconds=60,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description=(
+            f"Runs the checks of the lake tables that the long-running job {continuous_job} committed to since the "
+            "last tick (materializations from asset runs come with their own checks)."
+        ),
+    )
+    def checks_after_commits(context: dg.SensorEvaluationContext):
+        cursor: dict[str, int] = json.loads(context.cursor) if context.cursor else {}
+        due: list[dg.AssetKey] = []
+        for key in keys:
+            records = context.instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key), limit=1).records
+            if not records or records[0].storage_id <= cursor.get(key.to_user_string(), 0):
+                continue
+            cursor[key.to_user_string()] = records[0].storage_id
+            run = context.instance.get_run_by_id(records[0].run_id) if records[0].run_id else None
+            if run is not None and run.job_name == continuous_job:
+                due.append(key)
+        context.update_cursor(json.dumps(cursor, sort_keys=True))
+        if not due:
+            return dg.SkipReason(f"no new commits by {continuous_job}")
+        return dg.RunRequest(
+            run_key=f"checks:{json.dumps(cursor, sort_keys=True)}",
+            asset_selection=[],
+            asset_check_keys=[dg.AssetCheckKey(k, name) for k in due for name in check_names],
+        )
+
+    return checks_after_commits

@@ -151,3 +151,17 @@ def test_long_running_op_of_pipeline_2_reports_a_materialization_per_commit(code
     for m in result.asset_materializations_for_node(f"run_e2e_{db}_two"):
         assert {"rows_inserted", "rows_updated", "rows_deleted", "offsets", "snapshot_id", "lag"} <= set(m.metadata)
         assert "change_events" not in m.metadata
+
+    # Checks follow the long-running op's commits: the sensor asks for the checks of what it wrote.
+    sensor = next(s for s in defs.sensors if s.name == f"e2e_{db}_two_lake_checks_after_commits")
+    context = dg.build_sensor_context(instance=instance, definitions=defs)
+    (request,) = sensor.evaluate_tick(context).run_requests
+    assert {(k.asset_key.path[-1], k.name) for k in request.asset_check_keys} == {
+        (t, c) for t in ("a", "b") for c in ("key_state_matches_mysql", "no_duplicate_primary_keys", "lake_is_fresh")}
+    assert not sensor.evaluate_tick(dg.build_sensor_context(instance=instance, definitions=defs,
+                                                            cursor=context.cursor)).run_requests
+    checks_job = defs.resolve_implicit_global_asset_job_def().get_subset(
+        asset_selection=set(), asset_check_selection=set(request.asset_check_keys))
+    result = checks_job.execute_in_process(instance=instance)
+    assert len(result.get_asset_check_evaluations()) == 6
+    assert all(e.passed for e in result.get_asset_check_evaluations())
