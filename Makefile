@@ -20,6 +20,7 @@ $(VENV)/.installed: pyproject.toml
 	@touch $@
 
 ## The main job on the local services: both pipelines, the aggregation, the checks.
+## The lake of Pipeline 2 is Iceberg, or Paimon with `LAKE=paimon make demo`.
 demo: setup
 	@$(BIN)/changelake services up
 	@$(BIN)/changelake demo

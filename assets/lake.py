@@ -3,7 +3,7 @@
 * ``mysql/<db>/<table>``: each captured MySQL table, an external asset (kind ``mysql``).
 * ``kafka/<db>/<table>``: each topic, an external asset; Pipeline 1's op reports a materialization
   per commit (records, offsets, position).
-* ``lake/<db>/<table>``: each Iceberg table. One asset per table, all of a pipeline's tables in one
+* ``lake/<db>/<table>``: each lake table (Iceberg or Paimon). One asset per table, all of a pipeline's tables in one
   subsettable definition: materializing a selection ingests those tables' topics up to the end
   offsets seen at the start, commits, and reports only the tables that changed. The lag sensor
   launches it; the pipeline's long-running op reports the same assets per commit, with the same
@@ -18,7 +18,9 @@ import dagster as dg
 
 from changelake.changelog import TableId
 from changelake.changelog.selectors import Selectors
+from changelake.connectors.lake import LAKE_SINK_TYPES
 from changelake.pipeline.definition import PipelineDefinition, load_pipeline
+from changelake.pipeline.discovery import discovered_tables
 from platform_defs.keys import job_name, lake_asset_key, mysql_asset_key, pool_name, topic_asset_key
 from platform_defs.pipelines import load_structure, pipeline_files
 from resources.connections import IcebergCatalogResource, KafkaResource, MySqlResource, pipeline_env
@@ -30,19 +32,22 @@ SOURCES_GROUP = "sources"
 
 
 def lake_pipelines() -> list[tuple[Path, PipelineDefinition]]:
-    """The (path, structure) of every pipeline whose sink is Iceberg."""
+    """The (path, structure) of every pipeline whose sink is a lake (Iceberg or Paimon)."""
     out = []
     for path in pipeline_files():
         structure = load_structure(path)
-        if structure.sink_type == "iceberg":
+        if structure.sink_type in LAKE_SINK_TYPES:
             out.append((path, structure))
     return out
 
 
 def lake_tables(structure: PipelineDefinition) -> list[TableId]:
-    """Lake tables of a pipeline: one per topic of its ``topic`` list (topics are named ``db.table``)."""
+    """Lake tables of a pipeline: one per topic of its ``topic`` list (topics are named ``db.table``),
+    plus the tables the pipeline has found at run time (new topics of a ``topic-pattern``, new tables
+    in a distributed topic), read from its local discovery file (no network)."""
     topics = [t.strip() for t in structure.source.get("topic", "").split(";") if t.strip()]
-    return [TableId.parse(t) for t in topics]
+    listed = [TableId.parse(t) for t in topics]
+    return listed + [t for t in discovered_tables(structure.name) if t not in listed]
 
 
 def _captured_by(structures: list[PipelineDefinition], table: TableId) -> PipelineDefinition | None:
@@ -63,7 +68,7 @@ def build_lineage_specs(structures: list[PipelineDefinition]) -> list[dg.AssetSp
     captured into them (known without touching the network: topics are listed in the YAML)."""
     specs: dict[dg.AssetKey, dg.AssetSpec] = {}
     for s in structures:
-        if s.sink_type != "iceberg":
+        if s.sink_type not in LAKE_SINK_TYPES:
             continue
         for table in lake_tables(s):
             source = _captured_by(structures, table)
@@ -91,8 +96,9 @@ def build_lake_assets(path: Path, structure: PipelineDefinition) -> dg.AssetsDef
         dg.AssetSpec(
             key=lake_asset_key(str(t)),
             group_name=LAKE_GROUP,
-            description=f"Iceberg table `{t}`, upserted by primary key from Kafka topic `{t}` (pipeline {structure.name}).",
-            kinds={"iceberg"},
+            description=f"{structure.sink_type.capitalize()} table `{t}`, upserted by primary key from Kafka topic `{t}` "
+            f"(pipeline {structure.name}).",
+            kinds={structure.sink_type},
             deps=[topic_asset_key(str(t))],
             skippable=True,
             tags={"changelake/pipeline": structure.name},

@@ -6,6 +6,7 @@
     changelake demo                            the main job, end to end on the local services
     changelake check [--pipeline FILE]         every lake check, headless; exit 1 on failure
     changelake dev [--port P]                  the Dagster UI + daemon on the CLI's Dagster home
+    changelake lake maintain FILE.yaml         compact, expire snapshots, remove orphan files
 """
 
 from __future__ import annotations
@@ -67,6 +68,12 @@ def _build_parser() -> argparse.ArgumentParser:
             __import__(f"changelake.commands.{module}", fromlist=["register"]).register(sub)
         except ImportError:  # pragma: no cover
             pass
+    try:
+        from changelake.commands import lake as lake_cmd
+
+        lake_cmd.register(sub)
+    except ImportError:  # pragma: no cover
+        pass
     try:
         from changelake.commands import demo as demo_cmd
 

@@ -481,7 +481,9 @@ class Services:
         )
 
     def up(self) -> None:
-        """Start both (idempotent). On failure, stops what this call started and raises ServiceError."""
+        """Start both (idempotent) and create the local lake's folder (the catalog refuses a URI whose
+        folder does not exist). On failure, stops what this call started and raises ServiceError."""
+        (self.state_dir / "lake").mkdir(parents=True, exist_ok=True)
         kafka_was_up = self.kafka.is_healthy()
         try:
             self.mariadb.start()

@@ -14,6 +14,7 @@ from assets import examples, pageviews
 from assets.checks import FRESHNESS_CHECK, LAKE_CHECKS, build_key_state_checks
 from assets.lake import build_lake_assets, build_lineage_specs, lake_tables
 from changelake.connectors.errors import OptionValidationError
+from changelake.connectors.lake import LAKE_SINK_TYPES
 from platform_defs.keys import job_name, lake_asset_key
 from platform_defs.pipelines import build_pipeline_job, load_structure, pipeline_files
 from sensors.pipelines import (
@@ -43,7 +44,7 @@ def defs() -> dg.Definitions:
         op_name = f"run_{job_name(structure)}"
         jobs.append(job)
         sensors.append(make_relaunch_sensor(job, op_name, structure.name))
-        if structure.sink_type == "iceberg":
+        if structure.sink_type in LAKE_SINK_TYPES:
             lake = build_lake_assets(path, structure)
             assets.append(lake)
             checks.extend(build_key_state_checks(path, structure))

@@ -100,15 +100,15 @@ class LakeReporter(Reporter):
 
     def __init__(self, defn: PipelineDefinition, per_commit: bool = True) -> None:
         super().__init__(defn)
-        from changelake.connectors.iceberg import parse_sink_options
-
-        namespace = parse_sink_options(defn.options("sink")).namespace
         from changelake.pipeline.lake_checks import topics_of_table
 
-        self.progress = LakeProgress(
-            identifier=lambda t: ".".join(namespace.identifier(TableId.parse(t))),
-            topics_of=lambda t: topics_of_table(defn, TableId.parse(t)),
-        )
+        identifier = None  # Paimon names a table database.table, as the sink table
+        if defn.sink_type == "iceberg":
+            from changelake.connectors.iceberg import parse_sink_options
+
+            namespace = parse_sink_options(defn.options("sink")).namespace
+            identifier = lambda t: ".".join(namespace.identifier(TableId.parse(t)))  # noqa: E731
+        self.progress = LakeProgress(identifier=identifier, topics_of=lambda t: topics_of_table(defn, TableId.parse(t)))
         self._probe = KafkaEndOffsets.from_options(defn.options("source"))
         self._per_commit = per_commit
 
@@ -136,7 +136,9 @@ class LakeReporter(Reporter):
 
 def reporter_for(defn: PipelineDefinition) -> Reporter:
     """The reporter of a pipeline by its sink type."""
-    if defn.sink_type == "iceberg":
+    from changelake.connectors.lake import LAKE_SINK_TYPES
+
+    if defn.sink_type in LAKE_SINK_TYPES:
         return LakeReporter(defn)
     if defn.source_type == "mysql":
         return TopicReporter(defn)

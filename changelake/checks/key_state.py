@@ -308,9 +308,9 @@ def _align_timestamps(s: ArrowColumn, l: ArrowColumn, naive_tz: str) -> tuple[Ar
     if s_aware != l_aware:
         note = f"naive side read in {naive_tz}; compared as UTC instants"
         if not s_aware:
-            s = pc.assume_timezone(s, naive_tz)
+            s = _assume_timezone(s, naive_tz)
         else:
-            l = pc.assume_timezone(l, naive_tz)
+            l = _assume_timezone(l, naive_tz)
         s_aware = l_aware = True
     target = pa.timestamp("us", tz="UTC") if s_aware else pa.timestamp("us")
     if st.unit == "ns" or lt.unit == "ns":
@@ -318,6 +318,21 @@ def _align_timestamps(s: ArrowColumn, l: ArrowColumn, naive_tz: str) -> tuple[Ar
     s = s.cast(target, safe=False)
     l = l.cast(target, safe=False)
     return s, l, note
+
+
+_OFFSET_RE = re.compile(r"^([+-])(\d{2}):(\d{2})$")
+
+
+def _assume_timezone(column: ArrowColumn, zone: str) -> ArrowColumn:
+    """Naive timestamps read in ``zone`` (IANA name or ``+HH:MM``) as UTC instants. A fixed offset
+    is applied by arithmetic: pyarrow < 20 (pinned by pypaimon 2.1) cannot look ``+HH:MM`` up."""
+    m = _OFFSET_RE.match(zone)
+    if m is None:
+        return pc.assume_timezone(column, zone)
+    sign, hours, minutes = m.groups()
+    offset_us = (int(hours) * 60 + int(minutes)) * 60_000_000 * (1 if sign == "+" else -1)
+    micros = column.cast(pa.timestamp("us"), safe=False).cast(pa.int64())
+    return pc.subtract(micros, offset_us).cast(pa.timestamp("us", tz="UTC"))
 
 
 def _time_micros(column: ArrowColumn) -> ArrowColumn:

@@ -2,7 +2,8 @@
 
 1. MySQL input: the seed's ``kafka_test`` tables (a few thousand rows) and a sysbench OLTP run.
 2. Pipeline 1 (MySQL -> Kafka, Debezium-JSON, topic per table) as a Dagster job, bounded.
-3. Pipeline 2 (Kafka -> Iceberg) as Dagster assets, with the DuckDB key-state checks.
+3. Pipeline 2 (Kafka -> the lake) as Dagster assets, with the DuckDB key-state checks. The lake is
+   Iceberg, or Apache Paimon with ``--lake paimon`` / ``LAKE=paimon`` (``LAKE=paimon make demo``).
 4. The seed's update (customer 4's phone 2222 -> 1234) and the Debezium-JSON message it produced.
 5. The page-views PV/UV aggregation into an upsert-kafka table, with its check.
 6. A per-table summary; the exit code is non-zero if any check failed.
@@ -21,6 +22,9 @@ __all__ = ["register", "run"]
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PIPELINE_1 = REPO_ROOT / "pipelines" / "mysql-to-kafka.yaml"
 PIPELINE_2 = REPO_ROOT / "pipelines" / "kafka-to-iceberg.yaml"
+#: Pipeline 2 per lake (``--lake`` / ``$LAKE``); a non-default one replaces kafka-to-iceberg.yaml
+#: in the pipelines folder the Dagster definitions are built from.
+LAKE_PIPELINES = {"iceberg": PIPELINE_2, "paimon": REPO_ROOT / "pipelines" / "examples" / "kafka-to-paimon.yaml"}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -29,6 +33,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--products", type=int, default=1000)
     p.add_argument("--sysbench-events", type=int, default=3000)
     p.add_argument("--pageviews", type=int, default=5000)
+    p.add_argument("--lake", choices=sorted(LAKE_PIPELINES), default=os.environ.get("LAKE", "iceberg") or "iceberg",
+                   help="the lake of Pipeline 2 (default: $LAKE, else iceberg)")
     p.set_defaults(func=run)
 
 
@@ -43,6 +49,28 @@ def _mysql_params() -> dict:
 
 def _step(title: str) -> None:
     print(f"\n== {title}", flush=True)
+
+
+def _use_lake(lake: str) -> str:
+    """Point the Dagster definitions at a pipelines folder whose Pipeline 2 writes ``lake``;
+    returns the name of that pipeline."""
+    import shutil
+
+    from platform_defs.pipelines import load_structure, pipeline_files
+
+    pipeline_2 = LAKE_PIPELINES[lake]
+    if lake != "iceberg":
+        from changelake.services import default_state_dir
+
+        folder = default_state_dir() / "demo-pipelines" / lake
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        for path in pipeline_files():
+            if path.resolve() != PIPELINE_2.resolve():
+                shutil.copy(path, folder / path.name)
+        shutil.copy(pipeline_2, folder / pipeline_2.name)
+        os.environ["CHANGELAKE_PIPELINES_DIR"] = str(folder)
+    return load_structure(pipeline_2).name
 
 
 def _materialize_lake(defs) -> dict[str, dict]:
@@ -150,9 +178,10 @@ def run(args: argparse.Namespace) -> int:
     print("The Debezium-JSON message of the update on topic kafka_test.customers (payload):")
     message = _print_seed_message(bootstrap)
 
+    _use_lake(args.lake)
     from platform_defs.definitions import defs
 
-    _step("4. Pipeline 2: Kafka -> Iceberg as Dagster assets, then the DuckDB key-state checks")
+    _step(f"4. Pipeline 2: Kafka -> {args.lake.capitalize()} as Dagster assets, then the DuckDB key-state checks")
     checks = _materialize_lake(defs)
     _print_checks(checks)
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from changelake.errors import ChangelakeError
 
-__all__ = ["ConnectorError", "KafkaUnavailableError", "OptionValidationError", "SinkFlushError", "SourceError"]
+__all__ = [
+    "ConnectorError", "KafkaUnavailableError", "OptionValidationError", "RecordError", "SinkFlushError", "SourceError",
+]
 
 
 class ConnectorError(ChangelakeError):
@@ -53,3 +55,25 @@ class KafkaUnavailableError(ConnectorError):
         self.timeout_s = timeout_s
         self.kafka_error = kafka_error
         super().__init__(message)
+
+
+class RecordError(ConnectorError):
+    """The change in one Kafka record cannot be applied (e.g. its row lacks a primary-key column).
+
+    The message names the topic, partition, offset, table and the reason; the original error is
+    the ``__cause__``. What to do: fix the producer of the record, or set
+    ``<format>.ignore-parse-errors: true`` with ``dead-letter.topic`` to copy such records aside
+    and go on.
+
+    Attributes:
+        topic, partition, offset: where the record is.
+        table: the record's table (``db.table``), when known.
+        reason: the underlying error's message.
+    """
+
+    def __init__(self, reason: str, *, topic: str, partition: int, offset: int, table: str | None = None) -> None:
+        self.topic, self.partition, self.offset, self.table, self.reason = topic, partition, offset, table, reason
+        where = f"topic {topic!r} partition {partition} offset {offset}"
+        if table:
+            where += f" (table {table})"
+        super().__init__(f"bad record at {where}: {reason}")

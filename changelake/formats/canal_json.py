@@ -17,6 +17,10 @@ for UPDATE, a column absent from ``old[i]`` is copied from ``data[i]`` (real Can
 changed columns), a column present with null is a NULL before value; ``CREATE`` messages are
 skipped; ``TRUNCATE`` becomes a truncate event (Flink would fail; changelake's lake sink needs it);
 other DDL types (``ALTER``, ``ERASE``, ``QUERY``, ...) fail unless ``ignore-parse-errors``.
+Types: without a format schema, a message's ``mysqlType`` map (real Canal writes it) gives the row
+its exact types (:mod:`changelake.formats.mysql_type_text`), with ``pkNames`` as the primary key;
+string values such as ``"12.34"`` are parsed to those types. Binary values are read as base64 (as
+Flink's JSON writes them), not as Canal's ISO-8859-1 text.
 ``database.include`` / ``table.include`` are regular expressions that must match the whole name;
 other messages are skipped. Commit time: ``es`` when > 0, else ``ts``.
 """
@@ -34,6 +38,7 @@ from changelake.formats.base import ChangelogFormat
 from changelake.formats.errors import FormatOptionError
 from changelake.formats.json import JsonCodecOptions, decode_object, encode_image
 from changelake.formats.json_values import dumps
+from changelake.formats.mysql_type_text import schema_of_mysql_types
 from changelake.formats.options import option
 
 __all__ = ["CanalJsonFormat", "CanalJsonOptions"]
@@ -137,6 +142,10 @@ class CanalJsonFormat(ChangelogFormat):
             raise self._corrupt(f"expected an integer 'es'/'ts', got {ts!r}", data, "es")
         type_ = doc.get("type")
         schema = self.schema
+        mysql_types = doc.get("mysqlType")
+        if schema is None and isinstance(mysql_types, dict) and mysql_types:
+            pk_names = doc.get("pkNames")
+            schema = schema_of_mysql_types(mysql_types, pk_names if isinstance(pk_names, list) else None)
         if type_ == "CREATE":
             return []
         if type_ == "TRUNCATE":

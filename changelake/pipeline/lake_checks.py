@@ -15,30 +15,49 @@ from changelake.pipeline.definition import PipelineDefinition
 __all__ = ["check_unique_keys", "Freshness", "check_freshness", "topics_of_table"]
 
 
+def _transform_primary_key(defn: PipelineDefinition, table: TableId) -> list[str]:
+    """The ``primary-keys`` of the first ``transform`` rule whose ``source-table`` matches ``table``."""
+    from changelake.changelog.selectors import Selectors
+
+    for rule in defn.transform:
+        keys = rule.get("primary-keys")
+        if keys and Selectors.parse(rule.get("source-table", "")).matches(table):
+            return [k.strip() for k in keys.split(",") if k.strip()]
+    return []
+
+
 def check_unique_keys(defn: PipelineDefinition, table: TableId, sample_size: int = 10) -> Any:
     """:class:`~changelake.checks.duplicates.DuplicateKeys` of lake table ``table`` of ``defn``'s
-    Iceberg sink, on the table's identifier fields (its primary key).
+    sink, on the table's primary key (Iceberg: its identifier fields; Paimon: the pipeline's
+    ``transform`` primary keys).
 
     Raises:
-        IcebergSinkError: the table does not exist.
-        CheckError: the table has no identifier fields.
+        IcebergSinkError / PaimonSinkError: the table does not exist.
+        CheckError: no primary key is known for the table.
     """
     from changelake.checks.duplicates import find_duplicate_keys
     from changelake.checks.errors import CheckError
-    from changelake.connectors.iceberg import parse_sink_options
-    from changelake.connectors.iceberg.errors import IcebergSinkError
-    from changelake.connectors.iceberg.writer import open_catalog
+    from changelake.pipeline.verify import read_lake_table
 
-    options = parse_sink_options(defn.options("sink"))
-    ident = options.namespace.identifier(table)
-    catalog = open_catalog(options)
-    if not catalog.table_exists(ident):
-        raise IcebergSinkError(f"Iceberg table {'.'.join(ident)!r} (for {table}) does not exist", table=".".join(ident))
-    lake = catalog.load_table(ident)
-    key = list(lake.schema().identifier_field_names())
+    if defn.sink_type == "iceberg":
+        from changelake.connectors.iceberg import parse_sink_options
+        from changelake.connectors.iceberg.errors import IcebergSinkError
+        from changelake.connectors.iceberg.writer import open_catalog
+
+        options = parse_sink_options(defn.options("sink"))
+        ident = options.namespace.identifier(table)
+        catalog = open_catalog(options)
+        if not catalog.table_exists(ident):
+            raise IcebergSinkError(f"Iceberg table {'.'.join(ident)!r} (for {table}) does not exist", table=".".join(ident))
+        lake = catalog.load_table(ident)
+        key = sorted(lake.schema().identifier_field_names())
+        rows = lake.scan().to_arrow()
+    else:
+        key = _transform_primary_key(defn, table)
+        rows = read_lake_table(defn, table)
     if not key:
-        raise CheckError(f"Iceberg table {'.'.join(ident)!r} has no identifier fields (primary key)")
-    return find_duplicate_keys(lake.scan().to_arrow(), sorted(key), sample_size)
+        raise CheckError(f"lake table {table} has no known primary key (identifier fields / transform primary-keys)")
+    return find_duplicate_keys(rows, key, sample_size)
 
 
 def topics_of_table(defn: PipelineDefinition, table: TableId) -> list[str]:
@@ -86,10 +105,12 @@ def check_freshness(defn: PipelineDefinition, table: TableId, max_age_s: float =
     topics = set(topics_of_table(defn, table))
     positions = kafka_lag(defn)
     lag = sum(max(0, end - done) for tp, (done, end) in positions.items() if tp.rpartition("/")[0] in topics)
+    age = None
+    if defn.sink_type != "iceberg":  # Paimon: no commit time read here; caught up or not
+        return Freshness(lag=lag, last_commit_age_s=None, max_age_s=max_age_s)
     options = parse_sink_options(defn.options("sink"))
     ident = options.namespace.identifier(table)
     catalog = open_catalog(options)
-    age = None
     if catalog.table_exists(ident):
         snap = catalog.load_table(ident).current_snapshot()
         if snap is not None:

@@ -11,12 +11,14 @@ next run resumes exactly where this one stopped.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 from changelake.changelog import DataChangeEvent, Op, Schema, TableId
+from changelake.changelog.errors import ChangelogError
 from changelake.changelog.route import Router, parse_route_rules
 from changelake.changelog.transform import Transformer, infer_schema, parse_transform_rules
 from changelake.connectors.errors import OptionValidationError
@@ -25,6 +27,8 @@ from changelake.pipeline.definition import PipelineDefinition
 __all__ = ["RunStats", "run_pipeline", "run_mysql_to_kafka", "run_kafka_to_iceberg", "kafka_lag"]
 
 BatchCallback = Callable[[dict[str, Any]], None]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -41,6 +45,11 @@ class RunStats:
         elapsed_s: wall time of the run in seconds.
         stopped_because: ``caught-up``, ``max-duration``, ``stopped``.
         metrics: the sink's counters at the end of the run (e.g. Kafka records, tombstones, commits).
+        bad_records: records skipped with ``<format>.ignore-parse-errors`` (Pipeline 2): corrupt, or
+            a change that cannot be applied (e.g. a row without its primary-key column).
+        dead_letters: of those, records copied to ``dead-letter.topic``.
+        inferred_schema_tables: source tables whose records carried no schema (no Pipeline 1 schema
+            header, no schema wrapper), so their column types were inferred from JSON values.
     """
 
     pipeline: str
@@ -52,6 +61,9 @@ class RunStats:
     elapsed_s: float = 0.0
     stopped_because: str = ""
     metrics: dict[str, Any] = field(default_factory=dict)
+    bad_records: int = 0
+    dead_letters: int = 0
+    inferred_schema_tables: list[str] = field(default_factory=list)
 
     def offsets_json(self) -> dict[str, int]:
         return dict(self.offsets)
@@ -68,6 +80,9 @@ class RunStats:
             "elapsed_s": round(self.elapsed_s, 3),
             "stopped_because": self.stopped_because,
             "sink_metrics": json.dumps(self.metrics, sort_keys=True, default=str),
+            "bad_records": self.bad_records,
+            "dead_letters": self.dead_letters,
+            "inferred_schema_tables": json.dumps(sorted(self.inferred_schema_tables)),
         }
 
 
@@ -125,12 +140,12 @@ def run_pipeline(
     pair = (defn.source_type, defn.sink_type)
     if pair in (("mysql", "kafka"), ("mysql", "upsert-kafka")):
         runner = run_mysql_to_kafka
-    elif pair == ("kafka", "iceberg"):
+    elif pair in (("kafka", "iceberg"), ("kafka", "paimon")):
         runner = run_kafka_to_iceberg
     else:
         raise OptionValidationError(
             f"pipeline '{defn.name}': source type '{defn.source_type}' with sink type '{defn.sink_type}' is not "
-            "supported; supported pairs: mysql -> kafka, mysql -> upsert-kafka, kafka -> iceberg",
+            "supported; supported pairs: mysql -> kafka, mysql -> upsert-kafka, kafka -> iceberg, kafka -> paimon",
             option="type",
         )
     return runner(
@@ -248,6 +263,37 @@ def write_checkpoint(catalog: Any, pipeline: str, offsets: Mapping[str, int]) ->
     )
 
 
+def open_lake_sink(defn: PipelineDefinition) -> Any:
+    """The open lake sink of a Kafka -> lake pipeline, by ``sink.type``: ``iceberg`` (IcebergSink)
+    or ``paimon`` (PaimonSink). Both take ``add``/``flush`` batches with Kafka offsets."""
+    if defn.sink_type == "paimon":
+        from changelake.connectors.paimon import create_sink
+
+        sink: Any = create_sink(defn.options("sink"))
+    else:
+        from changelake.connectors.iceberg import IcebergSink, parse_sink_options
+
+        sink = IcebergSink(parse_sink_options(defn.options("sink")))
+    sink.open()
+    return sink
+
+
+def read_lake_checkpoint(sink: Any, pipeline: str) -> dict[str, int]:
+    """The pipeline checkpoint: the sink's own store when it has one (Paimon), else the catalog
+    namespace property (Iceberg, :func:`read_checkpoint`)."""
+    if hasattr(sink, "read_checkpoint"):
+        return dict(sink.read_checkpoint(pipeline))
+    return read_checkpoint(sink.catalog, pipeline)
+
+
+def write_lake_checkpoint(sink: Any, pipeline: str, offsets: Mapping[str, int]) -> None:
+    """Store the pipeline checkpoint where :func:`read_lake_checkpoint` finds it."""
+    if hasattr(sink, "write_checkpoint"):
+        sink.write_checkpoint(pipeline, offsets)
+    else:
+        write_checkpoint(sink.catalog, pipeline, offsets)
+
+
 def _event_schema(
     event: DataChangeEvent,
     transformer: Transformer,
@@ -273,29 +319,47 @@ def run_kafka_to_iceberg(
     batch_size: int = 5000,
     on_batch: BatchCallback | None = None,
 ) -> RunStats:
-    """Read the topics from the checkpoint (earliest on the first run), upsert into Iceberg tables
-    by primary key, one commit per table per batch with the Kafka offsets in the snapshot summary.
+    """Read the topics from the checkpoint (earliest on the first run), upsert into the lake's
+    tables (Iceberg or Paimon, by ``sink.type``) by primary key, one commit per table per batch
+    with the Kafka offsets stored in the commit's snapshot.
+
+    Types come from each record's schema header (Pipeline 1), a schema wrapper or canal-json's
+    ``mysqlType``; otherwise they are inferred (``schema.inference.strategy``) and the table is
+    listed once in ``RunStats.inferred_schema_tables`` and the log. Every lake table written is
+    recorded in the pipeline's discovery file (:mod:`changelake.pipeline.discovery`). An unbounded
+    run re-lists topics every ``scan.topic-partition-discovery.interval``.
 
     Raises:
-        OptionValidationError: a table without primary key (add ``primary-keys`` in ``transform``).
+        OptionValidationError: a table without primary key (add ``primary-keys`` in ``transform``),
+            or an invalid catalog URI.
+        DecodeError: a corrupt record (topic, partition, offset), unless ``<format>.ignore-parse-errors``.
+        RecordError: a record whose change cannot be applied, e.g. its row lacks a primary-key
+            column (topic, partition, offset, table; the cause chained), unless
+            ``<format>.ignore-parse-errors`` (then counted in ``bad_records`` and copied to
+            ``dead-letter.topic`` when set).
+        SchemaEvolutionError: a column type changed incompatibly (table, column, old and new type).
     """
-    from changelake.connectors.iceberg import IcebergSink, parse_sink_options
-    from changelake.connectors.iceberg.compaction import TruncateMarker
-    from changelake.connectors.iceberg.offsets import topic_partition
     from changelake.connectors.kafka.source import KafkaPipelineSource
+    from changelake.connectors.lake import TruncateMarker, topic_partition
 
     router, transformer = _router(defn), Transformer(parse_transform_rules(defn.transform))
     stats = RunStats(defn.name)
     clock = _Clock(max_duration_s, stop)
-    sink = IcebergSink(parse_sink_options(defn.options("sink")))
-    sink.open()
+    sink = open_lake_sink(defn)
     try:
-        checkpoint = read_checkpoint(sink.catalog, defn.name)
+        checkpoint = read_lake_checkpoint(sink, defn.name)
         start = {_split_tp(k): v for k, v in checkpoint.items()}
         source = KafkaPipelineSource(defn.options("source"), group_id=f"changelake-{defn.name}")
         source.open(start_offsets=start or None)
         stats.offsets = dict(checkpoint)
         known_schemas: dict[TableId, Schema] = {}
+        static_schemas: dict[TableId, Schema] = {}
+        static = source.options.inference_strategy.value == "static"
+        from changelake.pipeline.discovery import discovered_tables, record_tables
+
+        recorded = {str(t) for t in discovered_tables(defn.name)}
+        discovery_s = source.options.discovery_interval.total_seconds()
+        last_discovery = time.monotonic()
         try:
             while True:
                 records = source.poll(max_records=batch_size, timeout_s=0.5)
@@ -308,15 +372,25 @@ def run_kafka_to_iceberg(
                         tp = topic_partition(record.topic, record.partition)
                         batch_offsets[tp] = max(batch_offsets.get(tp, 0), record.offset + 1)
                         meta = {"topic": record.topic, "partition": record.partition, "offset": record.offset}
-                        for event in _route_and_transform(list(record.events), router, transformer):
+                        source_events = _note_inferred(list(record.events), stats, static_schemas, static)
+                        try:
+                            routed = _route_and_transform(source_events, router, transformer)
+                            checked = []
+                            for e in routed:
+                                schema_of_e = _event_schema(e, transformer, known_schemas, per_table.get(e.table))
+                                checked.append((e, _checked_schema(e, schema_of_e)))
+                        except (ChangelogError, _MissingKeyError) as exc:
+                            table = str(source_events[0].table) if source_events else None
+                            source.reject(record, exc, table)  # raises RecordError unless ignore-parse-errors
+                            continue
+                        for event, schema in checked:
                             prev = per_table.get(event.table)
-                            schema = _event_schema(event, transformer, known_schemas, prev)
                             if schema is None:
                                 raise OptionValidationError(
                                     f"pipeline '{defn.name}': a truncate of {event.table} (topic {record.topic!r} "
                                     f"partition {record.partition} offset {record.offset}) carries no schema and no row "
-                                    "of the table was seen before it; write the topic with "
-                                    "'debezium-json.include-schema.enabled: true'",
+                                    "of the table was seen before it; write the topic with changelake's Pipeline 1 (schema "
+                                    "headers) or 'debezium-json.include-schema.enabled: true'",
                                     option="debezium-json.include-schema.enabled",
                                 )
                             if not schema.primary_key:
@@ -343,6 +417,7 @@ def run_kafka_to_iceberg(
                             per_table[event.table] = (schema, items)
                     for table_id, (schema, items) in per_table.items():
                         sink.add(table_id, items, schema, batch_offsets)
+                    source.flush_dead_letters()  # copies are acknowledged before the lake moves past them
                     results = sink.flush()
                     stats.offsets.update(batch_offsets)
                     source.commit_advisory({_split_tp(k): v for k, v in batch_offsets.items()})
@@ -350,6 +425,12 @@ def run_kafka_to_iceberg(
                     stats.batches += 1
                     for table, count in applied.items():
                         stats.tables[table] = stats.tables.get(table, 0) + count
+                    if not set(applied) <= recorded:
+                        recorded |= set(applied)
+                        try:
+                            record_tables(defn.name, recorded)
+                        except OSError as exc:  # a cache for the UI: never fail the pipeline for it
+                            log.warning("cannot record discovered tables of pipeline %s: %s", defn.name, exc)
                     if on_batch:
                         on_batch({"records": len(records), "tables": applied, "commits": len(results),
                                   "ops": ops, "results": results})
@@ -359,18 +440,79 @@ def run_kafka_to_iceberg(
                     tp = topic_partition(topic, partition)
                     stats.offsets[tp] = max(stats.offsets.get(tp, 0), pos)
                 if stats.offsets != checkpoint:
-                    write_checkpoint(sink.catalog, defn.name, stats.offsets)
+                    write_lake_checkpoint(sink, defn.name, stats.offsets)
                     checkpoint = dict(stats.offsets)
                 reason = clock.stop_reason(until_caught_up, not records, source.caught_up)
                 if reason:
                     stats.stopped_because = reason
                     break
+                # Unbounded runs re-list topics (topic-pattern) and partitions, as Flink's partition
+                # discovery; a bounded run found them at open and stops at the ends seen then.
+                if not until_caught_up and discovery_s > 0 and time.monotonic() - last_discovery >= discovery_s:
+                    source.refresh()
+                    last_discovery = time.monotonic()
         finally:
+            stats.bad_records = source.parse_errors
+            stats.dead_letters = source.dead_letters
             source.close()
     finally:
         sink.close()
     stats.elapsed_s = clock.elapsed
     return stats
+
+
+class _MissingKeyError(ValueError):
+    """A change event's row has no value for a primary-key column."""
+
+
+def _checked_schema(event: DataChangeEvent, schema: Schema | None) -> Schema | None:
+    """``schema`` after checking that the event's key row(s) hold every primary-key column.
+
+    Raises:
+        _MissingKeyError: names the image (``before``/``after``), the missing columns and the
+            columns present.
+    """
+    if schema is None or not schema.primary_key or event.op is Op.TRUNCATE:
+        return schema
+    images = {"before": event.before} if event.op is Op.DELETE else {"after": event.after}
+    if event.op is Op.UPDATE:
+        images["before"] = event.before
+    for name, row in images.items():
+        if row is None:
+            continue
+        missing = [k for k in schema.primary_key if row.get(k) is None]
+        if missing:
+            present = sorted(k for k, v in row.items() if v is not None)
+            raise _MissingKeyError(
+                f"primary-key column(s) {missing} of table {event.table} missing or NULL in the '{name}' row of "
+                f"a '{event.op.value}' event; columns with values are {present}"
+            )
+    return schema
+
+
+def _note_inferred(
+    events: list[DataChangeEvent], stats: RunStats, static_schemas: dict[TableId, Schema], static: bool
+) -> list[DataChangeEvent]:
+    """Record (once per table, in the log and ``stats.inferred_schema_tables``) that a table's
+    events carry no schema, so its types are inferred from JSON values; with
+    ``schema.inference.strategy: static`` give them the schema inferred from the table's first row."""
+    out = []
+    for event in events:
+        if event.schema is None and event.op is not Op.TRUNCATE:
+            name = str(event.table)
+            if name not in stats.inferred_schema_tables:
+                stats.inferred_schema_tables.append(name)
+                log.warning(
+                    "table %s: records carry no schema (no 'changelake.schema.id' header, no schema wrapper); "
+                    "column types are inferred from JSON values (DECIMAL may become double, DATETIME string)",
+                    name,
+                )
+            if static:
+                row = event.after if event.after is not None else (event.before or {})
+                schema = static_schemas.setdefault(event.table, infer_schema(row))
+                event = replace(event, schema=schema)
+        out.append(event)
+    return out
 
 
 def _split_tp(key: str) -> tuple[str, int]:
@@ -383,13 +525,11 @@ def kafka_lag(defn: PipelineDefinition, timeout_s: float = 10.0) -> dict[str, tu
     offset). Their difference is the lag in offsets (transaction markers count as offsets)."""
     from confluent_kafka import Consumer, TopicPartition
 
-    from changelake.connectors.iceberg import IcebergSink, parse_sink_options
     from changelake.connectors.kafka_common import with_logger
 
-    sink = IcebergSink(parse_sink_options(defn.options("sink")))
-    sink.open()
+    sink = open_lake_sink(defn)
     try:
-        checkpoint = read_checkpoint(sink.catalog, defn.name)
+        checkpoint = read_lake_checkpoint(sink, defn.name)
     finally:
         sink.close()
     opts = defn.options("source")

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 from changelake.changelog import TableId
 from changelake.pipeline.definition import PipelineDefinition
 
-__all__ = ["read_mysql_table", "verify_lake_table", "mysql_params_from_env"]
+__all__ = ["read_mysql_table", "read_lake_table", "verify_lake_table", "mysql_params_from_env"]
 
 
 def mysql_params_from_env(env: Mapping[str, str]) -> dict[str, Any]:
@@ -33,6 +33,19 @@ def read_mysql_table(params: Mapping[str, Any], table: TableId) -> tuple[Any, li
 
     table_schema, rows = read_table(dict(params), table)
     return table_schema.schema, rows
+
+
+def read_lake_table(defn: PipelineDefinition, table: TableId) -> Any:
+    """Every current row of lake table ``table`` of ``defn``'s sink as a ``pyarrow.Table``: a
+    pyiceberg scan (``iceberg``) or a pypaimon read, merged by row kind (``paimon``)."""
+    if defn.sink_type == "paimon":
+        from changelake.connectors.paimon import read_table as read_paimon
+
+        return read_paimon(defn.options("sink"), table)
+    from changelake.connectors.iceberg import parse_sink_options
+    from changelake.connectors.iceberg.reader import read_table
+
+    return read_table(parse_sink_options(defn.options("sink")), table)
 
 
 class _Result:
@@ -64,7 +77,7 @@ def verify_lake_table(
     mysql: Mapping[str, Any] | None = None,
     recheck_after_s: float = 2.0,
 ) -> _Result:
-    """Compare lake table ``table`` (Iceberg sink of ``defn``) with the MySQL table of the same id.
+    """Compare lake table ``table`` (Iceberg or Paimon sink of ``defn``) with the MySQL table of the same id.
 
     Differing tables are compared once more after ``recheck_after_s`` seconds, so a workload the
     pipelines have not caught up with does not raise a false alarm.
@@ -72,17 +85,14 @@ def verify_lake_table(
     import os
 
     from changelake.checks.key_state import compare_key_state
-    from changelake.connectors.iceberg import parse_sink_options
-    from changelake.connectors.iceberg.reader import read_table
     from changelake.connectors.iceberg.types import rows_to_arrow
 
     params = dict(mysql) if mysql is not None else mysql_params_from_env(os.environ)
-    options = parse_sink_options(defn.options("sink"))
     attempts = 0
     while True:
         attempts += 1
         schema, rows = read_mysql_table(params, table)
-        lake = read_table(options, table)
+        lake = read_lake_table(defn, table)
         source = rows_to_arrow(rows, schema, table=str(table))
         comparison = compare_key_state(lake, source, list(schema.primary_key))
         if comparison.passed or attempts >= 2:

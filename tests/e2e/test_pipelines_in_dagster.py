@@ -13,8 +13,17 @@ import pytest
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def code_location(tmp_path, monkeypatch, mysql_params, kafka_bootstrap, database_factory):
+LAKE_SINKS = {
+    "iceberg": '{type: iceberg, catalog.properties.uri: "${ICEBERG_CATALOG_URI}", '
+               'catalog.properties.warehouse: "${ICEBERG_WAREHOUSE}"}',
+    # the default local warehouse: <CHANGELAKE_STATE_DIR>/lake/paimon
+    "paimon": "{type: paimon, catalog.properties.metastore: filesystem, table.properties.deletion-vectors.enabled: true}",
+}
+
+
+@pytest.fixture(params=sorted(LAKE_SINKS))
+def code_location(request, tmp_path, monkeypatch, mysql_params, kafka_bootstrap, database_factory):
+    """Pipeline files one (MySQL -> Kafka) and two (Kafka -> lake), once per lake sink type."""
     db = database_factory()
     conn = pymysql.connect(**mysql_params, database=db, autocommit=True)
     with conn.cursor() as cur:
@@ -39,9 +48,8 @@ def code_location(tmp_path, monkeypatch, mysql_params, kafka_bootstrap, database
         transform:
           - {{source-table: '{db}.a', primary-keys: id}}
           - {{source-table: '{db}.b', primary-keys: 'k1,k2'}}
-        sink: {{type: iceberg, catalog.properties.uri: "${{ICEBERG_CATALOG_URI}}",
-               catalog.properties.warehouse: "${{ICEBERG_WAREHOUSE}}"}}
-        """))
+        sink: LAKE_SINK
+        """).replace("LAKE_SINK", LAKE_SINKS[request.param]))
     (tmp_path / "wh").mkdir()
     for key, value in {
         "CHANGELAKE_PIPELINES_DIR": str(pipes),
@@ -50,6 +58,7 @@ def code_location(tmp_path, monkeypatch, mysql_params, kafka_bootstrap, database
         "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
         "ICEBERG_CATALOG_URI": f"sqlite:///{tmp_path / 'catalog.db'}",
         "ICEBERG_WAREHOUSE": f"file://{tmp_path / 'wh'}",
+        "CHANGELAKE_STATE_DIR": str(tmp_path / "state"),
     }.items():
         monkeypatch.setenv(key, value)
     from platform_defs import jobs

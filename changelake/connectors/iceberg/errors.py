@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from changelake.connectors.errors import ConnectorError
+from changelake.connectors.lake.errors import NullPrimaryKeyError  # shared with the Paimon sink
 
 __all__ = [
     "IcebergSinkError",
@@ -33,14 +34,6 @@ class SchemaEvolutionError(IcebergSinkError):
     precision with the same scale, NOT NULL -> NULL, a dropped column (kept, made nullable). Anything
     else (e.g. a changed primary key, DECIMAL scale, or INT -> STRING) needs an operator: route the
     table to a new lake table, or migrate the existing one by hand and restart the pipeline.
-    """
-
-
-class NullPrimaryKeyError(IcebergSinkError):
-    """A row to write has NULL in a primary-key column. Names the table and the column.
-
-    A primary-key column cannot be NULL in MySQL; this usually means the transform's
-    ``primary-keys`` names the wrong column for this table.
     """
 
 

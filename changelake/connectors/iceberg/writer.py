@@ -39,6 +39,7 @@ from pyiceberg.table import Table
 from changelake.changelog.row import ChangelogRow
 from changelake.changelog.schema import Schema, TableId
 from changelake.connectors.iceberg.compaction import TRUNCATE, BatchItem, CompactedBatch, compact
+from changelake.connectors.errors import OptionValidationError
 from changelake.connectors.iceberg.errors import IcebergCommitError, IcebergSinkError
 from changelake.connectors.iceberg.evolve import apply_evolution, iceberg_schema_of, plan_evolution
 from changelake.connectors.iceberg.offsets import (
@@ -53,7 +54,7 @@ from changelake.connectors.iceberg.offsets import (
 from changelake.connectors.iceberg.options import IcebergSinkOptions
 from changelake.connectors.iceberg.types import to_arrow_array
 
-__all__ = ["WriteResult", "IcebergSink", "open_catalog"]
+__all__ = ["WriteResult", "IcebergSink", "open_catalog", "validate_sql_catalog_uri"]
 
 
 @dataclass(frozen=True)
@@ -81,19 +82,57 @@ class WriteResult:
     offsets: Mapping[str, int] = field(default_factory=dict)
 
 
-def open_catalog(options: IcebergSinkOptions) -> Catalog:
-    """Load the pyiceberg catalog of ``options`` (creates a SQLite file's parent directory).
+def validate_sql_catalog_uri(uri: str) -> None:
+    """Check a SQL catalog's ``catalog.properties.uri`` before the catalog is loaded.
+
+    A misspelt scheme (``sqlit:``) or a SQLite file whose folder does not exist is refused: loading
+    it would silently create a new, empty catalog beside the real lake (and re-ingest every topic
+    into it). Creating a catalog is an explicit act: create the folder first.
 
     Raises:
+        OptionValidationError: names ``catalog.properties.uri`` and the value (password hidden).
+    """
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    key = "catalog.properties.uri"
+    try:
+        url = make_url(uri)
+    except ArgumentError as exc:
+        raise OptionValidationError(f"'{key}' = '{uri}' is not a SQLAlchemy database URL: {exc}", option=key) from exc
+    shown = url.render_as_string(hide_password=True)
+    try:
+        url.get_dialect()
+    except NoSuchModuleError as exc:
+        raise OptionValidationError(
+            f"'{key}' = '{shown}': unknown database scheme '{url.drivername}' (e.g. 'sqlite:////abs/path/catalog.db', "
+            f"'postgresql+psycopg2://user@host/db')",
+            option=key,
+        ) from exc
+    if url.get_backend_name() == "sqlite":
+        database = url.database or ""
+        if database and database != ":memory:" and not database.startswith("file:"):
+            folder = Path(database).parent
+            if not folder.is_dir():
+                raise OptionValidationError(
+                    f"'{key}' = '{shown}': the folder '{folder}' does not exist; a catalog is not created there "
+                    "implicitly (check the path, or create the folder to start a new catalog)",
+                    option=key,
+                )
+
+
+def open_catalog(options: IcebergSinkOptions) -> Catalog:
+    """Load the pyiceberg catalog of ``options``; a ``file://`` warehouse folder is created.
+
+    Raises:
+        OptionValidationError: a SQL catalog's URI has an unknown scheme or names a SQLite file in a
+            folder that does not exist (see :func:`validate_sql_catalog_uri`).
         IcebergSinkError: the catalog cannot be loaded (the message names the catalog type and
             never carries the properties, which may hold secrets).
     """
     props = dict(options.catalog_properties)
-    uri = props.get("uri", "")
-    if props.get("type") == "sql" and uri.startswith("sqlite:///"):
-        db_path = uri[len("sqlite:///"):]
-        if db_path and db_path != ":memory:":
-            Path(db_path).parent.mkdir(parents=True, exist_ok=True)
+    if props.get("type", "sql") == "sql" and props.get("uri"):
+        validate_sql_catalog_uri(props["uri"])
     warehouse = props.get("warehouse", "")
     if warehouse.startswith("file://"):
         Path(urlparse(warehouse).path).mkdir(parents=True, exist_ok=True)

@@ -10,8 +10,10 @@ Record construction follows Flink CDC's Kafka pipeline sink (``PipelineKafkaReco
   update that changes the primary key first writes a tombstone for the old key);
 - partition: 0 (``all-to-zero``) or left to the producer with ``partitioner=murmur2_random``
   (``hash-by-key``), which places keys as Kafka's Java client does;
-- headers: ``namespace``/``schemaName``/``tableName`` (``sink.add-tableId-to-header-enabled``) and
-  ``sink.custom-header``.
+- headers: ``namespace``/``schemaName``/``tableName`` (``sink.add-tableId-to-header-enabled``),
+  ``sink.custom-header``, and (changelake) ``changelake.schema.id`` / ``changelake.schema.topic``
+  naming the table's exact schema, stored once in the compacted ``sink.schema-topic`` in the same
+  transaction (:mod:`.schemas`); the payload stays what Flink's readers expect by default.
 
 Positions (DESIGN.md "Exactly-once, end to end"): :meth:`KafkaPipelineSink.commit` stores the
 source position as JSON in a compacted offsets topic (default ``changelake-offsets``) keyed by the
@@ -54,6 +56,13 @@ from changelake.changelog.schema import Schema, TableId
 from changelake.connectors.errors import SinkFlushError
 from changelake.connectors.kafka._formats import create_format
 from changelake.connectors.kafka.keys import encode_key_for_row
+from changelake.connectors.kafka.schemas import (
+    SCHEMA_ID_HEADER,
+    SCHEMA_TOPIC_CONFIG,
+    SCHEMA_TOPIC_HEADER,
+    encode_schema_record,
+    schema_fingerprint,
+)
 from changelake.connectors.kafka.sink_options import (
     DeliveryGuarantee,
     KafkaSinkOptions,
@@ -112,8 +121,11 @@ class KafkaPipelineSink:
         self._errors: list[SinkFlushError] = []
         self._in_txn = False
         self._records_since_commit = 0
-        #: counters for metrics: records written, tombstones, skipped events
-        self.metrics = {"records": 0, "tombstones": 0, "skipped": 0, "commits": 0}
+        self._schemas_sent: set[str] = set()  # fingerprints durably in the schema topic
+        self._schemas_pending: set[str] = set()  # written in the open transaction
+        self._fingerprints: dict[Schema, str] = {}
+        #: counters for metrics: records written, tombstones, skipped events, commits, schema records
+        self.metrics = {"records": 0, "tombstones": 0, "skipped": 0, "commits": 0, "schemas": 0}
 
     # -- lifecycle -------------------------------------------------------------------------------
     @property
@@ -141,6 +153,8 @@ class KafkaPipelineSink:
         self._creator = TopicCreator(self._admin, opts.topic_partitions, opts.topic_replication_factor, timeout_s)
         if opts.auto_create_topics:
             self._creator.ensure([opts.offsets_topic], OFFSETS_TOPIC_CONFIG, partitions=1)
+            if opts.schema_topic:
+                self._creator.ensure([opts.schema_topic], SCHEMA_TOPIC_CONFIG, partitions=1)
         conf: dict[str, Any] = dict(opts.properties)
         if opts.partition_strategy is PartitionStrategy.HASH_BY_KEY:
             conf.setdefault("partitioner", "murmur2_random")
@@ -186,6 +200,7 @@ class KafkaPipelineSink:
         finally:
             self._admin = None
             self._creator = None
+            self._schemas_pending.clear()
 
     def __enter__(self) -> "KafkaPipelineSink":
         self.open()
@@ -244,7 +259,7 @@ class KafkaPipelineSink:
         if opts.auto_create_topics and self._creator is not None:
             self._creator.ensure([topic])
         key = encode_key_for_row(str(event.table), None, None, opts.key_format)
-        headers = self._headers(event.table)
+        headers = self._headers(event.table) + self._schema_headers(producer, event)
         if opts.partition_strategy is PartitionStrategy.ALL_TO_ZERO:
             return [(topic, key, value, headers, 0)]
         metadata = producer.list_topics(topic, timeout=opts.flush_timeout.total_seconds())
@@ -258,6 +273,8 @@ class KafkaPipelineSink:
             self._creator.ensure([topic])
         table_text = str(event.table)
         headers = self._headers(event.table)
+        if self._producer is not None:
+            headers = headers + self._schema_headers(self._producer, event)
         key_row = event.before if event.op is Op.DELETE else event.after
         key = encode_key_for_row(table_text, event.schema, key_row, opts.key_format)
         if (
@@ -310,8 +327,31 @@ class KafkaPipelineSink:
         headers.extend((k, v.encode("utf-8")) for k, v in self.options.custom_headers)
         return headers
 
+    def _schema_headers(self, producer: Producer, event: DataChangeEvent) -> list[tuple[str, bytes]]:
+        """``changelake.schema.id`` / ``changelake.schema.topic`` for an event with a schema; the
+        schema record is produced first when this sink has not written it yet (joining the open
+        transaction under exactly-once). ``[]`` without a schema or ``sink.schema-topic``."""
+        topic = self.options.schema_topic
+        if not topic or event.schema is None:
+            return []
+        fingerprint = self._fingerprints.get(event.schema)
+        if fingerprint is None:
+            fingerprint = schema_fingerprint(event.schema)
+            if len(self._fingerprints) > 10_000:
+                self._fingerprints.clear()
+            self._fingerprints[event.schema] = fingerprint
+        if fingerprint not in self._schemas_sent and fingerprint not in self._schemas_pending:
+            key, value = encode_schema_record(event.table, event.schema)
+            self._produce(producer, topic, key, value, [], partition=0, counted=False)
+            self.metrics["schemas"] += 1
+            if self.exactly_once:
+                self._schemas_pending.add(fingerprint)
+            else:
+                self._schemas_sent.add(fingerprint)
+        return [(SCHEMA_ID_HEADER, fingerprint.encode("ascii")), (SCHEMA_TOPIC_HEADER, topic.encode("utf-8"))]
+
     def _produce(self, producer: Producer, topic: str, key: bytes, value: bytes | None,
-                 headers: list[tuple[str, bytes]], partition: int | None = None) -> None:
+                 headers: list[tuple[str, bytes]], partition: int | None = None, counted: bool = True) -> None:
         kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": self._on_delivery}
         if headers:
             kwargs["headers"] = headers
@@ -331,7 +371,8 @@ class KafkaPipelineSink:
                 producer.poll(0.1)
             except KafkaException as exc:
                 raise SinkFlushError(f"cannot produce to topic {topic!r}: {exc}") from exc
-        self.metrics["records"] += 1
+        if counted:
+            self.metrics["records"] += 1
         if value is None:
             self.metrics["tombstones"] += 1
         self._records_since_commit += 1
@@ -395,8 +436,13 @@ class KafkaPipelineSink:
                 )
                 raise SinkFlushError(f"commit of the transaction of {opts.transactional_id_prefix!r} failed: "
                                      f"{exc}{hint}") from exc
+            except BaseException:
+                self._schemas_pending.clear()
+                raise
             finally:
                 self._in_txn = False
+            self._schemas_sent |= self._schemas_pending
+            self._schemas_pending.clear()
             self._raise_delivery_errors()
         elif opts.delivery_guarantee is DeliveryGuarantee.AT_LEAST_ONCE:
             self._flush(producer, timeout_s)
@@ -418,6 +464,7 @@ class KafkaPipelineSink:
             producer.abort_transaction(self.options.flush_timeout.total_seconds())
             self._in_txn = False
             self._errors.clear()
+            self._schemas_pending.clear()
 
     def _begin(self) -> None:
         assert self._producer is not None
@@ -429,6 +476,7 @@ class KafkaPipelineSink:
         self._in_txn = True
 
     def _abort_after_failure(self, producer: Producer, timeout_s: float) -> None:
+        self._schemas_pending.clear()
         try:
             producer.abort_transaction(timeout_s)
         except KafkaException as exc:  # fatal errors: the producer must be recreated by reopening

@@ -7,7 +7,9 @@ format options ``<value.format>.*`` / ``<key.format>.*`` (e.g. ``debezium-json.i
 
 changelake additions (Flink CDC has no equivalent): ``sink.transactional-id-prefix``,
 ``sink.offsets-topic``, ``sink.topic.auto-create``, ``sink.topic.partitions``,
-``sink.topic.replication-factor``, ``sink.flush.timeout``.
+``sink.topic.replication-factor``, ``sink.flush.timeout``, ``sink.schema-topic`` (the compacted topic
+of table schemas named by each record's ``changelake.schema.id`` header, see
+:mod:`changelake.connectors.kafka.schemas`; empty turns the headers off).
 
 Example::
 
@@ -104,6 +106,9 @@ TRANSACTIONAL_ID_PREFIX = Option("sink.transactional-id-prefix", parse_str, None
                                  "'changelake-<pipeline name>'. Must be unique per pipeline.")
 OFFSETS_TOPIC = Option("sink.offsets-topic", parse_str, "changelake-offsets",
                        "Compacted topic holding the source position per pipeline name.")
+SCHEMA_TOPIC = Option("sink.schema-topic", parse_str, "changelake-schemas",
+                      "Compacted topic of table schemas; each record names its schema in the header "
+                      "'changelake.schema.id' (payload unchanged). Empty: no schema headers.")
 AUTO_CREATE = Option("sink.topic.auto-create", parse_bool, True, "Create missing topics with the AdminClient.")
 TOPIC_PARTITIONS = Option("sink.topic.partitions", parse_int(1), 1, "Partitions of topics the sink creates.")
 TOPIC_REPLICATION = Option("sink.topic.replication-factor", parse_int(1), 1,
@@ -116,7 +121,7 @@ NAME = Option("name", parse_str, None, "Display name of the sink.")
 
 SINK_OPTIONS: tuple[Option[Any], ...] = (
     VALUE_FORMAT, KEY_FORMAT, PARTITION_STRATEGY, TOPIC, TABLE_MAPPING, ADD_TABLE_ID_HEADER, CUSTOM_HEADER,
-    DELIVERY_GUARANTEE, TRANSACTIONAL_ID_PREFIX, OFFSETS_TOPIC, AUTO_CREATE, TOPIC_PARTITIONS, TOPIC_REPLICATION,
+    DELIVERY_GUARANTEE, TRANSACTIONAL_ID_PREFIX, OFFSETS_TOPIC, SCHEMA_TOPIC, AUTO_CREATE, TOPIC_PARTITIONS, TOPIC_REPLICATION,
     FLUSH_TIMEOUT, TYPE, NAME,
 )
 
@@ -183,6 +188,8 @@ class KafkaSinkOptions:
         value_format_options / key_format_options: ``<format>.*`` options, prefix stripped.
         transactional_id_prefix: transactional.id of the exactly-once producer.
         offsets_topic: compacted topic of source positions, keyed by pipeline name.
+        schema_topic: compacted topic of table schemas keyed by fingerprint, or None (no schema
+            headers).
         auto_create_topics, topic_partitions, topic_replication_factor: topic creation.
         flush_timeout: max wait for acknowledgements (flush, commit).
         pipeline_name: key of this pipeline's position record.
@@ -200,6 +207,7 @@ class KafkaSinkOptions:
     delivery_guarantee: DeliveryGuarantee = DeliveryGuarantee.AT_LEAST_ONCE
     transactional_id_prefix: str = ""
     offsets_topic: str = "changelake-offsets"
+    schema_topic: str | None = "changelake-schemas"
     auto_create_topics: bool = True
     topic_partitions: int = 1
     topic_replication_factor: int = 1
@@ -245,6 +253,7 @@ class KafkaSinkOptions:
             delivery_guarantee=DELIVERY_GUARANTEE.get(raw),  # type: ignore[arg-type]
             transactional_id_prefix=TRANSACTIONAL_ID_PREFIX.get(raw) or default_transactional_id_prefix(pipeline_name),
             offsets_topic=OFFSETS_TOPIC.get(raw) or "changelake-offsets",
+            schema_topic=(SCHEMA_TOPIC.get(raw) or None) if SCHEMA_TOPIC.key in raw else SCHEMA_TOPIC.default,
             auto_create_topics=bool(AUTO_CREATE.get(raw)),
             topic_partitions=TOPIC_PARTITIONS.get(raw) or 1,
             topic_replication_factor=TOPIC_REPLICATION.get(raw) or 1,

@@ -11,6 +11,12 @@ CDC / Debezium / Canal), decodes each record value with the value format and att
 For ``json`` topics (upsert topics) a record is an insert of its value, and a tombstone (null
 value) with a key is a delete of the key's columns (``TableId`` removed).
 
+Types: a record whose headers name a schema (``changelake.schema.id`` / ``changelake.schema.topic``,
+written by Pipeline 1, see :mod:`.schemas`) is decoded with that exact schema, so DECIMAL, DATETIME,
+BINARY... keep their MySQL types although the payload is Flink's default JSON; otherwise the
+format's own schema is used (a debezium-json ``schema`` wrapper), else the events carry no schema
+and the caller infers one from the values.
+
 The caller (the Iceberg sink) owns the offsets: :meth:`KafkaPipelineSource.open` assigns the
 partitions and seeks to the offsets given, falling back to ``scan.startup.mode``; consumer-group
 offsets are committed only on request (:meth:`commit_advisory`) so that lag can be watched. The end
@@ -43,9 +49,11 @@ from typing import Any, Mapping
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from changelake.changelog.event import DataChangeEvent, Op
-from changelake.changelog.schema import TableId
-from changelake.connectors.errors import SourceError
+from changelake.changelog.schema import Schema, TableId
+from changelake.connectors.errors import RecordError, SourceError
+from changelake.connectors.kafka.dead_letter import DeadLetterQueue
 from changelake.connectors.kafka._formats import create_format
+from changelake.connectors.kafka.schemas import SchemaResolver, schema_header
 from changelake.connectors.kafka.sink_options import ValueFormat
 from changelake.connectors.kafka.source_options import BoundedMode, KafkaSourceOptions, StartupMode
 from changelake.connectors.kafka_common import unavailable_error, with_logger
@@ -69,6 +77,7 @@ class SourceRecord:
         key: raw key bytes or None.
         timestamp: record timestamp in ms since the epoch (None if the broker has none).
         headers: record headers as (name, bytes) pairs.
+        value: raw value bytes or None (kept so a bad record can be copied to the dead-letter topic).
     """
 
     topic: str
@@ -78,6 +87,7 @@ class SourceRecord:
     key: bytes | None
     timestamp: int | None
     headers: list[tuple[str, bytes]] = field(default_factory=list)
+    value: bytes | None = None
 
 
 class KafkaPipelineSource:
@@ -93,7 +103,9 @@ class KafkaPipelineSource:
         OptionValidationError: invalid options.
 
     Attributes:
-        parse_errors: number of corrupt records skipped with ``<format>.ignore-parse-errors``.
+        parse_errors: number of bad records skipped with ``<format>.ignore-parse-errors`` (corrupt
+            ones here, unappliable ones reported through :meth:`reject`).
+        dead_letter: the :class:`DeadLetterQueue` of ``dead-letter.topic``, or None.
     """
 
     def __init__(self, options: Mapping[str, Any] | KafkaSourceOptions, group_id: str, *,
@@ -102,12 +114,17 @@ class KafkaPipelineSource:
         self.group_id = group_id
         self._consumer: Consumer | None = None
         self._format: Any = None
+        self._typed_formats: dict[str, Any] = {}
+        self._resolver: SchemaResolver | None = None
         self._assigned: list[TopicPartitionKey] = []
         self._end: dict[TopicPartitionKey, int] = {}
         self._pos: dict[TopicPartitionKey, int] = {}
         self._paused: set[TopicPartitionKey] = set()
         self.parse_errors = 0
         self._timeout_s = timeout_s
+        self.dead_letter: DeadLetterQueue | None = None
+        if self.options.dead_letter_topic:
+            self.dead_letter = DeadLetterQueue(self.options.properties, self.options.dead_letter_topic, timeout_s)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def open(self, start_offsets: Mapping[TopicPartitionKey, int] | None = None) -> None:
@@ -134,6 +151,7 @@ class KafkaPipelineSource:
         self._consumer = Consumer(with_logger(conf))
         fmt_name = opts.value_format.value
         self._format = create_format(fmt_name, None, dict(opts.format_options))
+        self._resolver = SchemaResolver(opts.properties, timeout_s=self._timeout_s)
         try:
             self._assign(dict(start_offsets or {}))
         except KafkaException as exc:
@@ -151,6 +169,8 @@ class KafkaPipelineSource:
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
             consumer.close()
+        if self.dead_letter is not None:
+            self.dead_letter.close()
 
     def __enter__(self) -> "KafkaPipelineSource":
         return self
@@ -310,23 +330,79 @@ class KafkaPipelineSource:
         topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
         ts_type, ts = msg.timestamp()
         key, value = msg.key(), msg.value()
+        headers = list(msg.headers() or [])
         try:
-            events = self._events(topic, key, value)
+            events = self._events(topic, key, value, headers)
         except DecodeError as exc:
             exc.at(topic=topic, partition=partition, offset=offset)
             if not self.options.ignore_parse_errors:
                 raise
-            self.parse_errors += 1
-            log.warning("skipping corrupt record: %s", exc)
             events = []
+            self._skip(topic, partition, offset, key, value, headers, exc, None)
         pos = {"topic": topic, "partition": partition, "offset": offset + 1}
         events = [replace(e, position=pos) for e in events]
-        return SourceRecord(topic, partition, offset, events, key, ts if ts_type != 0 else None,
-                            list(msg.headers() or []))
+        return SourceRecord(topic, partition, offset, events, key, ts if ts_type != 0 else None, headers, value)
 
-    def _events(self, topic: str, key: bytes | None, value: bytes | None) -> list[DataChangeEvent]:
+    def reject(self, record: SourceRecord, error: BaseException, table: str | None = None) -> None:
+        """Skip a record whose change cannot be applied (the caller found it bad after decoding).
+
+        With ``<format>.ignore-parse-errors`` it is counted in ``parse_errors`` and copied to
+        ``dead-letter.topic`` if set; otherwise ``error`` is re-raised as a :class:`RecordError`
+        naming topic, partition, offset and table (chained).
+
+        Raises:
+            RecordError: ``<format>.ignore-parse-errors`` is off.
+            SinkFlushError, TopicCreationError: the dead-letter copy failed.
+        """
+        if not self.options.ignore_parse_errors:
+            raise RecordError(str(error), topic=record.topic, partition=record.partition, offset=record.offset,
+                              table=table) from error
+        self._skip(record.topic, record.partition, record.offset, record.key, record.value, record.headers,
+                   error, table)
+
+    def _skip(self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None,
+              headers: list[tuple[str, bytes]], error: BaseException, table: str | None) -> None:
+        self.parse_errors += 1
+        if self.dead_letter is not None:
+            self.dead_letter.send(topic=topic, partition=partition, offset=offset, key=key, value=value,
+                                  headers=headers, error=error, table=table)
+        else:
+            log.warning("skipping bad record (no dead-letter.topic): %s", error)
+
+    def flush_dead_letters(self) -> None:
+        """Wait until the dead-letter copies are acknowledged (call before committing offsets past
+        them). Raises SinkFlushError."""
+        if self.dead_letter is not None:
+            self.dead_letter.flush()
+
+    @property
+    def dead_letters(self) -> int:
+        """Records copied to ``dead-letter.topic`` so far."""
+        return self.dead_letter.sent if self.dead_letter is not None else 0
+
+    def _format_for(self, headers: list[tuple[str, bytes]]) -> tuple[Any, Schema | None]:
+        """The value format to decode a record with, and the schema its headers name (or None)."""
+        ref = schema_header(headers)
+        if ref is None or self._resolver is None:
+            return self._format, None
+        schema_topic, fingerprint = ref
+        _, schema = self._resolver.resolve(schema_topic, fingerprint)
+        fmt = self._typed_formats.get(fingerprint)
+        if fmt is None:
+            fmt = create_format(self.options.value_format.value, schema, dict(self.options.format_options))
+            if len(self._typed_formats) > 10_000:
+                self._typed_formats.clear()
+            self._typed_formats[fingerprint] = fmt
+        return fmt, schema
+
+    def _events(self, topic: str, key: bytes | None, value: bytes | None,
+                headers: list[tuple[str, bytes]] | None = None) -> list[DataChangeEvent]:
         opts = self.options
         topic_table = TableId.parse(topic)
+        try:
+            fmt, schema = self._format_for(headers or [])
+        except SourceError as exc:  # the schema the record names cannot be found: it cannot be typed
+            raise DecodeError(str(exc), format=opts.value_format.value, field="headers") from exc
         if opts.value_format is ValueFormat.JSON:
             key_obj = self._key_object(key) if key else None
             table = topic_table
@@ -336,12 +412,12 @@ class KafkaPipelineSource:
                 if not key_obj:
                     return []
                 before = {k: v for k, v in key_obj.items() if k != "TableId"}
-                return [DataChangeEvent(table, Op.DELETE, before, None)]
-            rows = self._format.decode(value)
-            return [DataChangeEvent(table, Op.CREATE, None, dict(r.values)) for r in rows]
+                return [DataChangeEvent(table, Op.DELETE, before, None, schema)]
+            rows = fmt.decode(value)
+            return [DataChangeEvent(table, Op.CREATE, None, dict(r.values), schema) for r in rows]
         if value is None:
             return []  # tombstone in a changelog topic: nothing to apply (as Flink's debezium-json)
-        events = self._format.decode_events(value)
+        events = fmt.decode_events(value)
         if not opts.distributed_tables:
             events = [e if e.table == topic_table else replace(e, table=topic_table) for e in events]
         return list(events)

@@ -14,12 +14,21 @@ holds several tables: each record's table comes from ``source.db``/``source.tabl
 ``database``/``table``; otherwise the topic name ``db.table`` is the table),
 ``<format>.ignore-parse-errors`` (count and skip corrupt records) and other ``<format>.*`` options
 (passed to the format).
+
+changelake additions: ``dead-letter.topic`` (with ``<format>.ignore-parse-errors: true``, bad
+records are also copied there with headers naming source topic, partition, offset and error; see
+:mod:`.dead_letter`), and ``schema.inference.strategy`` (Alibaba's Kafka YAML source option):
+``continuous`` (default) infers a schema from every record of a table that carries no schema, so a
+new JSON field becomes a new column; ``static`` keeps the schema inferred from a table's first
+record (later fields are ignored). Records typed by Pipeline 1's schema header, a debezium-json
+``schema`` wrapper or canal-json ``mysqlType`` are never inferred.
 """
 
 from __future__ import annotations
 
 import enum
 import re
+from datetime import timedelta
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -27,6 +36,7 @@ from changelake.connectors.errors import OptionValidationError
 from changelake.connectors.kafka._options import (
     Option,
     parse_bool,
+    parse_duration,
     parse_enum,
     parse_int,
     parse_str,
@@ -36,7 +46,7 @@ from changelake.connectors.kafka._options import (
 )
 from changelake.connectors.kafka.sink_options import IDENTIFIER, ValueFormat
 
-__all__ = ["StartupMode", "BoundedMode", "KafkaSourceOptions", "SOURCE_OPTIONS", "parse_specific_offsets"]
+__all__ = ["StartupMode", "BoundedMode", "InferenceStrategy", "KafkaSourceOptions", "SOURCE_OPTIONS", "parse_specific_offsets"]
 
 PROPERTIES_PREFIX = "properties."
 
@@ -49,6 +59,13 @@ class StartupMode(enum.Enum):
     GROUP_OFFSETS = "group-offsets"
     SPECIFIC_OFFSETS = "specific-offsets"
     TIMESTAMP = "timestamp"
+
+
+class InferenceStrategy(enum.Enum):
+    """``schema.inference.strategy``: how a table without schema information gets one."""
+
+    CONTINUOUS = "continuous"  # infer from every record; new fields evolve the table
+    STATIC = "static"  # infer once, from the table's first record
 
 
 class BoundedMode(enum.Enum):
@@ -70,14 +87,20 @@ BOUNDED_MODE = Option("scan.bounded.mode", parse_enum(BoundedMode), BoundedMode.
                       "unbounded (default) or latest-offset (stop at the end offsets seen at open).")
 VALUE_FORMAT = Option("value.format", parse_enum(ValueFormat), ValueFormat.DEBEZIUM_JSON,
                       "debezium-json (default), canal-json or json.")
-DISCOVERY_INTERVAL = Option("scan.topic-partition-discovery.interval", parse_str, None,
-                            "Accepted for compatibility; call refresh() to discover new topics/partitions.")
+DISCOVERY_INTERVAL = Option("scan.topic-partition-discovery.interval", parse_duration, timedelta(seconds=10),
+                            "How often an unbounded run re-lists topics (topic-pattern) and partitions; "
+                            "10 s by default, 0 turns discovery off.")
+DEAD_LETTER_TOPIC = Option("dead-letter.topic", parse_str, None,
+                           "With '<format>.ignore-parse-errors': copy bad records to this topic with headers "
+                           "naming source topic, partition, offset and error.")
+INFERENCE_STRATEGY = Option("schema.inference.strategy", parse_enum(InferenceStrategy), InferenceStrategy.CONTINUOUS,
+                            "continuous (default): infer from every untyped record; static: from the first.")
 TYPE = Option("type", parse_str, IDENTIFIER, "Connector identifier, 'kafka'.")
 NAME = Option("name", parse_str, None, "Display name of the source.")
 
 SOURCE_OPTIONS: tuple[Option[Any], ...] = (
     TOPIC, TOPIC_PATTERN, STARTUP_MODE, SPECIFIC_OFFSETS, TIMESTAMP_MILLIS, BOUNDED_MODE, VALUE_FORMAT,
-    DISCOVERY_INTERVAL, TYPE, NAME,
+    DISCOVERY_INTERVAL, DEAD_LETTER_TOPIC, INFERENCE_STRATEGY, TYPE, NAME,
 )
 
 _SPECIFIC_RE = re.compile(r"^\s*(?:topic:(?P<topic>[^,]+),)?\s*partition:(?P<p>\d+)\s*,\s*offset:(?P<o>\d+)\s*$")
@@ -122,6 +145,9 @@ class KafkaSourceOptions:
         distributed_tables: tables come from each record (``<format>.distributed-tables``).
         ignore_parse_errors: count and skip corrupt records (``<format>.ignore-parse-errors``).
         format_options: other ``<format>.*`` options, prefix stripped (passed to the format).
+        dead_letter_topic: where bad records are copied (needs ``ignore_parse_errors``), or None.
+        inference_strategy: ``schema.inference.strategy``.
+        discovery_interval: ``scan.topic-partition-discovery.interval`` (0: off).
     """
 
     properties: Mapping[str, str] = field(repr=False)
@@ -135,6 +161,9 @@ class KafkaSourceOptions:
     distributed_tables: bool = False
     ignore_parse_errors: bool = False
     format_options: Mapping[str, str] = field(default_factory=dict)
+    dead_letter_topic: str | None = None
+    inference_strategy: InferenceStrategy = InferenceStrategy.CONTINUOUS
+    discovery_interval: timedelta = timedelta(seconds=10)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -175,6 +204,8 @@ class KafkaSourceOptions:
         specific: dict[tuple[str, int], int] = {}
         ts = TIMESTAMP_MILLIS.get(raw)
         validate_startup(mode, raw)
+        dead_letter = DEAD_LETTER_TOPIC.get(raw) or None
+        validate_dead_letter(dead_letter, ignore, fmt_prefix)
         if mode is StartupMode.SPECIFIC_OFFSETS:
             specific = parse_specific_offsets(raw[SPECIFIC_OFFSETS.key], topics[0] if len(topics) == 1 else None)
         return cls(
@@ -189,6 +220,9 @@ class KafkaSourceOptions:
             distributed_tables=distributed,
             ignore_parse_errors=ignore,
             format_options=fmt_opts,
+            dead_letter_topic=dead_letter,
+            inference_strategy=INFERENCE_STRATEGY.get(raw),  # type: ignore[arg-type]
+            discovery_interval=DISCOVERY_INTERVAL.get(raw),  # type: ignore[arg-type]
         )
 
 
@@ -198,6 +232,20 @@ def validate_topics(topics: tuple[str, ...], pattern: str | None) -> None:
         raise OptionValidationError("Option 'topic' and 'topic-pattern' shouldn't be set together.", option="topic")
     if not topics and not pattern:
         raise OptionValidationError("Either 'topic' or 'topic-pattern' must be set.", option="topic")
+
+
+def validate_dead_letter(topic: str | None, ignore_parse_errors: bool, fmt_prefix: str) -> None:
+    """``dead-letter.topic`` only makes sense when bad records are skipped rather than fatal.
+
+    Raises:
+        OptionValidationError: ``dead-letter.topic`` without ``<format>.ignore-parse-errors: true``.
+    """
+    if topic and not ignore_parse_errors:
+        raise OptionValidationError(
+            f"'{DEAD_LETTER_TOPIC.key}' = '{topic}' needs '{fmt_prefix}ignore-parse-errors' = 'true' "
+            "(without it a bad record stops the run)",
+            option=DEAD_LETTER_TOPIC.key,
+        )
 
 
 def validate_startup(mode: StartupMode, raw: Mapping[str, str]) -> None:

@@ -144,10 +144,12 @@ def test_topic_mapping_headers_and_custom_headers(kafka_bootstrap):
         sink.commit({"pos": 1})
     records, _ = read_all(kafka_bootstrap, {"topic": topic})
     assert len(records) == 1
-    assert records[0].headers == [
+    assert records[0].headers[:5] == [
         ("namespace", b""), ("schemaName", db.encode()), ("tableName", b"customers"),
         ("team", b"lake"), ("env", b"test"),
     ]
+    # then changelake's schema headers (the table's exact schema, in the compacted schema topic)
+    assert [name for name, _ in records[0].headers[5:]] == ["changelake.schema.id", "changelake.schema.topic"]
     other, _ = read_all(kafka_bootstrap, {"topic": f"{db}.products"})
     assert [e.table for r in other for e in r.events] == [TableId(db, "products")]
 

@@ -27,9 +27,33 @@ def mysql_exec(mysql_params):
     return run
 
 
+LAKES = ("iceberg", "paimon")
+
+
+@pytest.fixture(params=LAKES)
+def lake(request):
+    """The lake sink type of Pipeline 2: every test using ``pipeline_pair`` runs once per lake."""
+    return request.param
+
+
+def lake_sink(lake: str, tmp_path) -> dict:
+    """Pipeline 2's sink block for ``lake`` on a catalog under ``tmp_path``."""
+    if lake == "paimon":
+        return {"type": "paimon", "catalog.properties.metastore": "filesystem",
+                "catalog.properties.warehouse": str(tmp_path / "paimon"), "commit.user": "it",
+                "table.properties.deletion-vectors.enabled": True}
+    (tmp_path / "warehouse").mkdir(exist_ok=True)
+    return {
+        "type": "iceberg", "catalog.properties.type": "sql",
+        "catalog.properties.uri": f"sqlite:///{tmp_path / 'catalog.db'}",
+        "catalog.properties.warehouse": f"file://{tmp_path / 'warehouse'}",
+    }
+
+
 @pytest.fixture
-def pipeline_pair(mysql_params, kafka_bootstrap, tmp_path):
-    """``pipeline_pair(db, tables, primary_keys="id", p1_extra={}, name=None)`` -> (pipeline 1, pipeline 2)."""
+def pipeline_pair(mysql_params, kafka_bootstrap, tmp_path, lake):
+    """``pipeline_pair(db, tables, primary_keys="id", p1_extra={}, name=None)`` -> (pipeline 1, pipeline 2);
+    Pipeline 2 writes the lake of the ``lake`` fixture (Iceberg, then Paimon)."""
 
     def make(db: str, tables: list[str], primary_keys: str = "id", p1_extra: dict | None = None, name: str | None = None):
         name = name or f"it-{db}"
@@ -43,7 +67,7 @@ def pipeline_pair(mysql_params, kafka_bootstrap, tmp_path):
                 },
                 "sink": {
                     "type": "kafka", "properties.bootstrap.servers": kafka_bootstrap,
-                    "sink.delivery-guarantee": "exactly-once", "debezium-json.include-schema.enabled": True,
+                    "sink.delivery-guarantee": "exactly-once",
                     **(p1_extra or {}),
                 },
             },
@@ -58,15 +82,10 @@ def pipeline_pair(mysql_params, kafka_bootstrap, tmp_path):
                     "value.format": "debezium-json", "debezium-json.distributed-tables": True,
                 },
                 "transform": [{"source-table": "\\.*.\\.*", "projection": "\\*", "primary-keys": primary_keys}],
-                "sink": {
-                    "type": "iceberg", "catalog.properties.type": "sql",
-                    "catalog.properties.uri": f"sqlite:///{tmp_path / 'catalog.db'}",
-                    "catalog.properties.warehouse": f"file://{tmp_path / 'warehouse'}",
-                },
+                "sink": lake_sink(lake, tmp_path),
             },
             env={},
         )
-        (tmp_path / "warehouse").mkdir(exist_ok=True)
         return p1, p2
 
     return make

@@ -37,6 +37,7 @@ def t(sql: str) -> DataType:
 
 @pytest.fixture
 def options(tmp_path: Path) -> IcebergSinkOptions:
+    (tmp_path / "catalog").mkdir()  # the catalog's folder must exist (creating a catalog is explicit)
     return IcebergSinkOptions.sql(f"sqlite:///{tmp_path}/catalog/catalog.db", f"file://{tmp_path}/warehouse")
 
 

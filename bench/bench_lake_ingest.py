@@ -1,0 +1,205 @@
+"""Pipeline 2 (Kafka -> lake) against Kafka's read ceiling, in one run on one broker.
+
+For each workload a topic of Debezium-JSON change events (one table, ``id BIGINT`` key, as
+Pipeline 1 writes them) is produced (not timed), then read twice:
+
+* ``ConsumerPerformance`` (Kafka's own Java consumer tool) over the whole topic: the ceiling;
+* Pipeline 2 (:func:`changelake.pipeline.runner.run_pipeline`, ``kafka`` source -> lake sink,
+  until caught up) over the timed part of the topic.
+
+Workloads (``--events`` N, default 100k):
+
+* ``insert-only``: N inserts of new keys;
+* ``update-heavy``: a table of ``--table-rows`` rows (default 100k) is loaded first (not timed),
+  then N updates on 10 % hot keys;
+* ``delete-heavy``: ``--table-rows`` rows loaded first (not timed), then N/2 deletes and N/2 inserts.
+
+Printed per workload: lake rows/s (change events applied / wall s of the timed run), Kafka's
+records/s, the ratio, write amplification (rows the lake wrote, from the snapshot summaries'
+``added-records``, per change event) and per-batch commit latency p50/p99 (ms). Run from the
+repository root::
+
+    .venv/bin/python bench/bench_lake_ingest.py [--events 100000] [--table-rows 100000] [--lake iceberg]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _upsert_kafka_common import kafka_broker, machine_note, print_table, progress, run_java_tool  # noqa: E402
+from confluent_kafka import Producer  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+from changelake.pipeline.definition import parse_pipeline  # noqa: E402
+from changelake.pipeline.runner import run_pipeline  # noqa: E402
+
+DB, TABLE = "bench", "orders"
+
+
+def _row(key: int, version: int) -> dict[str, Any]:
+    return {"id": key, "customer": f"customer-{key % 9973}", "amount": round(key * 0.37 + version, 2), "version": version}
+
+
+def _event(op: str, before: dict[str, Any] | None, after: dict[str, Any] | None, ts: int) -> bytes:
+    source = {"db": DB, "table": TABLE, "ts_ms": ts}
+    return json.dumps({"before": before, "after": after, "op": op, "source": source}, separators=(",", ":")).encode()
+
+
+def _workload(name: str, events: int, table_rows: int) -> tuple[Iterator[bytes], Iterator[bytes]]:
+    """(preload messages, timed messages) of a workload."""
+
+    def preload() -> Iterator[bytes]:
+        if name != "insert-only":
+            for k in range(table_rows):
+                yield _event("c", None, _row(k, 0), 1)
+
+    def timed() -> Iterator[bytes]:
+        if name == "insert-only":
+            for k in range(events):
+                yield _event("c", None, _row(k, 0), 2)
+        elif name == "update-heavy":
+            hot = max(1, table_rows // 10)
+            versions: dict[int, int] = {}
+            for i in range(events):
+                k = (i * 7919) % hot
+                v = versions.get(k, 0)
+                versions[k] = v + 1
+                yield _event("u", _row(k, v), _row(k, v + 1), 2)
+        else:
+            for i in range(events // 2):
+                yield _event("d", _row(i, 0), None, 2)
+                k = table_rows + i
+                yield _event("c", None, _row(k, 0), 2)
+
+    return preload(), timed()
+
+
+def _produce(bootstrap: str, topic: str, messages: Iterator[bytes]) -> int:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "compression.type": "lz4"})
+    count = 0
+    for value in messages:
+        while True:
+            try:
+                producer.produce(topic, value=value)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        count += 1
+    producer.flush(60)
+    return count
+
+
+def _pipeline(bootstrap: str, topic: str, lake_dir: Path, lake: str) -> Any:
+    sink: dict[str, Any]
+    if lake == "iceberg":
+        sink = {
+            "type": "iceberg",
+            "catalog.properties.uri": f"sqlite:///{lake_dir / 'catalog.db'}",
+            "catalog.properties.warehouse": f"file://{lake_dir / 'warehouse'}",
+        }
+        (lake_dir / "warehouse").mkdir(parents=True, exist_ok=True)
+    else:
+        sink = {"type": lake, "catalog.properties.warehouse": str(lake_dir / "warehouse")}
+    return parse_pipeline(
+        {
+            "pipeline": {"name": f"bench-{topic}"},
+            "source": {
+                "type": "kafka", "properties.bootstrap.servers": bootstrap, "topic": topic,
+                "scan.startup.mode": "earliest-offset", "value.format": "debezium-json",
+                "debezium-json.distributed-tables": True,
+            },
+            "transform": [{"source-table": "\\.*.\\.*", "projection": "\\*", "primary-keys": "id"}],
+            "sink": sink,
+        },
+        env={},
+    )
+
+
+def _added_records(lake_dir: Path, since_ms: int) -> int:
+    """``added-records`` summed over the Iceberg snapshots committed after ``since_ms``."""
+    from changelake.connectors.iceberg import IcebergSinkOptions, open_catalog
+
+    catalog = open_catalog(IcebergSinkOptions.sql(f"sqlite:///{lake_dir / 'catalog.db'}", f"file://{lake_dir / 'warehouse'}"))
+    table = catalog.load_table((DB, TABLE))
+    return sum(
+        int((s.summary or {}).get("added-records", 0) or 0) for s in table.metadata.snapshots if s.timestamp_ms >= since_ms
+    )
+
+
+def _consumer_perf(kafka: Any, topic: str, messages: int) -> float:
+    out = run_java_tool(
+        kafka, "org.apache.kafka.tools.ConsumerPerformance",
+        ["--bootstrap-server", kafka.bootstrap_servers, "--topic", topic, "--messages", str(messages), "--timeout", "60000"],
+    )
+    lines = [line for line in out.strip().splitlines() if line and not line.startswith("start.time")]
+    fields = [f.strip() for f in lines[-1].split(",")]
+    # start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, ...
+    return float(fields[5])
+
+
+def run_workload(kafka: Any, name: str, events: int, table_rows: int, lake: str) -> list[Any]:
+    topic = re.sub(r"[^a-z]", "", name) + f"-{int(time.time())}"
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result()
+    preload, timed = _workload(name, events, table_rows)
+    with tempfile.TemporaryDirectory(prefix="changelake-bench-lake-") as tmp:
+        lake_dir = Path(tmp)
+        defn = _pipeline(kafka.bootstrap_servers, topic, lake_dir, lake)
+        loaded = _produce(kafka.bootstrap_servers, topic, preload)
+        if loaded:
+            progress(f"{name}: loading {loaded:,} rows into the lake (not timed)")
+            run_pipeline(defn, until_caught_up=True)
+        produced = _produce(kafka.bootstrap_servers, topic, timed)
+        progress(f"{name}: {produced:,} change events on {topic}; Pipeline 2 -> {lake}")
+        commit_times: list[float] = []
+        last = [time.perf_counter()]
+
+        def on_batch(_: dict[str, Any]) -> None:
+            now = time.perf_counter()
+            commit_times.append((now - last[0]) * 1000)
+            last[0] = now
+
+        since_ms = int(time.time() * 1000)
+        stats = run_pipeline(defn, until_caught_up=True, on_batch=on_batch)
+        rate = stats.events / stats.elapsed_s if stats.elapsed_s else 0.0
+        amplification = _added_records(lake_dir, since_ms) / stats.events if lake == "iceberg" and stats.events else float("nan")
+    progress(f"{name}: ConsumerPerformance over {loaded + produced:,} records")
+    ceiling = _consumer_perf(kafka, topic, loaded + produced)
+    p50 = statistics.median(commit_times) if commit_times else 0.0
+    p99 = sorted(commit_times)[int(0.99 * (len(commit_times) - 1))] if commit_times else 0.0
+    return [f"{name} ({lake})", stats.events, round(rate), round(ceiling), rate / ceiling, amplification, p50, p99, stats.batches]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--events", type=int, default=100_000)
+    parser.add_argument("--table-rows", type=int, default=100_000)
+    parser.add_argument("--lake", action="append", default=None, help="iceberg (default); repeat for several lakes")
+    parser.add_argument("--workload", action="append", choices=["insert-only", "update-heavy", "delete-heavy"], default=None)
+    args = parser.parse_args()
+    lakes = args.lake or ["iceberg"]
+    workloads = args.workload or ["insert-only", "update-heavy", "delete-heavy"]
+    rows = []
+    with kafka_broker() as kafka:
+        for workload in workloads:
+            for lake in lakes:
+                rows.append(run_workload(kafka, workload, args.events, args.table_rows, lake))
+    print(machine_note())
+    print_table(
+        ["workload", "events", "lake rows/s", "Kafka rec/s", "ratio", "rows written/event", "commit p50 ms", "p99 ms", "batches"],
+        rows,
+    )
+
+
+if __name__ == "__main__":
+    main()

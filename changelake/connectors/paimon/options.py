@@ -1,0 +1,247 @@
+"""Options of the ``paimon`` pipeline sink, spelled as Flink CDC's Paimon pipeline connector.
+
+A pipeline definition's sink block (the seed's Pipeline 2, with a local catalog)::
+
+    sink:
+      type: paimon
+      catalog.properties.metastore: filesystem           # default; or rest
+      catalog.properties.warehouse: /abs/path/warehouse  # default <state dir>/lake/paimon
+      commit.user: my_job                                 # default 'admin', as Flink CDC
+      table.properties.deletion-vectors.enabled: true
+      table.properties.bucket: "4"
+      partition.key: "shop.orders:region;shop.events:day"
+      commit.max-rows: 100000
+
+``catalog.properties.*`` (prefix stripped) are handed to pypaimon's ``CatalogFactory.create``
+(``metastore: rest`` with ``uri``, ``warehouse``, ``token.provider`` ... passed through as they
+are); ``table.properties.*`` (prefix stripped) become the options of tables the sink creates.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from changelake.changelog.schema import TableId
+from changelake.connectors.errors import OptionValidationError
+
+__all__ = [
+    "IDENTIFIER",
+    "CATALOG_PROPERTIES_PREFIX",
+    "TABLE_PROPERTIES_PREFIX",
+    "SUPPORTED_KEYS",
+    "ROW_KIND_FIELD",
+    "PaimonSinkOptions",
+    "parse_sink_options",
+    "default_warehouse",
+]
+
+#: The sink's ``type`` (Flink CDC factory identifier).
+IDENTIFIER = "paimon"
+CATALOG_PROPERTIES_PREFIX = "catalog.properties."
+TABLE_PROPERTIES_PREFIX = "table.properties."
+#: Column of every table the sink creates that carries the Paimon row kind (``+I``, ``+U``,
+#: ``-D``): Paimon's ``rowkind.field`` table option. pypaimon 2.1 writes a row kind only from such
+#: a column; readers of this package drop it.
+ROW_KIND_FIELD = "_changelake_row_kind"
+
+_METASTORES = ("filesystem", "rest")
+# key -> description; the single declaration of every non-prefix option.
+_OPTION_DOCS: dict[str, str] = {
+    "type": "Sink identifier; must be 'paimon'.",
+    "name": "Optional display name of the sink.",
+    "commit.user": (
+        "Paimon commit user of the sink's snapshots (default 'admin', as Flink CDC). Give every "
+        "job its own, as the seed advises."
+    ),
+    "partition.key": (
+        "Partition keys per table: 'db.t1:k1,k2;db.t2:k3' (as Flink CDC's Paimon sink). Only "
+        "applied when the sink creates the table."
+    ),
+    "commit.max-rows": (
+        "Rows buffered by PaimonSink.add before should_flush() is true; each flush commits once "
+        "per table (default 100000, must be > 0)."
+    ),
+}
+SUPPORTED_KEYS: tuple[str, ...] = (*_OPTION_DOCS, CATALOG_PROPERTIES_PREFIX + "*", TABLE_PROPERTIES_PREFIX + "*")
+_DEFAULT_COMMIT_MAX_ROWS = 100_000
+_DEFAULT_COMMIT_USER = "admin"
+_SECRET_HINTS = ("password", "secret", "token", "credential", "key")
+# Table options the sink owns: a user value would break the row kinds or the primary key.
+_RESERVED_TABLE_PROPERTIES = ("rowkind.field", "primary-key", "partition")
+
+
+def default_warehouse() -> Path:
+    """The local filesystem warehouse: ``<state dir>/lake/paimon`` (``$CHANGELAKE_STATE_DIR`` or
+    ``<repo>/.state``, as :func:`changelake.services.default_state_dir`)."""
+    # Imported by name: the services module (subprocess management) is outside the typed engine.
+    services = importlib.import_module("changelake.services")
+    return Path(services.default_state_dir()) / "lake" / "paimon"
+
+
+@dataclass(frozen=True)
+class PaimonSinkOptions:
+    """Typed options of the Paimon sink. Build with :func:`parse_sink_options` (validates).
+
+    Attributes:
+        catalog_properties: pypaimon catalog options, ``metastore`` always set, e.g.
+            ``{"metastore": "filesystem", "warehouse": "/tmp/wh"}``.
+        table_properties: options of tables the sink creates (e.g. ``deletion-vectors.enabled``).
+        commit_user: the Paimon commit user of the sink's snapshots.
+        partition_keys: ``TableId`` -> partition key columns of tables the sink creates.
+        commit_max_rows: changelog rows (before compaction) per buffered commit.
+        name: display name.
+    """
+
+    catalog_properties: Mapping[str, str]
+    table_properties: Mapping[str, str] = field(default_factory=dict)
+    commit_user: str = _DEFAULT_COMMIT_USER
+    partition_keys: Mapping[TableId, tuple[str, ...]] = field(default_factory=dict)
+    commit_max_rows: int = _DEFAULT_COMMIT_MAX_ROWS
+    name: str | None = None
+
+    @staticmethod
+    def filesystem(warehouse: str | Path, **extra: Any) -> "PaimonSinkOptions":
+        """Shortcut for a filesystem catalog, e.g. ``PaimonSinkOptions.filesystem("/tmp/wh")``.
+
+        ``extra`` are further raw options (e.g. ``**{"commit.max-rows": 10}``).
+        """
+        raw = {"type": IDENTIFIER, CATALOG_PROPERTIES_PREFIX + "warehouse": str(warehouse), **extra}
+        return parse_sink_options(raw)
+
+    @property
+    def metastore(self) -> str:
+        """``filesystem`` or ``rest``."""
+        return self.catalog_properties["metastore"]
+
+    def describe(self) -> dict[str, str]:
+        """The options as a flat dict safe to log: values of secret-looking keys are masked."""
+        out = {}
+        for key, value in self.catalog_properties.items():
+            masked = any(h in key.lower() for h in _SECRET_HINTS)
+            out[CATALOG_PROPERTIES_PREFIX + key] = "******" if masked else value
+        out["commit.user"] = self.commit_user
+        out["commit.max-rows"] = str(self.commit_max_rows)
+        return out
+
+
+def _validate_unknown_keys(raw: Mapping[str, Any]) -> None:
+    unknown = sorted(
+        k
+        for k in raw
+        if k not in _OPTION_DOCS
+        and not k.startswith(CATALOG_PROPERTIES_PREFIX)
+        and not k.startswith(TABLE_PROPERTIES_PREFIX)
+    )
+    if unknown:
+        raise OptionValidationError(
+            f"Unsupported options found for '{IDENTIFIER}'.\n\nUnsupported options:\n\n"
+            + "\n".join(unknown)
+            + "\n\nSupported options:\n\n"
+            + "\n".join(SUPPORTED_KEYS),
+            option=unknown[0],
+        )
+
+
+def _validate_type(raw: Mapping[str, Any]) -> None:
+    value = raw.get("type", IDENTIFIER)
+    if str(value) != IDENTIFIER:
+        raise OptionValidationError(f"'type' must be '{IDENTIFIER}' for this sink; got {value!r}", option="type")
+
+
+def _validate_catalog(props: dict[str, str]) -> None:
+    """Fills the filesystem defaults; checks the metastore and REST's required keys."""
+    metastore = props.setdefault("metastore", "filesystem")
+    key = CATALOG_PROPERTIES_PREFIX + "metastore"
+    if metastore not in _METASTORES:
+        raise OptionValidationError(
+            f"'{key}' must be one of {', '.join(_METASTORES)}; got {metastore!r}", option=key
+        )
+    if metastore == "filesystem":
+        props.setdefault("warehouse", str(default_warehouse()))
+    else:
+        for required in ("uri", "warehouse"):
+            if not props.get(required):
+                raise OptionValidationError(
+                    f"'{CATALOG_PROPERTIES_PREFIX}{required}' is required when '{key}' is 'rest'",
+                    option=CATALOG_PROPERTIES_PREFIX + required,
+                )
+
+
+def _validate_table_properties(props: Mapping[str, str]) -> None:
+    for name in _RESERVED_TABLE_PROPERTIES:
+        if name in props:
+            raise OptionValidationError(
+                f"'{TABLE_PROPERTIES_PREFIX}{name}' is set by the sink (primary key from the transform, "
+                f"partitions from 'partition.key', row kinds in column {ROW_KIND_FIELD!r}); got {props[name]!r}",
+                option=TABLE_PROPERTIES_PREFIX + name,
+            )
+
+
+def _parse_partition_keys(text: Any) -> dict[TableId, tuple[str, ...]]:
+    """``db.t1:k1,k2;db.t2:k3`` -> {TableId: (columns...)}. Raises OptionValidationError."""
+    out: dict[TableId, tuple[str, ...]] = {}
+    if text is None or not str(text).strip():
+        return out
+    for entry in str(text).split(";"):
+        if not entry.strip():
+            continue
+        table, sep, columns = entry.partition(":")
+        keys = tuple(c.strip() for c in columns.split(",") if c.strip())
+        if not sep or "." not in table.strip() or not keys:
+            raise OptionValidationError(
+                f"'partition.key' entries must look like 'db.table:col1,col2'; got {entry.strip()!r}",
+                option="partition.key",
+            )
+        out[TableId.parse(table.strip())] = keys
+    return out
+
+
+def _validate_commit_max_rows(raw: Mapping[str, Any]) -> int:
+    value = raw.get("commit.max-rows", _DEFAULT_COMMIT_MAX_ROWS)
+    try:
+        rows = int(str(value))
+    except ValueError:
+        raise OptionValidationError(
+            f"'commit.max-rows' must be an integer > 0; got {value!r}", option="commit.max-rows"
+        ) from None
+    if rows <= 0:
+        raise OptionValidationError(f"'commit.max-rows' must be > 0; got {rows}", option="commit.max-rows")
+    return rows
+
+
+def _text(value: Any) -> str:
+    """YAML scalars as Paimon expects option text (``True`` -> ``true``)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def parse_sink_options(raw: Mapping[str, Any]) -> PaimonSinkOptions:
+    """Validate raw (YAML) sink options and build :class:`PaimonSinkOptions`.
+
+    Validation order as Flink's FactoryHelper: unknown keys, then the sink type, then the catalog
+    (metastore, required keys), then table properties, ``partition.key`` and ranges.
+
+    Raises:
+        OptionValidationError: unknown key (the message lists the supported keys), wrong ``type``,
+            unknown ``catalog.properties.metastore``, ``rest`` without ``uri``/``warehouse``, a
+            ``table.properties.*`` the sink owns (``rowkind.field``, ``primary-key``,
+            ``partition``), a malformed ``partition.key``, or ``commit.max-rows`` not > 0.
+    """
+    _validate_unknown_keys(raw)
+    _validate_type(raw)
+    catalog = {k[len(CATALOG_PROPERTIES_PREFIX):]: _text(v) for k, v in raw.items() if k.startswith(CATALOG_PROPERTIES_PREFIX)}
+    _validate_catalog(catalog)
+    table = {k[len(TABLE_PROPERTIES_PREFIX):]: _text(v) for k, v in raw.items() if k.startswith(TABLE_PROPERTIES_PREFIX)}
+    _validate_table_properties(table)
+    commit_user = str(raw.get("commit.user") or _DEFAULT_COMMIT_USER)
+    return PaimonSinkOptions(
+        catalog_properties=MappingProxyType(catalog),
+        table_properties=MappingProxyType(table),
+        commit_user=commit_user,
+        partition_keys=MappingProxyType(_parse_partition_keys(raw.get("partition.key"))),
+        commit_max_rows=_validate_commit_max_rows(raw),
+        name=str(raw["name"]) if raw.get("name") is not None else None,
+    )

@@ -1,0 +1,482 @@
+"""PaimonSink: writes changelog batches to Paimon primary-key tables, exactly once per Kafka offset.
+
+Each :meth:`PaimonSink.write` is one Paimon commit (one snapshot) that
+
+1. reduces the batch to the last change per primary key
+   (:func:`changelake.connectors.lake.compaction.compact`, shared with the Iceberg sink),
+2. writes one row per changed key with its Paimon row kind: ``+I``/``+U`` for the final image of
+   an upserted key, ``-D`` (key columns only) for a deleted key, and after a TRUNCATE a ``-D``
+   for every key the table held. Paimon merges them on read (deduplicate merge engine, the
+   default); no data file is rewritten,
+3. stores the next Kafka offset per topic-partition in the snapshot's properties, with the
+   table's previous snapshot id + 1 as commit identifier (see :mod:`changelake.connectors.paimon.offsets`).
+
+pypaimon 2.1 writes a row kind only from a column named by the table option ``rowkind.field``,
+so every table the sink creates has the column :data:`~changelake.connectors.paimon.options.ROW_KIND_FIELD`
+(readers of this package drop it). pypaimon does not compact: with ``deletion-vectors.enabled``
+the level-0 files it writes are read by this package with ``deletion-vectors.merge-on-read``;
+Java readers see them once a Paimon compaction (e.g. Flink's ``compact`` action) has run.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import pyarrow as pa
+
+from changelake.changelog.row import ChangelogRow
+from changelake.changelog.schema import Schema, TableId
+from changelake.changelog.types import parse_data_type
+from changelake.connectors.lake.compaction import TRUNCATE, BatchItem, CompactedBatch, TruncateMarker, compact
+from changelake.connectors.lake.offsets import (
+    COMMIT_ID_PROPERTY,
+    OFFSETS_PROPERTY,
+    decode_offsets,
+    encode_offsets,
+    is_replay,
+    merge_offsets,
+    topic_partition,
+)
+from changelake.connectors.paimon.errors import PaimonCommitError, PaimonSinkError
+from changelake.connectors.paimon.evolve import paimon_schema_of, plan_evolution, to_schema_changes
+from changelake.connectors.paimon.offsets import next_commit_identifier, read_committed_offsets
+from changelake.connectors.paimon.options import ROW_KIND_FIELD, PaimonSinkOptions
+from changelake.connectors.paimon.types import arrow_type_of, to_arrow_array
+
+__all__ = ["WriteResult", "PaimonSink", "open_catalog", "DEFAULT_DATABASE", "CHECKPOINT_TABLE"]
+
+#: Paimon database of a TableId without a database.
+DEFAULT_DATABASE = "default"
+#: Where :meth:`PaimonSink.write_checkpoint` keeps pipeline checkpoints (one row per pipeline).
+CHECKPOINT_TABLE = TableId("changelake", "pipeline_checkpoints")
+_CHECKPOINT_SCHEMA = Schema.of(
+    [
+        ("pipeline", parse_data_type("STRING NOT NULL")),
+        ("offsets", parse_data_type("STRING")),
+    ],
+    ["pipeline"],
+)
+# Empty commits must still record offsets (pypaimon skips them by default).
+_WRITE_OPTIONS = {"snapshot.ignore-empty-commit": "false"}
+# pypaimon never compacts: with deletion vectors, batch reads must merge level-0 files themselves.
+READ_OPTIONS = {"deletion-vectors.merge-on-read": "true"}
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """Outcome of one :meth:`PaimonSink.write` (one commit, or a skipped replay).
+
+    Attributes:
+        table: the Paimon identifier, ``database.table``.
+        skipped: the batch's offsets were already absorbed (replay after a crash); nothing written.
+        rows_in: changelog rows received (TRUNCATE markers not counted).
+        rows_upserted: ``+I``/``+U`` rows written (final image per key).
+        keys_deleted: ``-D`` rows written for deleted keys (truncated keys included).
+        truncated: every earlier row was deleted.
+        snapshot_id: the table's latest snapshot id after the commit (None when skipped).
+        offsets: the offsets stored with the commit (or the committed ones when skipped).
+    """
+
+    table: str
+    skipped: bool
+    rows_in: int = 0
+    rows_upserted: int = 0
+    keys_deleted: int = 0
+    truncated: bool = False
+    snapshot_id: int | None = None
+    offsets: Mapping[str, int] = field(default_factory=dict)
+
+
+def open_catalog(options: PaimonSinkOptions) -> Any:
+    """The pypaimon catalog of ``options`` (creates a local filesystem warehouse's directory).
+
+    Raises:
+        PaimonSinkError: the catalog cannot be created (the message names the metastore and never
+            carries the properties, which may hold tokens).
+    """
+    from pypaimon import CatalogFactory
+
+    props = dict(options.catalog_properties)
+    warehouse = props.get("warehouse", "")
+    if options.metastore == "filesystem" and "://" not in warehouse:
+        Path(warehouse).mkdir(parents=True, exist_ok=True)
+    try:
+        return CatalogFactory.create(props)
+    except Exception as exc:
+        raise PaimonSinkError(
+            f"cannot create Paimon catalog with metastore {options.metastore!r}: {type(exc).__name__}"
+        ) from exc
+
+
+class PaimonSink:
+    """Changelog sink into Paimon primary-key tables with offsets in snapshot properties (exactly-once).
+
+    As Flink CDC's Paimon pipeline sink: one Paimon table per source table (``database.table``),
+    created with the transform's primary key, ``partition.key`` and ``table.properties.*``,
+    evolved additively; rows upserted and deleted by row kind.
+
+    Example::
+
+        sink = PaimonSink(PaimonSinkOptions.filesystem("/tmp/wh"))
+        with sink:
+            schema = Schema.of([("id", DataType.of("BIGINT", False)), ("name", DataType.of("STRING"))], ["id"])
+            sink.write(TableId("shop", "customers"), [ChangelogRow.insert({"id": 1, "name": "A"})],
+                       schema, {"shop.customers/0": 1})
+            sink.committed_offsets(TableId("shop", "customers"))   # {"shop.customers/0": 1}
+
+    One process should write a table at a time (one consumer-group member per table, as the
+    runner does); Paimon's commit detects and retries conflicting commits.
+    """
+
+    def __init__(self, options: PaimonSinkOptions) -> None:
+        self.options = options
+        self._catalog: Any = None
+        self._buffers: dict[TableId, _Buffer] = {}
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def open(self) -> None:
+        """Create the catalog (idempotent). Raises PaimonSinkError."""
+        if self._catalog is None:
+            self._catalog = open_catalog(self.options)
+
+    def close(self) -> None:
+        """Forget the catalog (idempotent). Buffered rows are dropped, not written."""
+        self._buffers.clear()
+        self._catalog = None
+
+    def __enter__(self) -> "PaimonSink":
+        self.open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def catalog(self) -> Any:
+        """The open pypaimon catalog. Raises PaimonSinkError before :meth:`open`."""
+        if self._catalog is None:
+            raise PaimonSinkError("PaimonSink is not open; call open() first")
+        return self._catalog
+
+    # -- tables --------------------------------------------------------------------------------
+    def identifier(self, table_id: TableId) -> str:
+        """The Paimon identifier ``database.table`` of a source table."""
+        return f"{table_id.database or DEFAULT_DATABASE}.{table_id.table}"
+
+    def load_table(self, table_id: TableId) -> Any | None:
+        """The lake table of ``table_id`` (a pypaimon ``FileStoreTable``, freshly loaded), or None."""
+        from pypaimon.catalog.catalog_exception import DatabaseNotExistException, TableNotExistException
+
+        try:
+            return self.catalog.get_table(self.identifier(table_id))
+        except (TableNotExistException, DatabaseNotExistException):
+            return None
+
+    def ensure_table(self, table_id: TableId, schema: Schema) -> Any:
+        """Create the lake table of ``table_id`` or evolve it to accept rows of ``schema``.
+
+        Raises:
+            PaimonSinkError: ``schema`` has no primary key, a bad ``partition.key``, or an existing
+                table without a primary key or without the sink's row-kind column.
+            SchemaEvolutionError: a change that would lose data or change the key (names the
+                table, the column, the old and the new type).
+        """
+        name = self.identifier(table_id)
+        table = self.load_table(table_id)
+        if table is None:
+            paimon_schema = paimon_schema_of(
+                schema,
+                table=name,
+                options=self.options.table_properties,
+                partition_keys=self.options.partition_keys.get(table_id, ()),
+            )
+            self.catalog.create_database(table_id.database or DEFAULT_DATABASE, True)
+            self.catalog.create_table(name, paimon_schema, True)
+            table = self.load_table(table_id)
+            if table is None:
+                raise PaimonSinkError(f"Paimon table {name!r} was created but cannot be loaded", table=name)
+        row_kind_field = table.options.options.to_map().get("rowkind.field")
+        if row_kind_field != ROW_KIND_FIELD or not table.primary_keys:
+            raise PaimonSinkError(
+                f"Paimon table {name!r} exists but was not created by this sink: it needs a primary key and "
+                f"'rowkind.field' = {ROW_KIND_FIELD!r} (has primary key {list(table.primary_keys)}, "
+                f"rowkind.field {row_kind_field!r}); without them deletes cannot be written. Drop it or route "
+                "the source table elsewhere",
+                table=name,
+            )
+        fields = [(f.name, str(f.type.type)) for f in table.table_schema.fields]
+        changes = plan_evolution(fields, table.primary_keys, schema, table=name)
+        if changes:
+            try:
+                self.catalog.alter_table(name, to_schema_changes(changes))
+            except Exception as exc:
+                raise PaimonSinkError(
+                    f"cannot evolve Paimon table {name!r} ({', '.join(map(str, changes))}): {exc}", table=name
+                ) from exc
+            table = self.load_table(table_id)
+        return table
+
+    def committed_offsets(self, table_id: TableId) -> dict[str, int]:
+        """Next Kafka offset per ``"topic/partition"`` the lake table holds; ``{}`` for a new table."""
+        table = self.load_table(table_id)
+        return read_committed_offsets(table) if table is not None else {}
+
+    # -- writing -------------------------------------------------------------------------------
+    def write(
+        self,
+        table_id: TableId,
+        rows: Sequence[BatchItem],
+        schema: Schema,
+        offsets: Mapping[str, int],
+    ) -> WriteResult:
+        """Apply a changelog batch to the lake table in ONE Paimon commit.
+
+        Args:
+            table_id: the source table (the Paimon table ``database.table``).
+            rows: changelog rows in order, oldest first, and
+                :class:`~changelake.connectors.lake.compaction.TruncateMarker` items. Reduced to
+                the last change per primary key as the Iceberg sink does; a row or marker whose
+                ``metadata`` has ``topic``, ``partition`` and ``offset`` below the committed offset
+                of that partition is dropped (partial replay).
+            schema: the rows' schema (with the primary key); the table is created/evolved first.
+            offsets: ``"topic/partition"`` -> next offset after this batch. When every partition is
+                already absorbed the write is skipped (replay after a crash). An empty batch with
+                new offsets still commits (an empty snapshot) to record them.
+
+        Returns:
+            A :class:`WriteResult`.
+
+        Raises:
+            NullPrimaryKeyError: a row's key column is NULL (names table and column).
+            PaimonTypeError: a value does not fit its column (names table and column).
+            SchemaEvolutionError, PaimonSinkError: see :meth:`ensure_table`.
+            PaimonCommitError: the commit failed; nothing was absorbed.
+        """
+        table = self.ensure_table(table_id, schema)
+        name = self.identifier(table_id)
+        committed = read_committed_offsets(table)
+        if is_replay(committed, offsets):
+            return WriteResult(name, skipped=True, rows_in=_count_rows(rows), offsets=committed)
+        items = [r for r in rows if not _already_absorbed(r, committed)]
+        batch = compact(items, tuple(schema.primary_key), table=name)
+        if batch.is_empty and not offsets:
+            return WriteResult(name, skipped=False, rows_in=batch.input_rows, offsets=committed)
+        new_offsets = merge_offsets(committed, offsets)
+        data, upserted, deleted = self._changes(table, name, batch, schema, _last_kinds(items, schema))
+        snapshot_id = self._commit(table, name, data, new_offsets)
+        return WriteResult(
+            name,
+            skipped=False,
+            rows_in=batch.input_rows,
+            rows_upserted=upserted,
+            keys_deleted=deleted,
+            truncated=batch.truncate,
+            snapshot_id=snapshot_id,
+            offsets=new_offsets,
+        )
+
+    def truncate(self, table_id: TableId, schema: Schema, offsets: Mapping[str, int]) -> WriteResult:
+        """Delete every row of the lake table in one commit (MySQL ``TRUNCATE TABLE``).
+
+        Same as ``write(table_id, [TRUNCATE], schema, offsets)``; skipped as a replay likewise.
+        """
+        return self.write(table_id, [TRUNCATE], schema, offsets)
+
+    def _changes(
+        self, table: Any, name: str, batch: CompactedBatch, schema: Schema, kinds: Mapping[tuple[Any, ...], str]
+    ) -> tuple[pa.Table, int, int]:
+        """The batch as one Arrow table in the lake's columns, with the row kind column."""
+        lake_fields = [(f.name, str(f.type.type)) for f in table.table_schema.fields]
+        lake_types = dict(lake_fields)
+        primary_key = list(schema.primary_key)
+        upserts = list(batch.upserts.items())
+        rows: list[Mapping[str, Any]] = [values for _, values in upserts]
+        if batch.truncate:
+            # keys read from the lake are in the lake's form already (TIME as text, ...)
+            upserted = set(_lake_form(list(batch.upserts), schema, lake_types, name))
+            deletes = [k for k in _lake_keys(table, primary_key) if k not in upserted]
+            rows.extend(dict(zip(primary_key, key)) for key in deletes)
+        else:
+            deletes = _present_keys(table, name, schema, lake_types, list(batch.deletes))
+            rows.extend(dict(zip(primary_key, key)) for key in deletes)
+        row_kinds = [kinds.get(key, "+I") for key, _ in upserts] + ["-D"] * len(deletes)
+        arrays = []
+        fields = []
+        for column, type_name in lake_fields:
+            arrow_type = arrow_type_of(type_name)
+            if column == ROW_KIND_FIELD:
+                arrays.append(pa.array(row_kinds, type=pa.string()))
+            else:
+                data_type = schema.column(column).type if column in schema else None
+                values = [r.get(column) for r in rows] if data_type is not None else [None] * len(rows)
+                arrays.append(to_arrow_array(values, data_type, arrow_type, table=name, column=column))
+            fields.append(pa.field(column, arrow_type, nullable=column not in primary_key and column != ROW_KIND_FIELD))
+        return pa.Table.from_arrays(arrays, schema=pa.schema(fields)), len(upserts), len(deletes)
+
+    def _commit(self, table: Any, name: str, data: pa.Table, offsets: dict[str, int]) -> int | None:
+        """Write ``data`` and commit it with ``offsets`` as one snapshot; returns its id."""
+        writable = table.copy(_WRITE_OPTIONS)
+        builder = writable.new_stream_write_builder()
+        builder.commit_user = self.options.commit_user
+        identifier = next_commit_identifier(writable)
+        properties = {OFFSETS_PROPERTY: encode_offsets(offsets), COMMIT_ID_PROPERTY: str(uuid.uuid4())}
+        write = builder.new_write()
+        commit = builder.new_commit()
+        try:
+            if data.num_rows:
+                write.write_arrow(data)
+            commit.commit(write.prepare_commit(identifier), identifier, properties)
+        except Exception as exc:
+            stored = read_committed_offsets(table)
+            if offsets and stored == offsets:
+                return _latest_snapshot_id(table)  # the commit landed although it reported a failure
+            raise PaimonCommitError(
+                f"commit to Paimon table {name!r} failed: {type(exc).__name__}: {exc}", table=name
+            ) from exc
+        finally:
+            write.close()
+            commit.close()
+        return _latest_snapshot_id(table)
+
+    # -- buffering -----------------------------------------------------------------------------
+    def add(self, table_id: TableId, rows: Iterable[BatchItem], schema: Schema, offsets: Mapping[str, int]) -> None:
+        """Buffer rows of one table for the next :meth:`flush` (no I/O).
+
+        ``offsets`` are merged (max per partition) into the table's pending offsets. A schema
+        different from the buffered one flushes that table first, so each commit has one schema.
+        """
+        buffer = self._buffers.get(table_id)
+        if buffer is not None and buffer.schema != schema:
+            self._flush_table(table_id)
+            buffer = None
+        if buffer is None:
+            buffer = self._buffers[table_id] = _Buffer(schema)
+        buffer.rows.extend(rows)
+        buffer.offsets = merge_offsets(buffer.offsets, offsets)
+
+    @property
+    def buffered_rows(self) -> int:
+        """Changelog rows waiting in the buffer, over all tables."""
+        return sum(len(b.rows) for b in self._buffers.values())
+
+    def should_flush(self) -> bool:
+        """True once :attr:`buffered_rows` reaches ``commit.max-rows``."""
+        return self.buffered_rows >= self.options.commit_max_rows
+
+    def flush(self) -> list[WriteResult]:
+        """Write every buffered table (one commit each); the buffer is cleared even on error."""
+        results = []
+        try:
+            for table_id in list(self._buffers):
+                results.append(self._flush_table(table_id))
+        finally:
+            self._buffers.clear()
+        return results
+
+    def _flush_table(self, table_id: TableId) -> WriteResult:
+        buffer = self._buffers.pop(table_id)
+        return self.write(table_id, buffer.rows, buffer.schema, buffer.offsets)
+
+    # -- pipeline checkpoint -------------------------------------------------------------------
+    def read_checkpoint(self, pipeline: str) -> dict[str, int]:
+        """Offsets every lake table of ``pipeline`` had absorbed at its last completed batch; ``{}``
+        on the first run. Kept in the Paimon table ``changelake.pipeline_checkpoints``."""
+        from changelake.connectors.paimon.reader import scan_table
+
+        table = self.load_table(CHECKPOINT_TABLE)
+        if table is None:
+            return {}
+        rows = scan_table(table).to_pylist()
+        for row in rows:
+            if row["pipeline"] == pipeline and row["offsets"]:
+                return decode_offsets(row["offsets"])
+        return {}
+
+    def write_checkpoint(self, pipeline: str, offsets: Mapping[str, int]) -> None:
+        """Store ``offsets`` as the checkpoint of ``pipeline`` (one upsert commit).
+
+        Written after all of a batch's table commits succeeded; a restart seeks there and each
+        table skips what its own snapshots say it already holds.
+        """
+        row = ChangelogRow.insert({"pipeline": pipeline, "offsets": encode_offsets(offsets)})
+        self.write(CHECKPOINT_TABLE, [row], _CHECKPOINT_SCHEMA, {})
+
+
+@dataclass
+class _Buffer:
+    schema: Schema
+    rows: list[BatchItem] = field(default_factory=list)
+    offsets: dict[str, int] = field(default_factory=dict)
+
+
+def _count_rows(rows: Sequence[BatchItem]) -> int:
+    return sum(1 for r in rows if isinstance(r, ChangelogRow))
+
+
+def _already_absorbed(item: BatchItem, committed: Mapping[str, int]) -> bool:
+    meta = item.metadata
+    if "topic" not in meta or "partition" not in meta or "offset" not in meta:
+        return False
+    next_offset = committed.get(topic_partition(str(meta["topic"]), int(meta["partition"])))
+    return next_offset is not None and int(meta["offset"]) < next_offset
+
+
+def _last_kinds(items: Sequence[BatchItem], schema: Schema) -> dict[tuple[Any, ...], str]:
+    """Key -> ``+I`` or ``+U``: the kind of the last upsert of each key (Paimon's row kind)."""
+    kinds: dict[tuple[Any, ...], str] = {}
+    primary_key = tuple(schema.primary_key)
+    for item in items:
+        if isinstance(item, TruncateMarker) or not item.kind.is_accumulate:
+            continue
+        key = tuple(item.values.get(k) for k in primary_key)
+        kinds[key] = item.kind.short_string
+    return kinds
+
+
+def _lake_keys(table: Any, primary_key: list[str], first_key_in: list[Any] | None = None) -> list[tuple[Any, ...]]:
+    """Every key the table holds now (for a TRUNCATE's ``-D`` rows), or those whose first key
+    column is in ``first_key_in``."""
+    from changelake.connectors.paimon.reader import scan_table
+
+    keys = scan_table(table, primary_key, first_key_in=first_key_in)
+    return list(zip(*(keys.column(k).to_pylist() for k in primary_key)))
+
+
+def _lake_form(
+    keys: list[tuple[Any, ...]], schema: Schema, lake_types: Mapping[str, str], name: str
+) -> list[tuple[Any, ...]]:
+    """Key tuples as the lake stores and reads them back (e.g. TIME as ``HH:mm:ss`` text, a
+    DECIMAL wider than 38 digits as text), so they compare with keys read from the table."""
+    columns = []
+    for i, column in enumerate(schema.primary_key):
+        array = to_arrow_array([k[i] for k in keys], schema.column(column).type,
+                               arrow_type_of(lake_types[column]), table=name, column=column)
+        columns.append(array.to_pylist())
+    return list(zip(*columns)) if columns else []
+
+
+def _present_keys(
+    table: Any, name: str, schema: Schema, lake_types: Mapping[str, str], keys: list[tuple[Any, ...]]
+) -> list[tuple[Any, ...]]:
+    """The ``keys`` the lake table holds now, in their order (returned as given).
+
+    A ``-D`` is written only for a key the table holds: pypaimon 2.1 records
+    ``deleteRowCount = 0`` for every data file it writes, so a reader (pypaimon's or Java's) takes
+    a file alone in its split as already merged and would return a ``-D`` row of a key no other
+    file holds as a row. A ``-D`` of a key held elsewhere overlaps that file's key range and is
+    always merged away.
+    """
+    if not keys or table.snapshot_manager().get_latest_snapshot() is None:
+        return []
+    lake_keys = _lake_form(keys, schema, lake_types, name)
+    first = list({k[0] for k in lake_keys})
+    present = set(_lake_keys(table, list(schema.primary_key), first_key_in=first))
+    return [key for key, lake_key in zip(keys, lake_keys) if lake_key in present]
+
+
+def _latest_snapshot_id(table: Any) -> int | None:
+    latest = table.snapshot_manager().get_latest_snapshot()
+    return None if latest is None else int(latest.id)

@@ -1,0 +1,229 @@
+"""PaimonSink on a real pypaimon filesystem warehouse: row kinds, replay, evolution, truncate, checkpoint."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import pytest
+
+from changelake.changelog.row import ChangelogRow
+from changelake.changelog.rowkind import RowKind
+from changelake.changelog.schema import Schema, TableId
+from changelake.changelog.types import parse_data_type
+from changelake.connectors.lake.compaction import TRUNCATE, TruncateMarker
+from changelake.connectors.paimon import (
+    ROW_KIND_FIELD,
+    NullPrimaryKeyError,
+    PaimonSink,
+    PaimonSinkOptions,
+    SchemaEvolutionError,
+    read_table,
+)
+
+T = TableId("shop", "customers")
+SCHEMA = Schema.of(
+    [("id", parse_data_type("BIGINT NOT NULL")), ("name", parse_data_type("VARCHAR(20)")), ("qty", parse_data_type("INT"))],
+    ["id"],
+)
+
+
+@pytest.fixture
+def options(tmp_path):
+    return PaimonSinkOptions.filesystem(tmp_path / "wh", **{"table.properties.deletion-vectors.enabled": True})
+
+
+def rows_of(options, table=T):
+    return sorted(read_table(options, table).to_pylist(), key=lambda r: r["id"])
+
+
+def test_row_kinds_upsert_and_delete_merge_on_read(options):
+    with PaimonSink(options) as sink:
+        sink.write(T, [ChangelogRow.insert({"id": i, "name": f"n{i}", "qty": i}) for i in (1, 2, 3)], SCHEMA, {"t/0": 3})
+        result = sink.write(
+            T,
+            [
+                ChangelogRow(RowKind.UPDATE_BEFORE, {"id": 2, "name": "n2", "qty": 2}),
+                ChangelogRow(RowKind.UPDATE_AFTER, {"id": 2, "name": "two", "qty": 22}),
+                ChangelogRow(RowKind.DELETE, {"id": 3, "name": "n3", "qty": 3}),
+            ],
+            SCHEMA,
+            {"t/0": 6},
+        )
+        assert (result.rows_upserted, result.keys_deleted, result.skipped) == (1, 1, False)
+        assert sink.committed_offsets(T) == {"t/0": 6}
+        table = sink.load_table(T)
+        assert table.primary_keys == ["id"]
+        assert table.options.options.to_map()["rowkind.field"] == ROW_KIND_FIELD
+        # one data file per commit, no rewrite of the first one (merge-on-read)
+        snapshot = table.snapshot_manager().get_latest_snapshot()
+        assert snapshot.properties["changelake.kafka-offsets"] == '{"t/0":6}'
+        assert snapshot.commit_user == "admin" and snapshot.commit_identifier == snapshot.id
+    assert rows_of(options) == [{"id": 1, "name": "n1", "qty": 1}, {"id": 2, "name": "two", "qty": 22}]
+
+
+def test_replayed_batch_is_skipped_and_partial_replay_drops_absorbed_rows(options):
+    with PaimonSink(options) as sink:
+        meta = lambda o: {"topic": "t", "partition": 0, "offset": o}  # noqa: E731
+        first = [ChangelogRow(RowKind.INSERT, {"id": 1, "name": "a", "qty": 1}, metadata=meta(0))]
+        sink.write(T, first, SCHEMA, {"t/0": 1})
+        assert sink.write(T, first, SCHEMA, {"t/0": 1}).skipped
+        # a batch reaching past the committed offset: offset 0 is dropped, offset 1 applied
+        again = [
+            ChangelogRow(RowKind.DELETE, {"id": 1, "name": "a", "qty": 1}, metadata=meta(0)),
+            ChangelogRow(RowKind.INSERT, {"id": 2, "name": "b", "qty": 2}, metadata=meta(1)),
+        ]
+        sink.write(T, first + again, SCHEMA, {"t/0": 2})
+    assert [r["id"] for r in rows_of(options)] == [1, 2]
+
+
+def test_empty_batch_with_new_offsets_still_records_them(options):
+    with PaimonSink(options) as sink:
+        sink.write(T, [ChangelogRow.insert({"id": 1, "name": "a", "qty": 1})], SCHEMA, {"t/0": 1})
+        result = sink.write(T, [], SCHEMA, {"t/0": 5})
+        assert not result.skipped and sink.committed_offsets(T) == {"t/0": 5}
+
+
+def test_truncate_deletes_earlier_rows_in_the_same_commit(options):
+    with PaimonSink(options) as sink:
+        sink.write(T, [ChangelogRow.insert({"id": i, "name": "x", "qty": i}) for i in range(5)], SCHEMA, {"t/0": 5})
+        result = sink.write(
+            T, [TruncateMarker({"topic": "t", "partition": 0, "offset": 5}), ChangelogRow.insert({"id": 3, "name": "y", "qty": 0})],
+            SCHEMA, {"t/0": 7},
+        )
+        assert result.truncated and result.keys_deleted == 4
+        assert sink.truncate(T, SCHEMA, {"t/0": 7}).skipped
+    assert rows_of(options) == [{"id": 3, "name": "y", "qty": 0}]
+
+
+def test_add_column_and_widen_type_keep_old_rows(options):
+    wider = Schema.of(
+        [("id", parse_data_type("BIGINT NOT NULL")), ("name", parse_data_type("STRING")),
+         ("qty", parse_data_type("BIGINT")), ("price", parse_data_type("DECIMAL(10, 2)"))],
+        ["id"],
+    )
+    with PaimonSink(options) as sink:
+        sink.write(T, [ChangelogRow.insert({"id": 1, "name": "a", "qty": 1})], SCHEMA, {"t/0": 1})
+        sink.write(T, [ChangelogRow.insert({"id": 2, "name": "b", "qty": 2**40, "price": Decimal("9.99")})], wider, {"t/0": 2})
+        # an older, narrower schema still writes into the widened table
+        sink.write(T, [ChangelogRow.insert({"id": 3, "name": "c", "qty": 3})], SCHEMA, {"t/0": 3})
+    assert rows_of(options) == [
+        {"id": 1, "name": "a", "qty": 1, "price": None},
+        {"id": 2, "name": "b", "qty": 2**40, "price": Decimal("9.99")},
+        {"id": 3, "name": "c", "qty": 3, "price": None},
+    ]
+
+
+def test_incompatible_type_change_names_table_column_and_both_types(options):
+    changed = Schema.of([("id", parse_data_type("BIGINT NOT NULL")), ("name", parse_data_type("STRING")),
+                         ("qty", parse_data_type("VARCHAR(5)"))], ["id"])
+    with PaimonSink(options) as sink:
+        sink.write(T, [ChangelogRow.insert({"id": 1, "name": "a", "qty": 1})], SCHEMA, {"t/0": 1})
+        with pytest.raises(SchemaEvolutionError) as info:
+            sink.write(T, [ChangelogRow.insert({"id": 2, "name": "b", "qty": "x"})], changed, {"t/0": 2})
+    err = info.value
+    assert (err.table, err.column, err.old_type, err.new_type) == ("shop.customers", "qty", "INT", "STRING")
+    assert "'qty'" in str(err) and "shop.customers" in str(err) and "from INT to STRING" in str(err)
+
+
+def test_changed_primary_key_and_null_key_are_refused(options):
+    with PaimonSink(options) as sink:
+        sink.write(T, [ChangelogRow.insert({"id": 1, "name": "a", "qty": 1})], SCHEMA, {"t/0": 1})
+        with pytest.raises(SchemaEvolutionError, match="primary key"):
+            sink.write(T, [], SCHEMA.with_primary_key(["id", "name"]), {"t/0": 2})
+        with pytest.raises(NullPrimaryKeyError) as info:
+            sink.write(T, [ChangelogRow.insert({"id": None, "name": "a", "qty": 1})], SCHEMA, {"t/0": 3})
+        assert info.value.column == "id" and info.value.table == "shop.customers"
+
+
+def test_types_round_trip(tmp_path):
+    schema = Schema.of(
+        [("id", parse_data_type("INT NOT NULL")), ("b", parse_data_type("BOOLEAN")), ("t", parse_data_type("TINYINT")),
+         ("d", parse_data_type("DECIMAL(40, 3)")), ("bin", parse_data_type("VARBINARY(4)")), ("day", parse_data_type("DATE")),
+         ("tm", parse_data_type("TIME(3)")), ("ts", parse_data_type("TIMESTAMP(3)")), ("ltz", parse_data_type("TIMESTAMP_LTZ(6)"))],
+        ["id"],
+    )
+    row = {"id": 1, "b": True, "t": -5, "d": Decimal("1234567890123456789012345678901234567.125"), "bin": b"\x00\xff",
+           "day": dt.date(2024, 2, 29), "tm": dt.timedelta(hours=-838, minutes=-59, seconds=-59),
+           "ts": dt.datetime(2024, 1, 1, 10, 0, 0, 120000), "ltz": dt.datetime(2024, 1, 1, 2, 0, tzinfo=dt.timezone.utc)}
+    options = PaimonSinkOptions.filesystem(tmp_path / "wh")
+    with PaimonSink(options) as sink:
+        sink.write(T, [ChangelogRow.insert(row)], schema, {"t/0": 1})
+    [back] = read_table(options, T).to_pylist()
+    assert back["d"] == "1234567890123456789012345678901234567.125" and back["tm"] == "-838:59:59.000"
+    assert back["ts"] == row["ts"] and back["ltz"] == row["ltz"] and back["bin"] == b"\x00\xff"
+    assert back["day"] == row["day"] and back["t"] == -5 and back["b"] is True
+
+
+def test_checkpoint_round_trip_and_partition_key(tmp_path):
+    options = PaimonSinkOptions.filesystem(tmp_path / "wh", **{"partition.key": "shop.customers:id", "commit.user": "job-1"})
+    with PaimonSink(options) as sink:
+        assert sink.read_checkpoint("p") == {}
+        sink.write_checkpoint("p", {"a/0": 3})
+        sink.write_checkpoint("p", {"a/0": 5, "a/1": 2})
+        sink.write_checkpoint("q", {"b/0": 1})
+        assert sink.read_checkpoint("p") == {"a/0": 5, "a/1": 2}
+        sink.write(T, [ChangelogRow.insert({"id": 1, "name": "a", "qty": 1})], SCHEMA, {"t/0": 1})
+        table = sink.load_table(T)
+        assert table.partition_keys == ["id"]
+        assert table.snapshot_manager().get_latest_snapshot().commit_user == "job-1"
+    assert rows_of(options) == [{"id": 1, "name": "a", "qty": 1}]
+
+
+def test_buffered_add_flushes_one_commit_per_table(options):
+    with PaimonSink(options) as sink:
+        sink.add(T, [ChangelogRow.insert({"id": 1, "name": "a", "qty": 1})], SCHEMA, {"t/0": 1})
+        sink.add(T, [ChangelogRow.insert({"id": 2, "name": "b", "qty": 2})], SCHEMA, {"t/0": 2})
+        assert sink.buffered_rows == 2
+        [result] = sink.flush()
+        assert result.rows_upserted == 2 and result.offsets == {"t/0": 2} and sink.buffered_rows == 0
+
+
+def test_delete_of_a_key_the_lake_never_held_leaves_no_row(options):
+    # pypaimon records deleteRowCount=0 for its files, so a lone -D row would be read as a row;
+    # the sink writes -D only for keys the table holds (regression: a key-changing update).
+    with PaimonSink(options) as sink:
+        result = sink.write(
+            T,
+            [ChangelogRow.insert({"id": 2, "name": "b", "qty": 2}), ChangelogRow(RowKind.DELETE, {"id": 2, "name": "b", "qty": 2}),
+             ChangelogRow(RowKind.DELETE, {"id": 7, "name": None, "qty": None}), ChangelogRow.insert({"id": 102, "name": "b", "qty": 2})],
+            SCHEMA, {"t/0": 4},
+        )
+        assert result.keys_deleted == 0
+        sink.write(T, [ChangelogRow(RowKind.DELETE, {"id": 102, "name": "b", "qty": 2}),
+                       ChangelogRow(RowKind.DELETE, {"id": 8, "name": None, "qty": None})], SCHEMA, {"t/0": 6})
+    assert rows_of(options) == []
+
+
+def test_a_table_not_created_by_the_sink_is_refused_naming_what_it_lacks(options):
+    from pypaimon import Schema as PaimonSchema
+    from pypaimon.schema.data_types import AtomicType, DataField
+
+    from changelake.connectors.paimon import PaimonSinkError
+
+    with PaimonSink(options) as sink:
+        sink.catalog.create_database("shop", True)
+        sink.catalog.create_table(
+            "shop.customers",
+            PaimonSchema([DataField(0, "id", AtomicType("BIGINT", False)), DataField(1, "name", AtomicType("STRING"))],
+                         primary_keys=["id"]),
+            False,
+        )
+        with pytest.raises(PaimonSinkError) as info:
+            sink.write(T, [ChangelogRow.insert({"id": 1, "name": "a", "qty": 1})], SCHEMA, {"t/0": 1})
+    assert info.value.table == "shop.customers" and "rowkind.field" in str(info.value)
+
+
+def test_keys_stored_in_another_form_are_deleted_and_truncated(options):
+    # TIME is stored as text and DECIMAL(40) as text: the sink compares keys in the lake's form.
+    schema = Schema.of([("t", parse_data_type("TIME NOT NULL")), ("d", parse_data_type("DECIMAL(40, 0) NOT NULL")),
+                        ("v", parse_data_type("STRING"))], ["t", "d"])
+    k1 = {"t": dt.timedelta(hours=25), "d": Decimal(10) ** 39, "v": "a"}
+    k2 = {"t": dt.timedelta(seconds=-1), "d": Decimal(1), "v": "b"}
+    with PaimonSink(options) as sink:
+        sink.write(T, [ChangelogRow.insert(k1), ChangelogRow.insert(k2)], schema, {"t/0": 2})
+        assert sink.write(T, [ChangelogRow(RowKind.DELETE, k2)], schema, {"t/0": 3}).keys_deleted == 1
+        assert [r["t"] for r in read_table(options, T).to_pylist()] == ["25:00:00"]
+        result = sink.write(T, [TRUNCATE, ChangelogRow.insert({**k1, "v": "again"})], schema, {"t/0": 5})
+        assert result.keys_deleted == 0 and result.rows_upserted == 1
+    assert read_table(options, T).to_pylist() == [{"t": "25:00:00", "d": "1" + "0" * 39, "v": "again"}]
