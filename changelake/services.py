@@ -431,6 +431,9 @@ class MariaDBService:
         conn = pymysql.connect(unix_socket=str(self.socket_path), user="root", connect_timeout=3)
         try:
             with conn.cursor() as cur:
+                # Account statements carry the password in clear text: keep them out of the binlog,
+                # which every REPLICATION SLAVE / CDC reader can read.
+                cur.execute("SET SESSION sql_log_bin = 0")
                 for host in ("127.0.0.1", "localhost", "%"):
                     cur.execute("CREATE USER IF NOT EXISTS %s@%s IDENTIFIED BY %s", (self.user, host, self.password))
                     cur.execute("ALTER USER %s@%s IDENTIFIED BY %s", (self.user, host, self.password))

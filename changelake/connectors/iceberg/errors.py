@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from changelake.connectors.errors import ConnectorError
-from changelake.connectors.lake.errors import NullPrimaryKeyError  # shared with the Paimon sink
+from changelake.connectors.lake.errors import LakeSchemaEvolutionError, LakeSinkError, NullPrimaryKeyError
 
 __all__ = [
     "IcebergSinkError",
@@ -14,20 +13,15 @@ __all__ = [
 ]
 
 
-class IcebergSinkError(ConnectorError):
+class IcebergSinkError(LakeSinkError):
     """Base class of Iceberg sink errors. ``table`` and ``column`` name where, when known."""
-
-    def __init__(self, message: str, *, table: str | None = None, column: str | None = None) -> None:
-        self.table = table
-        self.column = column
-        super().__init__(message)
 
 
 class IcebergTypeError(IcebergSinkError):
     """A changelake type or value cannot be stored in the Iceberg column (names table and column)."""
 
 
-class SchemaEvolutionError(IcebergSinkError):
+class SchemaEvolutionError(IcebergSinkError, LakeSchemaEvolutionError):
     """An incoming schema change cannot be applied to the Iceberg table without losing data.
 
     Allowed changes: new columns (added as nullable), int -> long, float -> double, a larger DECIMAL

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from changelake.connectors.errors import ConnectorError
 
-__all__ = ["LakeSinkError", "NullPrimaryKeyError"]
+__all__ = ["LakeSinkError", "NullPrimaryKeyError", "LakeSchemaEvolutionError"]
 
 
 class LakeSinkError(ConnectorError):
@@ -21,4 +21,12 @@ class NullPrimaryKeyError(LakeSinkError):
 
     A primary-key column cannot be NULL in MySQL; this usually means the transform's
     ``primary-keys`` names the wrong column for this table.
+    """
+
+
+class LakeSchemaEvolutionError(LakeSinkError):
+    """An incoming schema change cannot be applied to a lake table without losing data.
+
+    The base of each lake's ``SchemaEvolutionError`` (Iceberg, Paimon), so callers can catch one
+    type whichever lake a pipeline names. ``table`` and ``column`` name where.
     """

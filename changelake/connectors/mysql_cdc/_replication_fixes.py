@@ -10,8 +10,20 @@
    ``ucs2`` and ``utf32`` (MySQL's are big-endian) and none for some charsets; the library's
    ``charset_to_encoding`` is replaced by :func:`changelake.connectors.mysql_cdc.values.python_codec`.
 
-Both are patched on the library's ``RowsEvent`` class (there is no hook to give the stream reader
-other event classes); :func:`apply` is idempotent and called by the binlog reader.
+Two gaps are filled, so that no event of a captured table is skipped silently:
+
+3. MariaDB's compressed events (``log_bin_compress=ON``: ``QUERY_COMPRESSED_EVENT`` and
+   ``WRITE/UPDATE/DELETE_ROWS_COMPRESSED_EVENT_V1``) are unknown to the library, which turns them
+   into ``NotImplementedEvent`` (and a reader that filters those never sees them). Subclasses of
+   the library's query / rows events uncompress the payload (:mod:`.compression`) and are added
+   to the library's event-type map.
+4. A rows event whose table-map event was not seen is dropped by the library (``_processed``
+   False). The rows event classes are wrapped so that such an event is kept and flagged
+   ``table_map_missing = True``; the reader stops on it.
+
+All are patched on the library's classes (there is no hook to give the stream reader other event
+classes); :func:`apply` is idempotent and called by the binlog reader; :func:`event_classes` is
+the set of classes to pass as ``only_events`` so that every event reaches the reader.
 """
 
 from __future__ import annotations
@@ -19,9 +31,10 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from changelake.connectors.mysql_cdc.compression import uncompress
 from changelake.connectors.mysql_cdc.values import python_codec
 
-__all__ = ["apply", "decode_time2", "FRACTION_BYTES"]
+__all__ = ["apply", "decode_time2", "event_classes", "FRACTION_BYTES"]
 
 #: fractional-second digits -> bytes of the fraction in TIME2/DATETIME2/TIMESTAMP2.
 FRACTION_BYTES = {0: 0, 1: 1, 2: 1, 3: 2, 4: 2, 5: 3, 6: 3}
@@ -67,13 +80,104 @@ def _charset_to_encoding(name: str) -> str:
 _MYSQL_NAMES = {"utf8": "utf8mb4", "cp1252": "latin1"}
 
 
+_MAP_ATTR = "_BinLogPacketWrapper__event_map"
+_event_classes: frozenset[type] = frozenset()
+
+
+def _keep_unmapped(cls: Any) -> None:
+    """Wrap ``cls.__init__`` so that a rows event without its table map is kept and flagged."""
+    original = cls.__init__
+    if getattr(original, "_changelake_wrapped", False):
+        return
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        self.table_map_missing = False
+        original(self, *args, **kwargs)
+        if not self._processed:
+            self.table_map_missing = True
+            self._processed = True
+
+    setattr(__init__, "_changelake_wrapped", True)
+    cls.__init__ = __init__
+
+
+def _uncompress_rows(event: Any) -> None:
+    """Replace the compressed row data still unread in ``event.packet`` by the uncompressed bytes."""
+    if getattr(event, "table_map_missing", False) or not event._processed:
+        return
+    remaining = int(event.event_size) - int(event.packet.read_bytes)
+    raw = event.packet.read(remaining)
+    event.packet.unread(uncompress(raw))
+
+
+def _compressed_classes() -> dict[int, type]:
+    from pymysqlreplication.event import QueryEvent
+    from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+
+    class CompressedQueryEvent(QueryEvent):  # type: ignore[misc]
+        """MariaDB QUERY_COMPRESSED_EVENT: a query event whose text is zlib-compressed."""
+
+        def __init__(self, from_packet: Any, *args: Any, **kwargs: Any) -> None:
+            reads: list[bytes] = []
+            original_read = from_packet.read
+
+            def recording_read(size: Any) -> bytes:
+                data: bytes = original_read(size)
+                reads.append(data)
+                return data
+
+            from_packet.read = recording_read  # the query text is the last read of QueryEvent.__init__
+            try:
+                super().__init__(from_packet, *args, **kwargs)
+            finally:
+                del from_packet.read
+            self.query = uncompress(reads[-1]).decode("utf-8", errors="backslashreplace")
+
+    class CompressedWriteRowsEvent(WriteRowsEvent):  # type: ignore[misc]
+        """MariaDB WRITE_ROWS_COMPRESSED_EVENT_V1."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            _uncompress_rows(self)
+
+    class CompressedUpdateRowsEvent(UpdateRowsEvent):  # type: ignore[misc]
+        """MariaDB UPDATE_ROWS_COMPRESSED_EVENT_V1."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            _uncompress_rows(self)
+
+    class CompressedDeleteRowsEvent(DeleteRowsEvent):  # type: ignore[misc]
+        """MariaDB DELETE_ROWS_COMPRESSED_EVENT_V1."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            _uncompress_rows(self)
+
+    return {0xA5: CompressedQueryEvent, 0xA6: CompressedWriteRowsEvent, 0xA7: CompressedUpdateRowsEvent,
+            0xA8: CompressedDeleteRowsEvent}
+
+
+def event_classes() -> frozenset[type]:
+    """Every event class the library can build (after :func:`apply`), incl. NotImplementedEvent."""
+    apply()
+    return _event_classes
+
+
 def apply() -> None:
-    """Patch mysql-replication's RowsEvent (idempotent)."""
-    global _applied
+    """Patch mysql-replication's classes and event map (idempotent)."""
+    global _applied, _event_classes
     if _applied:
         return
-    from pymysqlreplication.row_event import RowsEvent
+    from pymysqlreplication.event import NotImplementedEvent
+    from pymysqlreplication.packet import BinLogPacketWrapper
+    from pymysqlreplication.row_event import DeleteRowsEvent, RowsEvent, UpdateRowsEvent, WriteRowsEvent
 
     setattr(RowsEvent, "_RowsEvent__read_time2", _read_time2)
     RowsEvent.charset_to_encoding = staticmethod(_charset_to_encoding)
+    event_map: dict[int, type] = getattr(BinLogPacketWrapper, _MAP_ATTR)
+    event_map.update(_compressed_classes())
+    for cls in (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent):
+        _keep_unmapped(cls)
+    _event_classes = frozenset(event_map.values()) | {NotImplementedEvent}
     _applied = True

@@ -14,6 +14,13 @@ then the binlog position the snapshot is consistent with (where streaming will s
     {"phase": "snapshot", "file": "mysql-bin.000003", "pos": 4711, "row": 0,
      "snapshot": {"tables": ["shop.orders", "shop.items"], "after_key": ["1000"]}}
 
+While XA transactions are prepared but not yet committed or rolled back, the position lists where
+each one's events start (``xa_prepared``); a restart re-reads those groups (and nothing else)
+before the resume point, so their ``XA COMMIT`` can still be published exactly once::
+
+    {"phase": "binlog", "file": "mysql-bin.000003", "pos": 9000, "row": 0,
+     "xa_prepared": [{"xid": "7831::1", "file": "mysql-bin.000003", "pos": 4711}]}
+
 ``tables`` lists the tables still to read, the first being in progress; ``after_key`` holds the
 primary-key values (MySQL text form; bytes as ``{"hex": ...}``) of the last row emitted from it.
 """
@@ -26,7 +33,7 @@ from typing import Any, Mapping
 
 from changelake.connectors.errors import SourceError
 
-__all__ = ["BinlogPosition", "SnapshotProgress", "SourcePosition", "TransactionTracker", "binlog_file_index", "encode_key", "decode_key"]
+__all__ = ["BinlogPosition", "PreparedXa", "SnapshotProgress", "SourcePosition", "TransactionTracker", "binlog_file_index", "encode_key", "decode_key"]
 
 
 def binlog_file_index(name: str) -> tuple[str, int]:
@@ -75,12 +82,31 @@ class SnapshotProgress:
     after_key: tuple[Any, ...] | None = None
 
 
+@dataclass(frozen=True, order=True)
+class PreparedXa:
+    """An XA transaction prepared but not yet resolved: its XID and where its events start.
+
+    Attributes:
+        file: binlog file of its first event (the GTID / XA START event).
+        pos: byte offset of that event.
+        xid: ``gtrid-hex:bqual-hex:formatID``.
+    """
+
+    file: str
+    pos: int
+    xid: str
+
+    def sort_key(self) -> tuple[tuple[str, int], int]:
+        return (binlog_file_index(self.file), self.pos)
+
+
 @dataclass(frozen=True)
 class SourcePosition:
-    """The whole resume position: phase, binlog position, snapshot progress."""
+    """The whole resume position: phase, binlog position, snapshot progress, prepared XA transactions."""
 
     binlog: BinlogPosition
     snapshot: SnapshotProgress | None = None
+    xa_prepared: tuple[PreparedXa, ...] = ()
 
     @property
     def phase(self) -> str:
@@ -94,6 +120,8 @@ class SourcePosition:
                 "tables": list(self.snapshot.tables),
                 "after_key": encode_key(list(self.snapshot.after_key)) if self.snapshot.after_key is not None else None,
             }
+        if self.xa_prepared:
+            out["xa_prepared"] = [{"xid": x.xid, "file": x.file, "pos": x.pos} for x in self.xa_prepared]
         return out
 
     @classmethod
@@ -106,9 +134,10 @@ class SourcePosition:
             if data.get("phase", "binlog") == "snapshot" and snap is not None:
                 key = snap.get("after_key")
                 progress = SnapshotProgress(tuple(snap["tables"]), tuple(decode_key(list(key))) if key is not None else None)
+            xa = tuple(sorted(PreparedXa(str(x["file"]), int(x["pos"]), str(x["xid"])) for x in data.get("xa_prepared", ())))
         except (KeyError, TypeError, ValueError) as exc:
             raise SourceError(f"stored MySQL source position {dict(data)!r} is not valid: {exc}") from exc
-        return cls(binlog, progress)
+        return cls(binlog, progress, xa)
 
     def with_binlog(self, binlog: BinlogPosition) -> "SourcePosition":
         return replace(self, binlog=binlog)

@@ -30,6 +30,8 @@ import pymysql.cursors
 from changelake.changelog.event import DataChangeEvent, Op
 from changelake.changelog.schema import TableId
 from changelake.connectors.errors import SourceError
+from changelake.connectors.mysql_cdc.binlog import is_connection_loss
+from changelake.connectors.mysql_cdc.errors import SnapshotInterruptedError
 from changelake.connectors.mysql_cdc.positions import BinlogPosition, SnapshotProgress, SourcePosition
 from changelake.connectors.mysql_cdc.schema_tracker import TableSchema, load_table_schema
 from changelake.connectors.mysql_cdc.values import convert
@@ -211,7 +213,14 @@ class SnapshotReader:
             if self._rows is None:
                 self._rows = self._chunk_rows(table, self.progress.after_key)
                 self._chunk_count = 0
-            row_item = next(self._rows, None)
+            try:
+                row_item = next(self._rows, None)
+            except Exception as exc:
+                if not is_connection_loss(exc):
+                    raise
+                self._rows = None
+                raise SnapshotInterruptedError(table=name, after_key=self.progress.after_key,
+                                               cause=f"{type(exc).__name__}: {exc}") from exc
             if row_item is None:
                 self._rows = None
                 if not table.primary_key or self._chunk_count < self._chunk:

@@ -26,7 +26,7 @@ from changelake.changelog.event import DataChangeEvent
 from changelake.changelog.rowkind import RETRACT, RowKind
 from changelake.changelog.schema import TableId
 from changelake.connectors.errors import OptionValidationError, SourceError
-from changelake.connectors.mysql_cdc.binlog import BinlogReader, Progress
+from changelake.connectors.mysql_cdc.binlog import BinlogReader, Progress, is_connection_loss
 from changelake.connectors.mysql_cdc.errors import BinlogPurgedError, ServerIdClashError
 from changelake.connectors.mysql_cdc.options import MySqlSourceOptions, StartupMode
 from changelake.connectors.mysql_cdc.positions import BinlogPosition, SnapshotProgress, SourcePosition, binlog_file_index
@@ -95,6 +95,11 @@ class MySqlSource:
         return self._server_id
 
     @property
+    def binlog_connections(self) -> int:
+        """Binlog connections made so far by the running reader (1 + reconnects; 0 before the binlog phase)."""
+        return self._reader.connections if self._reader is not None else 0
+
+    @property
     def captured_tables(self) -> list[TableId]:
         """Tables matched by ``tables`` minus ``tables.exclude`` at :meth:`open`."""
         return list(self._tables)
@@ -135,7 +140,9 @@ class MySqlSource:
             self._start_snapshot(start.snapshot, start.binlog)
         elif start is not None:
             self._check_binlog_exists(start.binlog)
-            self._start_binlog(start.binlog)
+            for prepared in start.xa_prepared:
+                self._check_binlog_exists(BinlogPosition(prepared.file, prepared.pos))
+            self._start_binlog(start)
         elif mode in (StartupMode.INITIAL, StartupMode.SNAPSHOT):
             self._start_snapshot(SnapshotProgress(tuple(str(t) for t in self._tables)), None)
         elif mode is StartupMode.LATEST_OFFSET:
@@ -174,7 +181,10 @@ class MySqlSource:
         """Up to ``max_events`` change events, waiting at most about ``timeout_s`` seconds.
 
         Raises:
-            SourceError: the binlog reader failed (connection lost for good, undecodable value).
+            SourceError: the binlog reader failed: BinlogConnectionLostError (no connection within
+                ``connect.timeout``), RowImageError / StatementFormatError /
+                UnsupportedBinlogEventError / XaTransactionError (an event it must not skip),
+                or an undecodable value.
         """
         if self._snapshot is not None:
             events = self._snapshot.read(max_events)
@@ -201,7 +211,7 @@ class MySqlSource:
                 self._position = SourcePosition.from_dict(item.position)
             elif kind == "progress":
                 assert isinstance(item, Progress)
-                self._position = SourcePosition(item.position)
+                self._position = item.position
                 self._consumed = (binlog_file_index(item.file), item.next_pos)
         return out
 
@@ -217,7 +227,14 @@ class MySqlSource:
         if self._snapshot is not None or self._reader is None:
             return False
         if self._target is None:
-            end = self._master_status()
+            try:
+                end = self._master_status()
+            except Exception as exc:  # noqa: BLE001 - classified
+                if not is_connection_loss(exc):
+                    raise
+                # the server is away: the binlog reader reconnects, or fails after connect.timeout
+                log.warning("cannot read the binlog end from the server (%s); not caught up yet", exc)
+                return False
             self._target = (binlog_file_index(end.file), end.pos)
         if self._consumed is not None and self._consumed >= self._target:
             self._target = None
@@ -289,7 +306,8 @@ class MySqlSource:
         pos = self._snapshot.open()
         self._position = SourcePosition(pos, progress)
 
-    def _start_binlog(self, pos: BinlogPosition) -> None:
+    def _start_binlog(self, start: BinlogPosition | SourcePosition) -> None:
+        pos = start.binlog if isinstance(start, SourcePosition) else start
         conn_kwargs = self.options.connection_kwargs()
 
         # The hints loader runs in the reader thread; give it its own connection.
@@ -304,12 +322,13 @@ class MySqlSource:
 
         assert self._server_id is not None
         self._reader = BinlogReader(
-            conn_kwargs, self._server_id, pos, self.is_captured, SchemaTracker(thread_hints),
+            conn_kwargs, self._server_id, start, self.is_captured, SchemaTracker(thread_hints),
             heartbeat_s=self.options.heartbeat_interval.total_seconds(),
+            connect_timeout_s=self.options.connect_timeout.total_seconds(),
         )
         self._reader.start()
         if self._position is None or self._position.snapshot is not None:
-            self._position = SourcePosition(pos)
+            self._position = start if isinstance(start, SourcePosition) else SourcePosition(pos)
 
 
 def _alive(conn: Any, conn_kwargs: dict[str, Any]) -> Any:

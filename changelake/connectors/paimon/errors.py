@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from changelake.connectors.lake.errors import LakeSinkError, NullPrimaryKeyError
+from changelake.connectors.lake.errors import LakeSchemaEvolutionError, LakeSinkError, NullPrimaryKeyError
 
 __all__ = [
     "PaimonSinkError",
@@ -21,7 +21,7 @@ class PaimonTypeError(PaimonSinkError):
     """A changelake value cannot be stored in its Paimon column (names table and column)."""
 
 
-class SchemaEvolutionError(PaimonSinkError):
+class SchemaEvolutionError(PaimonSinkError, LakeSchemaEvolutionError):
     """An incoming schema change cannot be applied to the Paimon table without losing data.
 
     Attributes:

@@ -11,16 +11,16 @@ from decimal import Decimal
 import pytest
 
 from changelake.changelog import TableId
-from changelake.connectors.iceberg import parse_sink_options, read_table
 from changelake.pipeline.discovery import discovered_tables
 from changelake.pipeline.runner import run_pipeline
+from changelake.pipeline.verify import read_lake_table
 
 pytestmark = pytest.mark.integration
 
 
 def _rows(p2, table: TableId) -> list[dict]:
     try:
-        return read_table(parse_sink_options(p2.options("sink")), table).to_pylist()
+        return read_lake_table(p2, table).to_pylist()
     except Exception:  # not created yet (or the catalog is mid-commit)
         return []
 

@@ -1,0 +1,390 @@
+"""Decode one binlog connection's events into change events, positions and refusals.
+
+:class:`EventHandler` is the per-connection state machine of the binlog reader (the thread and
+reconnects live in :mod:`~changelake.connectors.mysql_cdc.binlog`). It is fed the
+mysql-replication events of one connection in order and hands out, through ``put``:
+
+* ``("event", DataChangeEvent)`` - a change of a captured table, its ``position`` the position
+  *after* it (transaction start + rows emitted, plus prepared XA transactions);
+* ``("progress", Progress)`` - the position moved past events without changes.
+
+Each event type is handled as :data:`~changelake.connectors.mysql_cdc.event_policy.EVENT_RULES`
+says; refusals raise :class:`~changelake.connectors.mysql_cdc.errors.BinlogEventError`
+subclasses naming the event type, binlog file:position and table.
+
+Start: a handler resumes at ``start`` (a :class:`SourcePosition`). When prepared XA transactions
+are pending, the connection starts earlier, at the first of them (:meth:`physical_start`); up to
+``start`` only those groups are read (into the :class:`~changelake.connectors.mysql_cdc.xa.XaBook`),
+everything else there was handed out before and is skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from changelake.changelog.event import DataChangeEvent, Op
+from changelake.changelog.schema import TableId
+from changelake.connectors.errors import SourceError
+from changelake.connectors.mysql_cdc.errors import (
+    RowImageError,
+    StatementFormatError,
+    UnsupportedBinlogEventError,
+    XaTransactionError,
+)
+from changelake.connectors.mysql_cdc.event_policy import Action, rule_for
+from changelake.connectors.mysql_cdc.positions import BinlogPosition, PreparedXa, SourcePosition, TransactionTracker, binlog_file_index
+from changelake.connectors.mysql_cdc.schema_tracker import SchemaTracker, TableSchema
+from changelake.connectors.mysql_cdc.statements import StatementKind, classify, describe, dml_target, mentioned_tables, strip_comments, xa_id, xid_key
+from changelake.connectors.mysql_cdc.values import convert
+from changelake.connectors.mysql_cdc.xa import HeldChange, XaBook
+
+__all__ = ["EventHandler", "Progress", "missing_columns", "parse_truncate"]
+
+log = logging.getLogger(__name__)
+
+# MariaDB Gtid_log_event flags (sql/log_event.h)
+_FL_STANDALONE = 0x01
+_FL_PREPARED_XA = 0x40
+
+_IDENT = r"(?:`((?:[^`]|``)+)`|([\w$]+))"
+_TRUNCATE = re.compile(
+    r"^\s*(?:/\*.*?\*/\s*)*TRUNCATE\s+(?:TABLE\s+)?" + _IDENT + r"(?:\s*\.\s*" + _IDENT + r")?\s*;?\s*$",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def parse_truncate(query: str, default_db: str | None) -> TableId | None:
+    """The table of a ``TRUNCATE [TABLE] [db.]t`` statement, or None for any other statement."""
+    m = _TRUNCATE.match(strip_comments(query))
+    if not m:
+        return None
+    first = (m.group(1) or "").replace("``", "`") or m.group(2)
+    second = (m.group(3) or "").replace("``", "`") or m.group(4)
+    if second:
+        return TableId(first, second)
+    return TableId(default_db, first) if default_db else None
+
+
+def missing_columns(bitmap: bytes, count: int) -> list[int]:
+    """Indexes (0-based) of the columns absent from a rows event's column bitmap of ``count`` bits."""
+    return [i for i in range(count) if i // 8 >= len(bitmap) or not bitmap[i // 8] & (1 << (i % 8))]
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Reader progress outside transactions: resume position and the server position reached."""
+
+    position: SourcePosition
+    file: str
+    next_pos: int
+
+
+def _text(v: Any) -> str:
+    return v.decode("utf-8", "replace") if isinstance(v, (bytes, bytearray)) else str(v)
+
+
+class EventHandler:
+    """Turns the events of one binlog connection into change events (see module doc).
+
+    Args:
+        start: the position to resume at.
+        captured: ``f(TableId) -> bool``.
+        tracker: the schema tracker (kept across connections).
+        put: receives ``("event", DataChangeEvent)`` / ``("progress", Progress)`` items.
+    """
+
+    def __init__(self, start: SourcePosition, captured: Callable[[TableId], bool], tracker: SchemaTracker,
+                 put: Callable[[tuple[str, Any]], None]) -> None:
+        self._start = start.binlog
+        self._captured = captured
+        self._tracker = tracker
+        self._put = put
+        self._xa = XaBook(start.xa_prepared)
+        self._tx = TransactionTracker(start.binlog.file, start.binlog.pos, skip=start.binlog.row)
+        first = self.physical_start()
+        self._file = first.file
+        self._replaying = (first.file, first.pos) != (start.binlog.file, start.binlog.pos)
+        # current transaction group
+        self._explicit = False  # BEGIN ... COMMIT (queries inside do not end it)
+        self._xa_group: list[HeldChange] | None = None  # changes of a group that ends in XA PREPARE
+        self._group_start = BinlogPosition(self._file, first.pos)
+        self._replay_group: PreparedXa | None = None  # while replaying: the pending group being re-read
+
+    # -- positions --------------------------------------------------------------------------
+    def physical_start(self) -> BinlogPosition:
+        """Where the connection must start: the resume point, or the first pending XA group before it."""
+        first = self._start
+        for x in self._xa.pending():
+            if x.sort_key() < (binlog_file_index(first.file), first.pos):
+                first = BinlogPosition(x.file, x.pos)
+        return BinlogPosition(first.file, first.pos)
+
+    def position(self) -> SourcePosition:
+        """Where a new connection must resume so that nothing handed out is repeated or lost."""
+        if self._replaying:
+            return SourcePosition(self._start, None, self._xa.pending())
+        return SourcePosition(self._tx.position(), None, self._xa.pending())
+
+    def _progress(self, next_pos: int) -> None:
+        self._put(("progress", Progress(self.position(), self._tx.file, next_pos)))
+
+    # -- dispatch ---------------------------------------------------------------------------
+    def handle(self, ev: Any) -> None:
+        """Handle one event. Raises BinlogEventError subclasses (see module doc) or SourceError."""
+        code = int(ev.packet.event_type)
+        rule = rule_for(code)
+        next_pos = int(ev.packet.log_pos or 0)
+        start_pos = next_pos - int(ev.packet.event_size) if next_pos else 0
+        if code == 0x04:  # ROTATE_EVENT
+            self._on_rotate(str(ev.next_binlog), int(ev.position))
+            return
+        if rule.action is Action.STOP:
+            raise UnsupportedBinlogEventError(event_type=rule.name, file=self._file, pos=start_pos, reason=rule.why)
+        if code in (0x1B, 0x29):  # heartbeats
+            if not self._tx.in_tx and not self._replaying:
+                self._progress(next_pos or self._tx.tx_start)
+            return
+        if next_pos == 0:  # artificial event sent at connection start
+            return
+        if self._replaying and (binlog_file_index(self._file), start_pos) >= (binlog_file_index(self._start.file), self._start.pos):
+            self._end_replay()
+        if getattr(ev, "table_map_missing", False):
+            raise UnsupportedBinlogEventError(
+                event_type=rule.name, file=self._file, pos=start_pos,
+                reason="rows event without a preceding table-map event (the reader started inside a transaction?)",
+            )
+        if self._replaying:
+            self._replay(ev, code, start_pos)
+            return
+        if rule.action is Action.IGNORE:
+            if not self._tx.in_tx:
+                self._tx.end(next_pos)
+                self._progress(next_pos)
+            return
+        self._deliver(ev, code, rule.name, start_pos, next_pos)
+
+    def _on_rotate(self, file: str, pos: int) -> None:
+        self._file = file
+        self._tracker.clear_table_ids()
+        if not self._replaying:
+            self._tx.rotate(file, pos)
+            self._progress(pos)
+
+    def _end_replay(self) -> None:
+        self._replaying = False
+        if self._file != self._tx.file:
+            self._tx.rotate(self._file, 4)
+
+    # -- replay of prepared XA groups before the resume point -------------------------------
+    def _replay(self, ev: Any, code: int, start_pos: int) -> None:
+        from pymysqlreplication.event import XAPrepareEvent
+        from pymysqlreplication.row_event import RowsEvent, TableMapEvent
+
+        if code in (0xA2, 0x21, 0x22):  # a group starts
+            self._replay_group = self._xa.at(self._file, start_pos)
+            self._xa_group = [] if self._replay_group is not None else None
+            return
+        if isinstance(ev, TableMapEvent):
+            self._on_table_map(ev)
+            return
+        if self._replay_group is None or self._xa_group is None:
+            return  # handed out before the resume point
+        if isinstance(ev, RowsEvent):
+            schema = self._rows_schema(ev, start_pos)
+            if schema is not None:
+                self._xa_group.extend(HeldChange(schema.table_id, op, b, a, schema.schema) for op, b, a in self._rows(ev, schema))
+        elif isinstance(ev, XAPrepareEvent):
+            self._xa.hold(self._replay_group, self._xa_group)
+            self._replay_group, self._xa_group = None, None
+
+    # -- normal reading ---------------------------------------------------------------------
+    def _deliver(self, ev: Any, code: int, name: str, start_pos: int, next_pos: int) -> None:
+        from pymysqlreplication.event import QueryEvent, XAPrepareEvent, XidEvent
+        from pymysqlreplication.row_event import RowsEvent, TableMapEvent
+
+        if code == 0xA2:  # MariaDB GTID
+            flags = int(getattr(ev, "flags", 0) or 0)
+            self._begin(start_pos, explicit=not flags & _FL_STANDALONE, xa=bool(flags & _FL_PREPARED_XA))
+        elif code in (0x21, 0x22):  # MySQL GTID / anonymous GTID: BEGIN or a DDL follows
+            self._begin(start_pos, explicit=False, xa=False)
+        elif isinstance(ev, QueryEvent):
+            self._on_query(ev, name, start_pos, next_pos)
+        elif isinstance(ev, XidEvent):
+            if self._xa_group is not None:
+                raise UnsupportedBinlogEventError(event_type=name, file=self._file, pos=start_pos,
+                                                  reason="XA transaction ended by COMMIT instead of XA PREPARE")
+            self._end(next_pos)
+        elif isinstance(ev, XAPrepareEvent):
+            self._on_xa_prepare(ev, name, start_pos, next_pos)
+        elif isinstance(ev, TableMapEvent):
+            self._on_table_map(ev)
+        elif isinstance(ev, RowsEvent):
+            schema = self._rows_schema(ev, start_pos)
+            if schema is None:
+                return  # another table: deliberately ignored
+            if self._xa_group is not None:
+                self._xa_group.extend(HeldChange(schema.table_id, op, b, a, schema.schema) for op, b, a in self._rows(ev, schema))
+                return
+            ts_ms = int(ev.timestamp) * 1000
+            for op, before, after in self._rows(ev, schema):
+                if self._tx.emit():
+                    self._emit(schema.table_id, op, before, after, schema.schema, ts_ms)
+        elif not self._tx.in_tx:  # format description
+            self._end(next_pos)
+
+    def _begin(self, start_pos: int, *, explicit: bool, xa: bool) -> None:
+        """A group starts (GTID event, BEGIN, XA START, a DDL); inside a group, flags accumulate."""
+        if not self._tx.in_tx:
+            self._group_start = BinlogPosition(self._file, start_pos)
+            self._explicit, self._xa_group = False, None
+        self._tx.begin(start_pos)
+        self._explicit = self._explicit or explicit
+        if xa and self._xa_group is None:
+            self._xa_group = []
+
+    def _end(self, next_pos: int) -> None:
+        self._tx.end(next_pos)
+        self._explicit = False
+        self._xa_group = None
+        self._progress(next_pos)
+
+    def _emit(self, table: TableId, op: Op, before: Any, after: Any, schema: Any, ts_ms: int) -> None:
+        position = SourcePosition(self._tx.position(), None, self._xa.pending()).to_dict()
+        self._put(("event", DataChangeEvent(table, op, before, after, schema, ts_ms, position)))
+
+    def _on_query(self, ev: Any, name: str, start_pos: int, next_pos: int) -> None:
+        query = _text(getattr(ev, "query", ""))
+        kind = classify(query)
+        default_db = _text(ev.schema) if getattr(ev, "schema", None) else None
+        if kind is StatementKind.BEGIN:
+            self._begin(start_pos, explicit=True, xa=False)
+        elif kind in (StatementKind.COMMIT, StatementKind.ROLLBACK):
+            # ROLLBACK: rows still logged in the group belong to non-transactional tables and stayed
+            self._end(next_pos)
+        elif kind is StatementKind.XA_START:
+            self._begin(start_pos, explicit=True, xa=True)
+        elif kind in (StatementKind.SAVEPOINT, StatementKind.XA_END, StatementKind.XA_PREPARE):
+            pass  # inside the group; the prepare itself is the XA_PREPARE_LOG_EVENT
+        elif kind in (StatementKind.XA_COMMIT, StatementKind.XA_ROLLBACK):
+            self._on_xa_outcome(ev, kind, query, name, start_pos, next_pos)
+        elif kind is StatementKind.DML:
+            table = self._statement_table(query, default_db)
+            if table is not None:
+                raise StatementFormatError(event_type=name, file=self._file, pos=start_pos, table=str(table),
+                                           statement=describe(query))
+            if not self._explicit:
+                self._end(next_pos)
+        elif kind is StatementKind.ACCOUNT:
+            if not self._explicit:
+                self._end(next_pos)
+        else:  # DDL: its own group
+            if not self._tx.in_tx:
+                self._begin(start_pos, explicit=False, xa=False)
+            self._on_ddl(ev, query, default_db)
+            if not self._explicit:
+                self._end(next_pos)
+
+    def _statement_table(self, query: str, default_db: str | None) -> TableId | None:
+        """The captured table a statement-logged change may touch (its target first), else None."""
+        target = dml_target(query, default_db)
+        if target is not None and self._captured(target):
+            return target
+        for t in mentioned_tables(query, default_db):
+            if self._captured(t):
+                return t
+        return None
+
+    def _on_xa_prepare(self, ev: Any, name: str, start_pos: int, next_pos: int) -> None:
+        changes = self._xa_group if self._xa_group is not None else []
+        if ev.one_phase:  # MySQL: XA COMMIT ... ONE PHASE ends the group
+            ts_ms = int(ev.timestamp) * 1000
+            for c in changes:
+                if self._tx.emit():
+                    self._emit(c.table, c.op, c.before, c.after, c.schema, ts_ms)
+        else:
+            xid = xid_key(bytes(ev.xid_gtrid), bytes(ev.xid_bqual), int(ev.xid_format_id))
+            self._xa.hold(PreparedXa(self._group_start.file, self._group_start.pos, xid), changes)
+        self._end(next_pos)
+
+    def _on_xa_outcome(self, ev: Any, kind: StatementKind, query: str, name: str, start_pos: int, next_pos: int) -> None:
+        xid = xa_id(query)
+        if xid is None:
+            raise UnsupportedBinlogEventError(event_type=name, file=self._file, pos=start_pos,
+                                              reason=f"cannot parse the XID of '{describe(query)}'")
+        if kind is StatementKind.XA_COMMIT:
+            changes = self._xa.changes(xid)
+            if changes is None:
+                raise XaTransactionError(
+                    "XA COMMIT of a transaction whose prepared changes the reader does not hold (prepared before "
+                    "the pipeline's start position?): re-snapshot the tables it changed",
+                    xid=xid, event_type=name, file=self._file, pos=start_pos,
+                )
+            ts_ms = int(ev.timestamp) * 1000
+            for c in changes:
+                if self._tx.emit():
+                    self._emit(c.table, c.op, c.before, c.after, c.schema, ts_ms)
+        self._xa.forget(xid)  # XA ROLLBACK: the held changes are dropped, never published
+        self._end(next_pos)
+
+    def _on_table_map(self, ev: Any) -> None:
+        table_id = TableId(_text(ev.schema), _text(ev.table))
+        if self._captured(table_id):
+            self._tracker.on_table_map(ev)
+
+    def _on_ddl(self, ev: Any, query: str, default_db: str | None) -> None:
+        truncated = parse_truncate(query, default_db)
+        self._tracker.invalidate(None)
+        if truncated is None or not self._captured(truncated):
+            return
+        if self._tx.emit():
+            current = self._tracker.current(truncated)
+            self._emit(truncated, Op.TRUNCATE, None, None, current.schema if current is not None else None,
+                       int(ev.timestamp) * 1000)
+
+    # -- rows ----------------------------------------------------------------------------------
+    def _rows_schema(self, ev: Any, start_pos: int) -> TableSchema | None:
+        """The schema of a captured table's rows event (None for other tables); checks full images."""
+        schema = self._tracker.for_rows_event(ev)
+        if schema is None or not self._captured(schema.table_id):
+            return None
+        from pymysqlreplication.row_event import WriteRowsEvent
+
+        count = int(ev.number_of_columns)
+        images = [("after" if isinstance(ev, WriteRowsEvent) else "before", ev.columns_present_bitmap)]
+        if hasattr(ev, "columns_present_bitmap2"):
+            images.append(("after", ev.columns_present_bitmap2))
+        names = [c.name for c in schema.columns]
+        for image, bitmap in images:
+            gone = missing_columns(bytes(bitmap), max(count, len(names)))
+            if gone:
+                raise RowImageError(
+                    event_type=rule_for(int(ev.packet.event_type)).name, file=self._file, pos=start_pos,
+                    table=str(schema.table_id), image=image,
+                    missing=[names[i] if i < len(names) else f"#{i + 1}" for i in gone],
+                )
+        return schema
+
+    def _rows(self, ev: Any, schema: TableSchema) -> list[tuple[Op, Any, Any]]:
+        from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+
+        cols = schema.columns
+        out: list[tuple[Op, Any, Any]] = []
+        for row in ev.rows:
+            if isinstance(ev, UpdateRowsEvent):
+                out.append((Op.UPDATE, _values(cols, row["before_values"], row.get("before_none_sources", {})),
+                            _values(cols, row["after_values"], row.get("after_none_sources", {}))))
+            elif isinstance(ev, WriteRowsEvent):
+                out.append((Op.CREATE, None, _values(cols, row["values"], row.get("none_sources", {}))))
+            elif isinstance(ev, DeleteRowsEvent):
+                out.append((Op.DELETE, _values(cols, row["values"], row.get("none_sources", {})), None))
+        return out
+
+
+def _values(cols: tuple[Any, ...], raw: dict[str, Any], none_sources: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return {c.name: convert(c, raw.get(c.name), from_binlog=True, none_source=none_sources.get(c.name)) for c in cols}
+    except ValueError as exc:
+        raise SourceError(str(exc)) from exc

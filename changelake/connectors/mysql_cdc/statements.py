@@ -1,0 +1,164 @@
+"""Classify the SQL text of binlog query events without keeping it.
+
+The binlog reader sees the query events of every session of the server, including account
+management whose text may hold a password (``CREATE USER ... IDENTIFIED BY 'pw'``). The text is
+only classified here; what leaves this module is a :class:`StatementKind`, table names and (for
+logs or errors) :func:`describe`, which never returns an account statement's text.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+
+from changelake.changelog.schema import TableId
+
+__all__ = ["StatementKind", "classify", "describe", "is_account_statement", "mentioned_tables", "dml_target", "xa_id", "xid_key", "strip_comments"]
+
+
+class StatementKind(enum.Enum):
+    """What a query event does, as far as change capture is concerned."""
+
+    BEGIN = "begin"
+    COMMIT = "commit"
+    ROLLBACK = "rollback"
+    SAVEPOINT = "savepoint"  # SAVEPOINT / ROLLBACK TO / RELEASE SAVEPOINT inside a transaction
+    XA_START = "xa start"
+    XA_END = "xa end"
+    XA_PREPARE = "xa prepare"
+    XA_COMMIT = "xa commit"
+    XA_ROLLBACK = "xa rollback"
+    DML = "dml"  # a change logged as a statement (binlog_format STATEMENT/MIXED)
+    ACCOUNT = "account"  # user / role / privilege management
+    OTHER = "other"  # DDL and everything else
+
+
+_COMMENTS = re.compile(r"/\*.*?\*/|--[^\n]*|#[^\n]*", re.DOTALL)
+_LITERALS = re.compile(r"'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\"", re.DOTALL)
+_ACCOUNT = re.compile(
+    r"^(?:CREATE|ALTER|DROP|RENAME)\s+(?:DEFINER\s*=\s*\S+\s+)?(?:USER|ROLE)\b|^(?:GRANT|REVOKE)\b|^SET\s+(?:PASSWORD|ROLE|DEFAULT\s+ROLE)\b",
+    re.IGNORECASE,
+)
+_SECRET_WORDS = re.compile(r"\bIDENTIFIED\s+(?:BY|WITH|VIA)\b|\bPASSWORD\s*\(", re.IGNORECASE)
+_DML = re.compile(r"^(?:INSERT|REPLACE|UPDATE|DELETE|LOAD\s+(?:DATA|XML))\b", re.IGNORECASE)
+_IDENT = r"(?:`(?:[^`]|``)+`|[\w$]+)"
+_QUALIFIED = re.compile(rf"({_IDENT})(?:\s*\.\s*({_IDENT}))?")
+_TARGET = re.compile(
+    rf"^(?:INSERT|REPLACE)(?:\s+(?:LOW_PRIORITY|DELAYED|HIGH_PRIORITY|IGNORE))*(?:\s+INTO)?\s+({_IDENT}(?:\s*\.\s*{_IDENT})?)"
+    rf"|^UPDATE(?:\s+(?:LOW_PRIORITY|IGNORE))*\s+({_IDENT}(?:\s*\.\s*{_IDENT})?)"
+    rf"|^DELETE(?:\s+(?:LOW_PRIORITY|QUICK|IGNORE))*\s+FROM\s+({_IDENT}(?:\s*\.\s*{_IDENT})?)"
+    rf"|^LOAD\s+(?:DATA|XML)\b.*?\bINTO\s+TABLE\s+({_IDENT}(?:\s*\.\s*{_IDENT})?)",
+    re.IGNORECASE | re.DOTALL,
+)
+_XA_ID = re.compile(
+    r"^XA\s+(?:COMMIT|ROLLBACK|END|PREPARE|START|BEGIN)\s+"
+    r"(X'(?P<gh>[0-9A-Fa-f]*)'|'(?P<gs>(?:[^'\\]|\\.|'')*)')"
+    r"(?:\s*,\s*(X'(?P<bh>[0-9A-Fa-f]*)'|'(?P<bs>(?:[^'\\]|\\.|'')*)'))?"
+    r"(?:\s*,\s*(?P<fmt>\d+))?",
+    re.IGNORECASE,
+)
+
+
+def strip_comments(query: str) -> str:
+    """The statement without ``/* */``, ``--`` and ``#`` comments and a trailing ``;``."""
+    return _COMMENTS.sub(" ", query).strip().rstrip(";").strip()
+
+
+_strip = strip_comments
+
+
+def is_account_statement(query: str) -> bool:
+    """True for account / privilege management or any text naming a password (never to be kept)."""
+    text = _strip(query)
+    return bool(_ACCOUNT.match(text) or _SECRET_WORDS.search(text))
+
+
+def classify(query: str) -> StatementKind:
+    """The kind of a query event's statement (comments ignored, case-insensitive)."""
+    text = _strip(query)
+    upper = " ".join(text.upper().split())
+    if _DML.match(text):  # before the account check: a change is never skipped for its values
+        return StatementKind.DML
+    if is_account_statement(text):
+        return StatementKind.ACCOUNT
+    if upper in ("BEGIN", "START TRANSACTION", "BEGIN WORK") or upper.startswith("START TRANSACTION "):
+        return StatementKind.BEGIN
+    if upper in ("COMMIT", "COMMIT WORK"):
+        return StatementKind.COMMIT
+    if upper.startswith("SAVEPOINT ") or upper.startswith("RELEASE SAVEPOINT ") or re.match(r"^ROLLBACK(?: WORK)? TO ", upper):
+        return StatementKind.SAVEPOINT
+    if upper in ("ROLLBACK", "ROLLBACK WORK"):
+        return StatementKind.ROLLBACK
+    for prefix, kind in (
+        ("XA START", StatementKind.XA_START), ("XA BEGIN", StatementKind.XA_START), ("XA END", StatementKind.XA_END),
+        ("XA PREPARE", StatementKind.XA_PREPARE), ("XA COMMIT", StatementKind.XA_COMMIT),
+        ("XA ROLLBACK", StatementKind.XA_ROLLBACK),
+    ):
+        if upper.startswith(prefix):
+            return kind
+    return StatementKind.OTHER
+
+
+def describe(query: str) -> str:
+    """A short label of a statement for logs and errors: its first keywords, never its values,
+    and for account statements only ``'account management statement (text withheld)'``."""
+    if is_account_statement(query):
+        return "account management statement (text withheld)"
+    words = _LITERALS.sub("?", _strip(query)).split()
+    return " ".join(words[:3])[:80]
+
+
+def _table_id(first: str, second: str | None, default_db: str | None) -> TableId | None:
+    def unquote(name: str) -> str:
+        return name[1:-1].replace("``", "`") if name.startswith("`") else name
+
+    if second:
+        return TableId(unquote(first), unquote(second))
+    return TableId(default_db, unquote(first)) if default_db else None
+
+
+def dml_target(query: str, default_db: str | None) -> TableId | None:
+    """The table a single-table INSERT / REPLACE / UPDATE / DELETE / LOAD DATA writes, if parsed."""
+    m = _TARGET.match(_strip(query))
+    if not m:
+        return None
+    ref = next(g for g in m.groups() if g)
+    q = _QUALIFIED.fullmatch(ref.strip())
+    return _table_id(q.group(1), q.group(2), default_db) if q else None
+
+
+def mentioned_tables(query: str, default_db: str | None) -> list[TableId]:
+    """Every ``name`` / ``db.name`` token of the statement outside string literals, as tables.
+
+    Over-approximates on purpose (keywords become candidate tables too): used to decide whether a
+    statement-logged change *may* touch a captured table.
+    """
+    text = _LITERALS.sub(" ", _strip(query))
+    out: list[TableId] = []
+    for m in _QUALIFIED.finditer(text):
+        t = _table_id(m.group(1), m.group(2), default_db)
+        if t is not None and t not in out:
+            out.append(t)
+    return out
+
+
+def xa_id(query: str) -> str | None:
+    """The XID of an ``XA COMMIT|ROLLBACK|END|PREPARE|START`` statement as ``gtrid-hex:bqual-hex:format``
+    (the form :func:`xid_key` gives an XA_PREPARE event), or None if it cannot be parsed."""
+    m = _XA_ID.match(_strip(query))
+    if not m:
+        return None
+
+    def as_hex(hex_text: str | None, text: str | None) -> str:
+        if hex_text is not None:
+            return hex_text.lower()
+        return (text or "").replace("''", "'").encode("utf-8").hex()
+
+    gtrid = as_hex(m.group("gh"), m.group("gs"))
+    bqual = as_hex(m.group("bh"), m.group("bs")) if (m.group("bh") is not None or m.group("bs") is not None) else ""
+    return f"{gtrid}:{bqual}:{int(m.group('fmt') or 1)}"
+
+
+def xid_key(gtrid: bytes, bqual: bytes, format_id: int) -> str:
+    """The XID of an XA_PREPARE event in the form of :func:`xa_id`."""
+    return f"{gtrid.hex()}:{bqual.hex()}:{format_id}"
