@@ -3,7 +3,7 @@ VENV   ?= .venv
 PYTHON ?= python3
 BIN    := $(VENV)/bin
 
-.PHONY: setup system-deps venv demo test test-unit dev services-up services-down validate bench clean
+.PHONY: setup system-deps venv demo test test-unit test-browser check dev services-up services-down validate bench clean
 
 setup: system-deps venv
 
@@ -25,11 +25,19 @@ demo: setup
 	@$(BIN)/changelake services up
 	@$(BIN)/changelake demo
 
-## The whole test suite against real Kafka and MariaDB started for the tests.
+## The whole test suite against real Kafka and MariaDB started for the tests (the browser test
+## in tests/e2e/test_browser.py included; `pytest -m browser` selects it alone).
 test: setup
 	@PYTHONWARNINGS=ignore $(BIN)/dagster definitions validate -w workspace.yaml >/dev/null
 	@$(BIN)/mypy --strict changelake/changelog changelake/formats changelake/connectors
 	@$(BIN)/pytest -q -p no:cacheprovider
+
+test-browser: setup
+	@$(BIN)/pytest -q -p no:cacheprovider -m browser tests/e2e
+
+## Every lake check, headless (exit 1 on failure).
+check: venv
+	@$(BIN)/changelake check
 
 test-unit: venv
 	@$(BIN)/pytest -q -m "not integration" tests/unit
@@ -37,8 +45,7 @@ test-unit: venv
 ## The Dagster UI on http://127.0.0.1:3000 with the local services.
 dev: setup
 	@$(BIN)/changelake services up
-	@eval "$$($(BIN)/changelake services env)"; DAGSTER_HOME=$${DAGSTER_HOME:-$(CURDIR)/.state/dagster}; mkdir -p $$DAGSTER_HOME; \
-	  export DAGSTER_HOME; $(BIN)/dagster dev -w workspace.yaml
+	@$(BIN)/changelake dev
 
 services-up: venv
 	@$(BIN)/changelake services up

@@ -1,57 +1,86 @@
-"""DuckDB asset checks: each lake table's key state equals the MySQL table's.
+"""Asset checks of each lake table, evaluated after every materialization of it and by
+``changelake check`` (headless, for CI):
 
-A full outer join on the primary key compares every column (see
-``changelake.checks.key_state``). A table that differs is compared once more after a short pause,
-so a live workload that the pipelines have not caught up with yet does not raise a false alarm.
+* ``key_state_matches_mysql`` (ERROR): DuckDB compares the lake's rows with MySQL's by a full
+  outer join on the primary key (``changelake.pipeline.verify``); a table that differs is compared
+  once more after a short pause, so a live workload does not raise a false alarm.
+* ``no_duplicate_primary_keys`` (ERROR): every primary key occurs once in the lake table.
+* ``lake_is_fresh`` (WARN): the table is not behind its Kafka topic, or its last commit is recent
+  enough that the lag is being worked off (``changelake.pipeline.lake_checks``).
 """
 
 
+import re
 from pathlib import Path
 
 import dagster as dg
 
 from assets.lake import lake_tables
+from changelake.changelog import TableId
 from changelake.pipeline.definition import PipelineDefinition, load_pipeline
-from platform_defs.pipelines import job_name, lake_asset_key
+from platform_defs.keys import job_name, lake_asset_key
 from resources.connections import IcebergCatalogResource, KafkaResource, MySqlResource, pipeline_env
 
-__all__ = ["KEY_STATE_CHECK", "build_key_state_checks"]
+__all__ = ["KEY_STATE_CHECK", "UNIQUE_KEYS_CHECK", "FRESHNESS_CHECK", "LAKE_CHECKS", "build_key_state_checks"]
 
 KEY_STATE_CHECK = "key_state_matches_mysql"
+UNIQUE_KEYS_CHECK = "no_duplicate_primary_keys"
+FRESHNESS_CHECK = "lake_is_fresh"
+LAKE_CHECKS = (KEY_STATE_CHECK, UNIQUE_KEYS_CHECK, FRESHNESS_CHECK)
+
+#: how long a lake table may stay behind its topic before its freshness check fails
+FRESHNESS_MAX_AGE_S = 300.0
 
 
-def build_key_state_checks(path: Path, structure: PipelineDefinition) -> dg.AssetChecksDefinition:
-    """One check per lake table of the pipeline, all evaluated by one op."""
-    tables = lake_tables(structure)
+def _descriptions(table: object) -> dict[str, str]:
+    return {
+        KEY_STATE_CHECK: f"Lake table {table} holds exactly MySQL's rows of {table} (every key, every column).",
+        UNIQUE_KEYS_CHECK: f"Every primary key occurs once in lake table {table}.",
+        FRESHNESS_CHECK: (
+            f"Lake table {table} is not behind its Kafka topic, or absorbed data within the last "
+            f"{int(FRESHNESS_MAX_AGE_S)} s (red when the lake falls behind)."
+        ),
+    }
+
+
+def build_key_state_checks(path: Path, structure: PipelineDefinition) -> list[dg.AssetChecksDefinition]:
+    """The checks of every lake table of the pipeline: one definition per table (its three checks,
+    subsettable), so a table that was not materialized does not hold back the others' checks."""
+    return [_table_checks(path, structure, table) for table in lake_tables(structure)]
+
+
+def _table_checks(path: Path, structure: PipelineDefinition, table: TableId) -> dg.AssetChecksDefinition:
+    asset = lake_asset_key(str(table))
     specs = [
-        dg.AssetCheckSpec(
-            KEY_STATE_CHECK,
-            asset=lake_asset_key(str(t)),
-            description=f"Lake table {t} holds exactly MySQL's rows of {t} (every key, every column).",
-            blocking=False,
-        )
-        for t in tables
+        dg.AssetCheckSpec(name, asset=asset, description=_descriptions(table)[name], blocking=False)
+        for name in LAKE_CHECKS
     ]
+    node = re.sub(r"\W", "_", f"{job_name(structure)}_{table}_checks")
 
-    @dg.multi_asset_check(name=f"{job_name(structure)}_key_state_checks", specs=specs, can_subset=True)
-    def key_state_checks(
+    @dg.multi_asset_check(name=node, specs=specs, can_subset=True)
+    def lake_checks(
         context: dg.AssetCheckExecutionContext, mysql: MySqlResource, kafka: KafkaResource, lake: IcebergCatalogResource
     ):
+        from changelake.errors import ChangelakeError
+        from changelake.pipeline.lake_checks import check_freshness, check_unique_keys
         from changelake.pipeline.verify import verify_lake_table
 
         defn = load_pipeline(path, env=pipeline_env(mysql, kafka, lake))
         selected = context.selected_asset_check_keys
-        for table in tables:
-            key = dg.AssetCheckKey(lake_asset_key(str(table)), KEY_STATE_CHECK)
-            if key not in selected:
+        for name in LAKE_CHECKS:
+            if dg.AssetCheckKey(asset, name) not in selected:
                 continue
-            result = verify_lake_table(defn, table, recheck_after_s=2.0)
-            yield dg.AssetCheckResult(
-                asset_key=key.asset_key,
-                check_name=KEY_STATE_CHECK,
-                passed=result.passed,
-                severity=dg.AssetCheckSeverity.ERROR,
-                metadata=result.metadata(),
-            )
+            severity = dg.AssetCheckSeverity.WARN if name == FRESHNESS_CHECK else dg.AssetCheckSeverity.ERROR
+            try:
+                if name == KEY_STATE_CHECK:
+                    result = verify_lake_table(defn, table, recheck_after_s=2.0)
+                elif name == UNIQUE_KEYS_CHECK:
+                    result = check_unique_keys(defn, table)
+                else:
+                    result = check_freshness(defn, table, max_age_s=FRESHNESS_MAX_AGE_S)
+                passed, metadata = result.passed, result.metadata()
+            except ChangelakeError as exc:  # e.g. the lake table does not exist yet
+                passed, metadata = False, {"error": f"{type(exc).__name__}: {exc}"}
+            yield dg.AssetCheckResult(asset_key=asset, check_name=name, passed=passed, severity=severity, metadata=metadata)
 
-    return key_state_checks
+    return lake_checks

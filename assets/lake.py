@@ -1,20 +1,34 @@
-"""Lake-table assets: one lake table (Iceberg or Paimon) per topic of each Kafka -> lake pipeline."""
+"""Lake-table assets and the lineage around them: MySQL tables -> Kafka topics -> lake tables.
+
+* ``mysql/<db>/<table>``: each captured MySQL table, an external asset (kind ``mysql``).
+* ``kafka/<db>/<table>``: each topic, an external asset; Pipeline 1's op reports a materialization
+  per commit (records, offsets, position).
+* ``lake/<db>/<table>``: each lake table (Iceberg or Paimon). One asset per table, all of a pipeline's tables in one
+  subsettable definition: materializing a selection ingests those tables' topics up to the end
+  offsets seen at the start, commits, and reports only the tables that changed. The lag sensor
+  launches it; the pipeline's long-running op reports the same assets per commit, with the same
+  metadata.
+"""
 
 
+from dataclasses import replace
 from pathlib import Path
 
 import dagster as dg
 
 from changelake.changelog import TableId
+from changelake.changelog.selectors import Selectors
 from changelake.connectors.lake import LAKE_SINK_TYPES
 from changelake.pipeline.definition import PipelineDefinition, load_pipeline
 from changelake.pipeline.discovery import discovered_tables
-from platform_defs.pipelines import job_name, lake_asset_key, load_structure, pipeline_files
+from platform_defs.keys import job_name, lake_asset_key, mysql_asset_key, pool_name, topic_asset_key
+from platform_defs.pipelines import load_structure, pipeline_files
 from resources.connections import IcebergCatalogResource, KafkaResource, MySqlResource, pipeline_env
 
-__all__ = ["LAKE_GROUP", "lake_tables", "build_lake_assets", "lake_pipelines"]
+__all__ = ["LAKE_GROUP", "SOURCES_GROUP", "lake_tables", "build_lake_assets", "lake_pipelines", "build_lineage_specs"]
 
 LAKE_GROUP = "lake"
+SOURCES_GROUP = "sources"
 
 
 def lake_pipelines() -> list[tuple[Path, PipelineDefinition]]:
@@ -36,9 +50,47 @@ def lake_tables(structure: PipelineDefinition) -> list[TableId]:
     return listed + [t for t in discovered_tables(structure.name) if t not in listed]
 
 
+def _captured_by(structures: list[PipelineDefinition], table: TableId) -> PipelineDefinition | None:
+    """The MySQL pipeline whose ``tables`` pattern captures ``table`` (None if none does)."""
+    for s in structures:
+        pattern = s.source.get("tables", "")
+        if s.source_type == "mysql" and pattern:
+            try:
+                if Selectors.parse(pattern).matches(table):
+                    return s
+            except Exception:  # a malformed pattern is reported when that pipeline runs
+                continue
+    return None
+
+
+def build_lineage_specs(structures: list[PipelineDefinition]) -> list[dg.AssetSpec]:
+    """External assets for the topics read by Kafka -> Iceberg pipelines and the MySQL tables
+    captured into them (known without touching the network: topics are listed in the YAML)."""
+    specs: dict[dg.AssetKey, dg.AssetSpec] = {}
+    for s in structures:
+        if s.sink_type not in LAKE_SINK_TYPES:
+            continue
+        for table in lake_tables(s):
+            source = _captured_by(structures, table)
+            deps = []
+            if source is not None:
+                mkey = mysql_asset_key(str(table))
+                deps.append(mkey)
+                specs.setdefault(mkey, dg.AssetSpec(
+                    mkey, group_name=SOURCES_GROUP, kinds={"mysql"},
+                    description=f"MySQL table `{table}`, captured from the binlog by pipeline {source.name}.",
+                ))
+            tkey = topic_asset_key(str(table))
+            writer = f" by pipeline {source.name}" if source is not None else ""
+            specs.setdefault(tkey, dg.AssetSpec(
+                tkey, group_name=SOURCES_GROUP, kinds={"kafka"}, deps=deps,
+                description=f"Kafka topic `{table}` (Debezium-JSON change events), written{writer}.",
+            ))
+    return list(specs.values())
+
+
 def build_lake_assets(path: Path, structure: PipelineDefinition) -> dg.AssetsDefinition:
-    """A multi-asset materializing the pipeline's lake tables: one bounded run of the pipeline
-    (ingest up to the end offsets seen at its start, commit, stop)."""
+    """One asset per lake table of the pipeline, materializable one at a time or together."""
     tables = lake_tables(structure)
     specs = [
         dg.AssetSpec(
@@ -46,32 +98,47 @@ def build_lake_assets(path: Path, structure: PipelineDefinition) -> dg.AssetsDef
             group_name=LAKE_GROUP,
             description=f"{structure.sink_type.capitalize()} table `{t}`, upserted by primary key from Kafka topic `{t}` "
             f"(pipeline {structure.name}).",
-            kinds={structure.sink_type, "kafka"},
+            kinds={structure.sink_type},
+            deps=[topic_asset_key(str(t))],
             skippable=True,
+            tags={"changelake/pipeline": structure.name},
         )
         for t in tables
     ]
 
-    @dg.multi_asset(name=f"{job_name(structure)}_lake", specs=specs, can_subset=False)
+    @dg.multi_asset(
+        name=f"{job_name(structure)}_lake",
+        specs=specs,
+        can_subset=True,
+        pool=pool_name(structure),
+        description=f"Ingests the selected lake tables of pipeline {structure.name} up to Kafka's end offsets; "
+        "tables with nothing new are not materialized.",
+    )
     def lake_assets(
         context: dg.AssetExecutionContext, mysql: MySqlResource, kafka: KafkaResource, lake: IcebergCatalogResource
     ):
-        from changelake.pipeline.runner import run_pipeline
+        from changelake.pipeline.lock import PipelineLock
+        from changelake.pipeline.runner import kafka_lag, run_pipeline
+        from platform_defs.reporting import LakeReporter, lake_metadata
+        from platform_defs.running import state_dir
 
+        selected = [t for t in tables if lake_asset_key(str(t)) in context.selected_asset_keys]
         defn = load_pipeline(path, env=pipeline_env(mysql, kafka, lake))
-        stats = run_pipeline(defn, until_caught_up=True)
+        defn = replace(defn, source={**defn.source, "topic": ";".join(str(t) for t in selected)})
+        reporter = LakeReporter(defn, per_commit=False)
+        try:
+            with PipelineLock(state_dir(), defn.name, context.run.run_id):
+                stats = run_pipeline(defn, until_caught_up=True, on_batch=reporter.progress.add)
+                positions = kafka_lag(defn)
+        finally:
+            reporter.close()
         context.log.info(f"pipeline {defn.name}: {stats.metadata()}")
-        for table in tables:
-            yield dg.MaterializeResult(
-                asset_key=lake_asset_key(str(table)),
-                metadata={
-                    "rows_applied": dg.MetadataValue.int(int(stats.tables.get(str(table), 0))),
-                    "pipeline": defn.name,
-                    "kafka_offsets": dg.MetadataValue.json(stats.offsets_json()),
-                    "schema_inferred": str(table) in stats.inferred_schema_tables,
-                    "bad_records": stats.bad_records,
-                    "dead_letters": stats.dead_letters,
-                },
-            )
+        for table in selected:
+            progress = reporter.progress.get(str(table))
+            lag = sum(max(0, end - done) for tp, (done, end) in positions.items() if tp.rpartition("/")[0] == str(table))
+            if not progress.changed:
+                context.log.info(f"{table}: nothing new on its topic (lag {lag}); not materialized")
+                continue
+            yield dg.MaterializeResult(asset_key=lake_asset_key(str(table)), metadata=lake_metadata(progress, lag, defn.name))
 
     return lake_assets

@@ -4,12 +4,15 @@
     changelake pipeline run FILE.yaml [--until-caught-up]
     changelake changelog ...                   print a topic as a changelog (+I/-U/+U/-D)
     changelake demo                            the main job, end to end on the local services
+    changelake check [--pipeline FILE]         every lake check, headless; exit 1 on failure
+    changelake dev [--port P]                  the Dagster UI + daemon on the CLI's Dagster home
     changelake lake maintain FILE.yaml         compact, expire snapshots, remove orphan files
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 
@@ -60,6 +63,11 @@ def _build_parser() -> argparse.ArgumentParser:
         changelog_cmd.register(sub)
     except ImportError:  # pragma: no cover
         pass
+    for module in ("check", "dev"):
+        try:
+            __import__(f"changelake.commands.{module}", fromlist=["register"]).register(sub)
+        except ImportError:  # pragma: no cover
+            pass
     try:
         from changelake.commands import lake as lake_cmd
 
@@ -79,6 +87,13 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``changelake`` script. Returns the process exit code."""
     parser = _build_parser()
     args = parser.parse_args(argv)
+    import logging
+
+    from changelake.connectors.kafka_common import CLIENT_LOGGER_NAME
+
+    # librdkafka's notices (e.g. "GETPID ... Coordinator load in progress") are retried by the
+    # client itself: keep them out of the command's output unless asked for.
+    logging.getLogger(CLIENT_LOGGER_NAME).setLevel(os.environ.get("CHANGELAKE_KAFKA_LOG_LEVEL", "ERROR"))
     if args.command != "services":
         from changelake.commands._env import apply_local_service_env
 

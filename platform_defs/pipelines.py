@@ -10,23 +10,21 @@ resumes where the previous one stopped.
 
 
 import os
-import re
-import time
 from pathlib import Path
 
 import dagster as dg
 from pydantic import Field
 
 from changelake.connectors.errors import OptionValidationError
-from changelake.connectors.lake import LAKE_SINK_TYPES
 from changelake.pipeline.definition import PipelineDefinition, load_pipeline
+from platform_defs.keys import PIPELINE_TAG, job_name, lake_asset_key, pool_name
+from platform_defs.reporting import reporter_for
+from platform_defs.running import run_supervised
 from resources.connections import IcebergCatalogResource, KafkaResource, MySqlResource, pipeline_env
 
-__all__ = ["PipelineRunConfig", "pipeline_files", "job_name", "build_pipeline_job", "load_structure"]
+__all__ = ["PipelineRunConfig", "pipeline_files", "job_name", "build_pipeline_job", "load_structure", "lake_asset_key"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-#: seconds between the long-running op's progress lines in the Dagster event log.
-LOG_EVERY_S = 10.0
 
 
 class PipelineRunConfig(dg.Config):
@@ -60,12 +58,13 @@ def load_structure(path: Path) -> PipelineDefinition:
         raise OptionValidationError(f"pipeline file {path}: {exc}", option=exc.option) from exc
 
 
-def job_name(defn: PipelineDefinition) -> str:
-    return re.sub(r"\W", "_", defn.name)
-
-
 def build_pipeline_job(path: Path) -> dg.JobDefinition:
-    """A job with one long-running op that runs the pipeline of ``path``."""
+    """A job with one long-running op that runs the pipeline of ``path``, in-process.
+
+    The op is in the pipeline's pool (limit 1, see the instance config) and the job carries the
+    ``changelake/pipeline`` tag (one run per value), so a second launch waits in the run queue;
+    the pipeline's lock refuses what bypasses the queue (``changelake pipeline run``).
+    """
     structure = load_structure(path)
     name = job_name(structure)
 
@@ -73,6 +72,7 @@ def build_pipeline_job(path: Path) -> dg.JobDefinition:
         name=f"run_{name}",
         description=f"Runs pipeline '{structure.name}' ({structure.source_type} -> {structure.sink_type}) from {path.name}.",
         tags={"kind": "changelake"},
+        pool=pool_name(structure),
     )
     def run_pipeline_op(
         context: dg.OpExecutionContext,
@@ -80,60 +80,24 @@ def build_pipeline_job(path: Path) -> dg.JobDefinition:
         mysql: MySqlResource,
         kafka: KafkaResource,
         lake: IcebergCatalogResource,
-    ) -> dg.Output[None]:
-        from changelake.pipeline.runner import run_pipeline
-
+    ):
         defn = load_pipeline(path, env=pipeline_env(mysql, kafka, lake))
         context.log.info(f"pipeline {defn.name}: {defn.redacted()}")
-
-        progress = {"events": 0, "batches": 0, "logged_at": time.monotonic()}
-
-        def on_batch(batch: dict) -> None:
-            # One log line per LOG_EVERY_S (not per batch): Dagster's event log is written
-            # synchronously and per-batch lines cost ~6 % of Pipeline 1's throughput.
-            progress["events"] += batch.get("events", 0)
-            progress["batches"] += 1
-            now = time.monotonic()
-            if now - progress["logged_at"] >= LOG_EVERY_S:
-                context.log.info(f"pipeline {defn.name}: committed {progress['events']} events in {progress['batches']} "
-                                 f"batches in the last {now - progress['logged_at']:.0f} s; position {batch.get('position')}")
-                progress.update(events=0, batches=0, logged_at=now)
-            if defn.sink_type not in LAKE_SINK_TYPES:
-                return
-            for table, events in (batch.get("tables") or {}).items():  # one materialization per commit
-                context.log_event(
-                    dg.AssetMaterialization(
-                        asset_key=lake_asset_key(table), metadata={"change_events": events, "pipeline": defn.name}
-                    )
-                )
-
-        try:
-            stats = run_pipeline(
-                defn,
-                until_caught_up=config.until_caught_up,
-                max_duration_s=config.max_duration_s,
-                batch_size=config.batch_size,
-                on_batch=on_batch,
-            )
-        except (dg.DagsterExecutionInterruptedError, KeyboardInterrupt):
-            # Terminating an unbounded run is how it is stopped: the sinks closed cleanly and every
-            # committed batch stays committed; the next run resumes from the stored position.
-            context.log.info(f"pipeline {defn.name}: stopped by a termination request")
-            return dg.Output(None, metadata={"pipeline": defn.name, "stopped_because": "interrupted"})
-        return dg.Output(None, metadata=stats.metadata())
+        yield from run_supervised(
+            context, defn, reporter_for(defn), until_caught_up=config.until_caught_up,
+            max_duration_s=config.max_duration_s, batch_size=config.batch_size,
+        )
 
     @dg.job(
         name=name,
-        description=f"Pipeline '{structure.name}' as a long-running op; bounded with until_caught_up.",
-        tags={"changelake/pipeline": structure.name},
+        description=(
+            f"Pipeline '{structure.name}' ({structure.source_type} -> {structure.sink_type}) as one long-running op: "
+            "unbounded by default (stop it by terminating the run), bounded with until_caught_up or max_duration_s."
+        ),
+        tags={PIPELINE_TAG: structure.name},
+        executor_def=dg.in_process_executor,
     )
     def pipeline_job() -> None:
         run_pipeline_op()
 
     return pipeline_job
-
-
-def lake_asset_key(table: str) -> dg.AssetKey:
-    """Asset key of a lake table: ``lake/<db>/<table>``."""
-    db, _, tbl = str(table).partition(".")
-    return dg.AssetKey(["lake", db, tbl] if tbl else ["lake", db])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dagster as dg
 
 from resources.connections import IcebergCatalogResource, KafkaResource, MySqlResource
+from resources.lake_io import LakeIOManager
 from resources.pageviews import PageviewsTopics
 
 
@@ -19,6 +20,7 @@ def defs() -> dg.Definitions:
             ),
             "kafka": KafkaResource(bootstrap_servers=dg.EnvVar("KAFKA_BOOTSTRAP_SERVERS")),
             "lake": IcebergCatalogResource(uri=dg.EnvVar("ICEBERG_CATALOG_URI"), warehouse=dg.EnvVar("ICEBERG_WAREHOUSE")),
+            "lake_io_manager": LakeIOManager(uri=dg.EnvVar("ICEBERG_CATALOG_URI"), warehouse=dg.EnvVar("ICEBERG_WAREHOUSE")),
             "pageviews_topics": PageviewsTopics(),
         }
     )

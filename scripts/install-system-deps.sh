@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs the machine packages changelake needs, only those missing (Debian/Ubuntu, as root or via sudo):
-# MariaDB server (the local MySQL), sysbench (the demo's OLTP workload), Maven + Java (the Kafka broker).
+# MariaDB server (the local MySQL), sysbench (the demo's OLTP workload), Maven + Java (the Kafka broker),
+# Chromium (the browser end-to-end test drives it headless through Playwright; no browser download).
 set -euo pipefail
 missing=()
 command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || missing+=(mariadb-server)
 command -v sysbench >/dev/null 2>&1 || missing+=(sysbench)
 command -v mvn >/dev/null 2>&1 || missing+=(maven)
 command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 if [ ${#missing[@]} -eq 0 ]; then exit 0; fi
 echo "installing: ${missing[*]}"
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"

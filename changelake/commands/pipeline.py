@@ -52,12 +52,34 @@ def run_pipeline_job(path: Path, until_caught_up: bool, max_duration_s: float | 
     )
 
 
+def active_run_of(path: Path) -> str | None:
+    """A message naming the queued or running Dagster run of this pipeline, or None."""
+    import dagster as dg
+
+    from platform_defs.keys import PIPELINE_TAG
+    from platform_defs.pipelines import load_structure
+
+    name = load_structure(path).name
+    active = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
+              dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
+    records = dg.DagsterInstance.get().get_run_records(dg.RunsFilter(tags={PIPELINE_TAG: name}, statuses=active), limit=1)
+    if not records:
+        return None
+    run = records[0].dagster_run
+    return (f"pipeline '{name}' is already running: run {run.run_id} ({run.status.value}); "
+            "stop it first (terminate the run) or wait for it to finish (one run per pipeline)")
+
+
 def run(args: argparse.Namespace) -> int:
     from changelake.commands._dagster import failure_messages
 
     if not args.file.is_file():
         print(f"error: pipeline file {str(args.file)!r} does not exist", file=sys.stderr)
         return 2
+    running = active_run_of(args.file)
+    if running:
+        print(f"error: {running}", file=sys.stderr)
+        return 1
     result = run_pipeline_job(args.file, args.until_caught_up, args.max_duration)
     for event in result.all_events:
         if event.event_type_value == "STEP_OUTPUT" and event.step_output_data:

@@ -190,6 +190,7 @@ def run_mysql_to_kafka(
         source.open()
         try:
             committed = position
+            stats.position = position  # a run that finds nothing new still reports where it stands
             while True:
                 events = source.poll(max_events=batch_size, timeout_s=0.5)
                 # The source's position also moves past idle or uncaptured binlog traffic and from
@@ -366,6 +367,7 @@ def run_kafka_to_iceberg(
                     batch_offsets: dict[str, int] = {}
                     per_table: dict[TableId, tuple[Schema, list[Any]]] = {}
                     applied: dict[str, int] = {}  # change events per sink table
+                    ops: dict[str, dict[str, int]] = {}  # per sink table: op letter -> change events
                     for record in records:
                         tp = topic_partition(record.topic, record.partition)
                         batch_offsets[tp] = max(batch_offsets.get(tp, 0), record.offset + 1)
@@ -400,6 +402,8 @@ def run_kafka_to_iceberg(
                                 )
                             known_schemas[event.table] = schema
                             applied[str(event.table)] = applied.get(str(event.table), 0) + 1
+                            table_ops = ops.setdefault(str(event.table), {})
+                            table_ops[event.op.value] = table_ops.get(event.op.value, 0) + 1
                             items = prev[1] if prev else []
                             if prev and prev[0] != schema:
                                 sink.add(event.table, items, prev[0], {})
@@ -428,7 +432,8 @@ def run_kafka_to_iceberg(
                         except OSError as exc:  # a cache for the UI: never fail the pipeline for it
                             log.warning("cannot record discovered tables of pipeline %s: %s", defn.name, exc)
                     if on_batch:
-                        on_batch({"records": len(records), "tables": applied, "commits": len(results)})
+                        on_batch({"records": len(records), "tables": applied, "commits": len(results),
+                                  "ops": ops, "results": results})
                 # Every polled record is committed by now: the checkpoint may move to the consumer's
                 # positions, which also step over transaction markers at the end of a partition.
                 for (topic, partition), pos in source.positions().items():

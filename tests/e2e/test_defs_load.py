@@ -10,18 +10,33 @@ def test_definitions_load_and_resolve_by_name():
 
     assert defs.resolve_job_def("mysql_to_kafka") is not None
     assert defs.resolve_job_def("kafka_to_iceberg") is not None
-    assert defs.resolve_job_def("kafka_to_iceberg_materialize") is not None
+    assert {j.name for j in defs.jobs} == {"mysql_to_kafka", "kafka_to_iceberg", "lake_freshness_checks",
+                                           "pageviews_per_region_job"}  # no second job writing the lake
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
     assert {"lake/kafka_test/customers", "lake/kafka_test/products", "lake/sbtest/sbtest1"} <= keys
+    # Lineage: MySQL table -> Kafka topic -> lake table -> a downstream asset through the lake IO manager.
+    customers = dg.AssetKey(["lake", "kafka_test", "customers"])
+    assert graph.get(customers).parent_keys == {dg.AssetKey(["kafka", "kafka_test", "customers"])}
+    assert graph.get(dg.AssetKey(["kafka", "kafka_test", "customers"])).parent_keys == {
+        dg.AssetKey(["mysql", "kafka_test", "customers"])}
+    assert "mysql" in graph.get(dg.AssetKey(["mysql", "kafka_test", "customers"])).kinds
+    assert customers in graph.get(dg.AssetKey("customers_by_age_band")).parent_keys
+    # One subsettable definition per pipeline's lake tables.
+    assert graph.get(customers).assets_def.can_subset
     check_keys = {f"{k.asset_key.to_user_string()}:{k.name}" for k in graph.asset_check_keys}
-    assert "lake/kafka_test/customers:key_state_matches_mysql" in check_keys
+    for name in ("key_state_matches_mysql", "no_duplicate_primary_keys", "lake_is_fresh"):
+        assert f"lake/kafka_test/customers:{name}" in check_keys
     assert {"pageviews", "pageviews_per_region"} <= keys
     assert "pageviews_per_region:pv_uv_match_duckdb_recomputation" in check_keys
     assert defs.resolve_job_def("pageviews_per_region_job") is not None
     sensors = {s.name for s in defs.sensors}
     assert "mysql_to_kafka_relaunch_if_dead" in sensors
-    assert "kafka_to_iceberg_materialize_on_kafka_lag" in sensors
+    assert "kafka_to_iceberg_lake_on_kafka_lag" in sensors
+    # Descriptions in the UI; one-op jobs run in-process.
+    assert all(s.description for s in defs.sensors) and all(s.description for s in defs.schedules)
+    assert defs.resolve_job_def("mysql_to_kafka").executor_def.name == "in_process"
+    assert {s.name for s in defs.schedules} == {"mysql_to_kafka_every_5_minutes", "lake_freshness_every_5_minutes"}
 
 
 def test_resources_take_secrets_from_the_environment():

@@ -3,6 +3,7 @@ assets, and the DuckDB key-state checks; secrets stay out of the event log."""
 
 from __future__ import annotations
 
+import json
 import textwrap
 
 import dagster as dg
@@ -66,6 +67,11 @@ def code_location(request, tmp_path, monkeypatch, mysql_params, kafka_bootstrap,
     return db, dg.Definitions.merge(jobs.defs(), resources.defs())
 
 
+@pytest.fixture(autouse=True)
+def _state_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("CHANGELAKE_STATE_DIR", str(tmp_path / "state"))
+
+
 def test_pipeline_job_then_lake_assets_pass_their_checks(code_location, mysql_params):
     db, defs = code_location
     instance = dg.DagsterInstance.ephemeral()
@@ -74,15 +80,46 @@ def test_pipeline_job_then_lake_assets_pass_their_checks(code_location, mysql_pa
     result = job.execute_in_process(run_config={"ops": {op: {"config": {"until_caught_up": True}}}}, instance=instance)
     assert result.success
     outputs = [e for e in result.all_events if e.event_type_value == "STEP_OUTPUT"]
-    assert outputs and outputs[0].step_output_data.metadata["events"].value == 4
+    md = outputs[0].step_output_data.metadata
+    assert md["events"].value == 4 and md["batches"].value >= 1 and md["position"].value
+    assert json.loads(md["offsets"].value)  # Pipeline 1's topics' end offsets, not {}
+    # Pipeline 1 reports each topic it wrote (lineage: mysql -> kafka -> lake).
+    topics = {}
+    for m in result.asset_materializations_for_node(op):
+        topics.setdefault(m.asset_key.to_user_string(), []).append(m.metadata)
+    assert set(topics) == {f"kafka/{db}/a", f"kafka/{db}/b"}
+    assert sum(m["records"].value for m in topics[f"kafka/{db}/a"]) == 2
+    assert topics[f"kafka/{db}/a"][-1]["offsets"].value and topics[f"kafka/{db}/a"][-1]["position"].value
 
-    lake = defs.resolve_job_def(f"e2e_{db}_two_materialize")
-    result = lake.execute_in_process(instance=instance)
+    lake_defs = dg.Definitions.merge(defs, dg.Definitions(jobs=[dg.define_asset_job("lake", selection=dg.AssetSelection.groups("lake"))]))
+    result = lake_defs.resolve_job_def("lake").execute_in_process(instance=instance)
     assert result.success
-    evaluations = {".".join(e.asset_key.path[1:]): e for e in result.get_asset_check_evaluations()}
-    assert set(evaluations) == {f"{db}.a", f"{db}.b"}
+    evaluations = {(".".join(e.asset_key.path[1:]), e.check_name): e for e in result.get_asset_check_evaluations()}
+    assert {t for t, _ in evaluations} == {f"{db}.a", f"{db}.b"}
+    assert {c for _, c in evaluations} == {"key_state_matches_mysql", "no_duplicate_primary_keys", "lake_is_fresh"}
     assert all(e.passed for e in evaluations.values()), {k: e.metadata for k, e in evaluations.items()}
-    assert evaluations[f"{db}.b"].metadata["rows_lake"].value == 2
+    assert evaluations[(f"{db}.b", "key_state_matches_mysql")].metadata["rows_lake"].value == 2
+    # One metadata vocabulary: rows by operation, the table's own offsets, snapshot id, lag.
+    mats = {m.asset_key.path[-1]: m.metadata for m in result.get_asset_materialization_events() for m in [m.materialization]}
+    assert mats["a"]["rows_inserted"].value == 2 and mats["a"]["rows_updated"].value == 0
+    assert list(mats["a"]["offsets"].value) == [f"{db}.a/0"] and list(mats["b"]["offsets"].value) == [f"{db}.b/0"]
+    assert mats["a"]["snapshot_id"].value and mats["a"]["lag"].value == 0
+
+    # One table at a time: only the selected table runs; a table with nothing new is not materialized.
+    conn = pymysql.connect(**mysql_params, database=db, autocommit=True)
+    with conn.cursor() as cur:
+        cur.execute("UPDATE a SET v = 2.5 WHERE id = 1")
+    conn.close()
+    job.execute_in_process(run_config={"ops": {op: {"config": {"until_caught_up": True}}}}, instance=instance)
+    one = dg.define_asset_job("one", selection=dg.AssetSelection.assets(dg.AssetKey(["lake", db, "a"]), dg.AssetKey(["lake", db, "b"])))
+    result = dg.Definitions.merge(defs, dg.Definitions(jobs=[one])).resolve_job_def("one").execute_in_process(instance=instance)
+    (mat,) = [m.materialization for m in result.get_asset_materialization_events()]
+    assert mat.asset_key == dg.AssetKey(["lake", db, "a"])  # b had nothing new
+    assert mat.metadata["rows_updated"].value == 1 and mat.metadata["rows_inserted"].value == 0
+    # a's checks ran after its materialization; b, not materialized, held nothing back
+    checked = {(e.asset_key.path[-1], e.check_name) for e in result.get_asset_check_evaluations()}
+    assert checked == {("a", "key_state_matches_mysql"), ("a", "no_duplicate_primary_keys"), ("a", "lake_is_fresh")}
+    assert all(e.passed for e in result.get_asset_check_evaluations())
 
     # A row the lake does not have makes the check fail (after its one re-check).
     conn = pymysql.connect(**mysql_params, database=db, autocommit=True)
@@ -93,13 +130,15 @@ def test_pipeline_job_then_lake_assets_pass_their_checks(code_location, mysql_pa
         dg.AssetKey(["lake", db, "b"])))
     result = dg.Definitions.merge(defs, dg.Definitions(jobs=[checks_only])).resolve_job_def("checks_only") \
         .execute_in_process(instance=instance, raise_on_error=False)
-    (evaluation,) = result.get_asset_check_evaluations()
+    evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    evaluation = evaluations["key_state_matches_mysql"]
     assert not evaluation.passed and evaluation.metadata["missing_in_lake"].value == 1
+    assert evaluations["no_duplicate_primary_keys"].passed
 
     # Secrets never reach the event log or the run config of any run.
     password = mysql_params["password"]
     runs = instance.get_runs()
-    assert len(runs) == 3
+    assert len(runs) == 5
     for run in runs:
         assert password not in str(run.run_config)
         assert all(password not in str(record) for record in instance.all_logs(run.run_id))
@@ -118,3 +157,20 @@ def test_long_running_op_of_pipeline_2_reports_a_materialization_per_commit(code
         ".".join(m.asset_key.path) for m in result.asset_materializations_for_node(f"run_e2e_{db}_two")
     }
     assert materialized == {f"lake.{db}.a", f"lake.{db}.b"}
+    for m in result.asset_materializations_for_node(f"run_e2e_{db}_two"):
+        assert {"rows_inserted", "rows_updated", "rows_deleted", "offsets", "snapshot_id", "lag"} <= set(m.metadata)
+        assert "change_events" not in m.metadata
+
+    # Checks follow the long-running op's commits: the sensor asks for the checks of what it wrote.
+    sensor = next(s for s in defs.sensors if s.name == f"e2e_{db}_two_lake_checks_after_commits")
+    context = dg.build_sensor_context(instance=instance, definitions=defs)
+    (request,) = sensor.evaluate_tick(context).run_requests
+    assert {(k.asset_key.path[-1], k.name) for k in request.asset_check_keys} == {
+        (t, c) for t in ("a", "b") for c in ("key_state_matches_mysql", "no_duplicate_primary_keys", "lake_is_fresh")}
+    assert not sensor.evaluate_tick(dg.build_sensor_context(instance=instance, definitions=defs,
+                                                            cursor=context.cursor)).run_requests
+    checks_job = defs.resolve_implicit_global_asset_job_def().get_subset(
+        asset_selection=set(), asset_check_selection=set(request.asset_check_keys))
+    result = checks_job.execute_in_process(instance=instance)
+    assert len(result.get_asset_check_evaluations()) == 6
+    assert all(e.passed for e in result.get_asset_check_evaluations())

@@ -99,6 +99,9 @@ def test_lag_sensor_launches_ingestion_only_when_kafka_is_ahead_of_the_lake(
     import dagster as dg
     import yaml
 
+    from assets.lake import build_lake_assets
+    from platform_defs.pipelines import load_structure
+    from resources.definitions import defs as resource_defs
     from sensors.pipelines import make_lag_sensor
 
     db = database_factory()
@@ -107,16 +110,19 @@ def test_lag_sensor_launches_ingestion_only_when_kafka_is_ahead_of_the_lake(
     path = tmp_path / "p2.yaml"
     path.write_text(yaml.safe_dump({"pipeline": p2.pipeline, "source": p2.source, "sink": p2.sink,
                                     "transform": p2.transform}))
-    lake_job = dg.define_asset_job("lake_job")
-    sensor = make_lag_sensor(lake_job, path)
+    lake = build_lake_assets(path, load_structure(path))
+    sensor = make_lag_sensor(lake, path, p2.name)
 
     run_pipeline(p1, until_caught_up=True)
     with dg.instance_for_test() as instance:
-        result = sensor.evaluate_tick(dg.build_sensor_context(instance=instance))
+        result = sensor.evaluate_tick(dg.build_sensor_context(instance=instance, definitions=dg.Definitions(assets=[lake], resources=resource_defs().resources)))
         # Lag is in offsets: 3 records plus the transaction's commit marker (exactly-once).
         assert len(result.run_requests) == 1 and result.run_requests[0].tags["changelake/lag"] == "4"
+        # only the lake tables that fell behind, tagged with the pipeline (one run per pipeline)
+        assert result.run_requests[0].asset_selection == [dg.AssetKey(["lake", db, "t"])]
+        assert result.run_requests[0].tags["changelake/pipeline"] == p2.name
         run_pipeline(p2, until_caught_up=True)
-        result = sensor.evaluate_tick(dg.build_sensor_context(instance=instance))
+        result = sensor.evaluate_tick(dg.build_sensor_context(instance=instance, definitions=dg.Definitions(assets=[lake], resources=resource_defs().resources)))
         assert not result.run_requests and result.skip_message == "no Kafka lag"
 
 

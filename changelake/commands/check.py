@@ -1,0 +1,93 @@
+"""``changelake check [--pipeline FILE]``: every lake check, headless, for CI.
+
+Runs the asset checks of every lake table (key state vs MySQL, unique primary keys, freshness) of
+each Kafka -> Iceberg pipeline (or of ``FILE`` only) in-process on the Dagster instance of
+``$DAGSTER_HOME`` (the results appear in the UI too), prints one line per table and check, and
+exits 1 if any check of severity ERROR failed (a failed WARN check is printed, not fatal).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+__all__ = ["register", "run", "run_checks"]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("check", help="run every lake check headless; exit 1 on failure")
+    p.add_argument("--pipeline", type=Path, default=None, metavar="FILE",
+                   help="only the lake tables of this Kafka -> Iceberg pipeline file")
+    p.set_defaults(func=run)
+
+
+def run_checks(pipeline: Path | None = None) -> tuple[bool, list[dict]]:
+    """Evaluate the lake checks; returns (no ERROR check failed, one row per evaluation)."""
+    import dagster as dg
+
+    from assets.checks import build_key_state_checks
+    from assets.lake import build_lake_assets, lake_pipelines
+    from changelake.commands.pipeline import QUIET_LOG_LEVEL
+    from platform_defs.pipelines import load_structure
+    from resources.definitions import defs as resource_defs
+
+    from changelake.connectors.lake import LAKE_SINK_TYPES
+
+    if pipeline is not None:
+        structure = load_structure(pipeline.resolve())
+        if structure.sink_type not in LAKE_SINK_TYPES:
+            raise SystemExit(f"error: pipeline {pipeline} does not write to the lake (sink type {structure.sink_type})")
+        pipelines = [(pipeline.resolve(), structure)]
+    else:
+        pipelines = lake_pipelines()
+    assets, checks = [], []
+    for path, structure in pipelines:
+        assets.append(build_lake_assets(path, structure))
+        checks.extend(build_key_state_checks(path, structure))
+    if not checks:
+        return True, []
+    job = dg.define_asset_job("changelake_check", selection=dg.AssetSelection.all_asset_checks(),
+                              executor_def=dg.in_process_executor)
+    defs = dg.Definitions(assets=assets, asset_checks=checks, jobs=[job], resources=resource_defs().resources)
+    result = defs.resolve_job_def("changelake_check").execute_in_process(
+        instance=dg.DagsterInstance.get(), raise_on_error=False,
+        run_config={"loggers": {"console": {"config": {"log_level": QUIET_LOG_LEVEL}}}},
+    )
+    rows = []
+    for e in result.get_asset_check_evaluations():
+        md = {k: v.value for k, v in e.metadata.items()}
+        rows.append({"table": ".".join(e.asset_key.path[1:]), "check": e.check_name, "passed": e.passed,
+                     "severity": e.severity.value, "metadata": md})
+    ok = result.success and all(r["passed"] or r["severity"] == "WARN" for r in rows)
+    if not result.success:
+        from changelake.commands._dagster import failure_messages
+
+        for line in failure_messages(result):
+            print(f"error: {line}", file=sys.stderr)
+    return ok, rows
+
+
+def _detail(row: dict) -> str:
+    md = row["metadata"]
+    if "error" in md:
+        return str(md["error"])
+    if row["check"] == "key_state_matches_mysql":
+        return f"mysql={md.get('rows_source')} lake={md.get('rows_lake')} mismatches={md.get('mismatches')}"
+    if row["check"] == "no_duplicate_primary_keys":
+        return f"rows={md.get('rows')} duplicate_keys={md.get('duplicate_keys')}"
+    return f"lag={md.get('lag')} last_commit_age_s={md.get('last_commit_age_s')}"
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.pipeline is not None and not args.pipeline.is_file():
+        print(f"error: pipeline file {str(args.pipeline)!r} does not exist", file=sys.stderr)
+        return 2
+    ok, rows = run_checks(args.pipeline)
+    print(f"{'table':28s} {'check':28s} {'result':6s}  detail")
+    for row in sorted(rows, key=lambda r: (r["table"], r["check"])):
+        result = "PASS" if row["passed"] else ("WARN" if row["severity"] == "WARN" else "FAIL")
+        print(f"{row['table']:28s} {row['check']:28s} {result:6s}  {_detail(row)}")
+    failed = [r for r in rows if not r["passed"] and r["severity"] != "WARN"]
+    print(f"\nlake checks passed: {len(rows) - len(failed)}, failed: {len(failed)}" if rows else "no lake checks")
+    return 0 if ok else 1

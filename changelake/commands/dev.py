@@ -1,0 +1,35 @@
+"""``changelake dev [--port P] [--host H]``: the Dagster UI and daemon (``dagster dev``) on the
+Dagster home the CLI uses (``$DAGSTER_HOME``, else ``$CHANGELAKE_STATE_DIR/dagster``), with the
+instance config that allows one run per pipeline. ``make dev`` runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+__all__ = ["register", "run", "dev_command"]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("dev", help="the Dagster UI + daemon (dagster dev) on changelake's Dagster home")
+    p.add_argument("--port", type=int, default=3000)
+    p.add_argument("--host", default="127.0.0.1")
+    p.set_defaults(func=run)
+
+
+def dev_command(port: int, host: str) -> list[str]:
+    """The ``dagster dev`` command line (run from the repository root)."""
+    return [sys.executable, "-m", "dagster", "dev", "-w", str(REPO_ROOT / "workspace.yaml"), "-p", str(port), "-h", host]
+
+
+def run(args: argparse.Namespace) -> int:
+    print(f"DAGSTER_HOME={os.environ['DAGSTER_HOME']}", flush=True)
+    os.chdir(REPO_ROOT)
+    cmd = dev_command(args.port, args.host)
+    os.execv(cmd[0], cmd)
+    return 0  # pragma: no cover - exec does not return

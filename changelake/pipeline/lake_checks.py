@@ -1,0 +1,118 @@
+"""The lake's own checks beside the key-state comparison: unique primary keys and freshness.
+
+Engine code (no Dagster): the asset checks and ``changelake check`` call these.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from changelake.changelog import TableId
+from changelake.pipeline.definition import PipelineDefinition
+
+__all__ = ["check_unique_keys", "Freshness", "check_freshness", "topics_of_table"]
+
+
+def _transform_primary_key(defn: PipelineDefinition, table: TableId) -> list[str]:
+    """The ``primary-keys`` of the first ``transform`` rule whose ``source-table`` matches ``table``."""
+    from changelake.changelog.selectors import Selectors
+
+    for rule in defn.transform:
+        keys = rule.get("primary-keys")
+        if keys and Selectors.parse(rule.get("source-table", "")).matches(table):
+            return [k.strip() for k in keys.split(",") if k.strip()]
+    return []
+
+
+def check_unique_keys(defn: PipelineDefinition, table: TableId, sample_size: int = 10) -> Any:
+    """:class:`~changelake.checks.duplicates.DuplicateKeys` of lake table ``table`` of ``defn``'s
+    sink, on the table's primary key (Iceberg: its identifier fields; Paimon: the pipeline's
+    ``transform`` primary keys).
+
+    Raises:
+        IcebergSinkError / PaimonSinkError: the table does not exist.
+        CheckError: no primary key is known for the table.
+    """
+    from changelake.checks.duplicates import find_duplicate_keys
+    from changelake.checks.errors import CheckError
+    from changelake.pipeline.verify import read_lake_table
+
+    if defn.sink_type == "iceberg":
+        from changelake.connectors.iceberg import parse_sink_options
+        from changelake.connectors.iceberg.errors import IcebergSinkError
+        from changelake.connectors.iceberg.writer import open_catalog
+
+        options = parse_sink_options(defn.options("sink"))
+        ident = options.namespace.identifier(table)
+        catalog = open_catalog(options)
+        if not catalog.table_exists(ident):
+            raise IcebergSinkError(f"Iceberg table {'.'.join(ident)!r} (for {table}) does not exist", table=".".join(ident))
+        lake = catalog.load_table(ident)
+        key = sorted(lake.schema().identifier_field_names())
+        rows = lake.scan().to_arrow()
+    else:
+        key = _transform_primary_key(defn, table)
+        rows = read_lake_table(defn, table)
+    if not key:
+        raise CheckError(f"lake table {table} has no known primary key (identifier fields / transform primary-keys)")
+    return find_duplicate_keys(rows, key, sample_size)
+
+
+def topics_of_table(defn: PipelineDefinition, table: TableId) -> list[str]:
+    """The source topics of a lake table: topics are named ``db.table`` (as Pipeline 1 writes them)."""
+    topics = [t.strip() for t in defn.source.get("topic", "").split(";") if t.strip()]
+    return [t for t in topics if t == str(table)] or topics[:0]
+
+
+@dataclass(frozen=True)
+class Freshness:
+    """Whether a lake table keeps up with its topic(s).
+
+    Attributes:
+        lag: offsets on the table's topic partitions past the pipeline's lake checkpoint.
+        last_commit_age_s: seconds since the table's current snapshot (None: never written).
+        max_age_s: how long a lag may stand unabsorbed.
+    """
+
+    lag: int
+    last_commit_age_s: float | None
+    max_age_s: float
+
+    @property
+    def passed(self) -> bool:
+        """Caught up, or the last commit is recent enough that the lag is being worked off."""
+        if self.lag <= 0:
+            return True
+        return self.last_commit_age_s is not None and self.last_commit_age_s <= self.max_age_s
+
+    def metadata(self) -> dict[str, Any]:
+        age = self.last_commit_age_s
+        return {
+            "lag": self.lag,
+            "last_commit_age_s": round(age, 1) if age is not None else "never",
+            "max_age_s": self.max_age_s,
+        }
+
+
+def check_freshness(defn: PipelineDefinition, table: TableId, max_age_s: float = 300.0) -> Freshness:
+    """Lag of lake table ``table`` behind Kafka, and the age of its last commit."""
+    from changelake.connectors.iceberg import parse_sink_options
+    from changelake.connectors.iceberg.writer import open_catalog
+    from changelake.pipeline.runner import kafka_lag
+
+    topics = set(topics_of_table(defn, table))
+    positions = kafka_lag(defn)
+    lag = sum(max(0, end - done) for tp, (done, end) in positions.items() if tp.rpartition("/")[0] in topics)
+    age = None
+    if defn.sink_type != "iceberg":  # Paimon: no commit time read here; caught up or not
+        return Freshness(lag=lag, last_commit_age_s=None, max_age_s=max_age_s)
+    options = parse_sink_options(defn.options("sink"))
+    ident = options.namespace.identifier(table)
+    catalog = open_catalog(options)
+    if catalog.table_exists(ident):
+        snap = catalog.load_table(ident).current_snapshot()
+        if snap is not None:
+            age = max(0.0, time.time() - snap.timestamp_ms / 1000.0)
+    return Freshness(lag=lag, last_commit_age_s=age, max_age_s=max_age_s)

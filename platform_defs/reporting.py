@@ -1,0 +1,145 @@
+"""Asset events of a pipeline run, in one vocabulary (see ``changelake.pipeline.progress``).
+
+* Pipeline 1 (MySQL -> Kafka): one materialization of ``kafka/<db>/<table>`` per commit and topic
+  with ``records``, ``offsets`` (the topic's end offsets after the commit) and ``position``.
+* Pipeline 2 (Kafka -> Iceberg): one materialization of ``lake/<db>/<table>`` per changed table
+  with ``rows_inserted``, ``rows_updated``, ``rows_deleted``, ``offsets`` (that table's own),
+  ``snapshot_id`` and ``lag`` — per commit from the long-running op, per run from the asset.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+import dagster as dg
+
+from changelake.changelog import TableId
+from changelake.pipeline.definition import PipelineDefinition
+from changelake.pipeline.progress import KafkaEndOffsets, LakeProgress, TableProgress, lag_of
+from platform_defs.keys import lake_asset_key, topic_asset_key
+
+__all__ = ["Reporter", "TopicReporter", "LakeReporter", "reporter_for", "lake_metadata"]
+
+
+def _md(values: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        out[key] = dg.MetadataValue.json(value) if isinstance(value, (dict, list)) else value
+    return out
+
+
+def lake_metadata(progress: TableProgress, lag: int | None, pipeline: str) -> dict[str, Any]:
+    """Dagster metadata of one lake table's progress (the one vocabulary)."""
+    return _md({**progress.metadata(lag), "pipeline": pipeline})
+
+
+class Reporter:
+    """Turns ``on_batch`` payloads into asset materializations, and the run's final stats into
+    the op's output metadata. Called from the pipeline's thread (``on_batch``) and, after it
+    ended, from the op's (``final``, ``close``)."""
+
+    def __init__(self, defn: PipelineDefinition) -> None:
+        self.defn = defn
+
+    def on_batch(self, batch: Mapping[str, Any]) -> list[dg.AssetMaterialization]:
+        return []
+
+    def final(self, stats: Any) -> dict[str, Any]:
+        return stats.metadata()
+
+    def close(self) -> None:
+        pass
+
+
+class TopicReporter(Reporter):
+    """Pipeline 1: a materialization per commit of each topic written."""
+
+    def __init__(self, defn: PipelineDefinition) -> None:
+        super().__init__(defn)
+        self._namer: Any = None
+        if defn.sink_type == "kafka":
+            from changelake.connectors.kafka.sink import KafkaPipelineSink
+
+            self._namer = KafkaPipelineSink(defn.options("sink"), pipeline_name=defn.name)  # no I/O
+        self._probe = KafkaEndOffsets.from_options(defn.options("sink"))
+        self.offsets: dict[str, int] = {}
+
+    def topic_for(self, table: str) -> str:
+        return self._namer.topic_for(TableId.parse(table)) if self._namer is not None else str(table)
+
+    def on_batch(self, batch: Mapping[str, Any]) -> list[dg.AssetMaterialization]:
+        per_topic: dict[str, int] = {}
+        for table, n in (batch.get("tables") or {}).items():
+            topic = self.topic_for(table)
+            per_topic[topic] = per_topic.get(topic, 0) + int(n)
+        ends = self._probe.end_offsets(per_topic)
+        self.offsets.update(ends)
+        position = json.dumps(batch.get("position"), sort_keys=True, default=str)
+        out = []
+        for topic, records in sorted(per_topic.items()):
+            offsets = {tp: off for tp, off in ends.items() if tp.rpartition("/")[0] == topic}
+            out.append(dg.AssetMaterialization(
+                asset_key=topic_asset_key(topic),
+                description=f"pipeline {self.defn.name} committed {records} record(s) to topic {topic}",
+                metadata=_md({"records": records, "offsets": offsets, "position": position, "pipeline": self.defn.name}),
+            ))
+        return out
+
+    def final(self, stats: Any) -> dict[str, Any]:
+        md = stats.metadata()
+        md["offsets"] = json.dumps(dict(sorted(self.offsets.items())))
+        return md
+
+    def close(self) -> None:
+        self._probe.close()
+
+
+class LakeReporter(Reporter):
+    """Pipeline 2: per-table progress; the long-running op reports it per commit."""
+
+    def __init__(self, defn: PipelineDefinition, per_commit: bool = True) -> None:
+        super().__init__(defn)
+        from changelake.pipeline.lake_checks import topics_of_table
+
+        identifier = None  # Paimon names a table database.table, as the sink table
+        if defn.sink_type == "iceberg":
+            from changelake.connectors.iceberg import parse_sink_options
+
+            namespace = parse_sink_options(defn.options("sink")).namespace
+            identifier = lambda t: ".".join(namespace.identifier(TableId.parse(t)))  # noqa: E731
+        self.progress = LakeProgress(identifier=identifier, topics_of=lambda t: topics_of_table(defn, TableId.parse(t)))
+        self._probe = KafkaEndOffsets.from_options(defn.options("source"))
+        self._per_commit = per_commit
+
+    def lag(self, table: str, offsets: Mapping[str, int]) -> int:
+        """Offsets on the table's topic not yet in ``offsets`` (transaction markers count)."""
+        from changelake.pipeline.lake_checks import topics_of_table
+
+        return lag_of(offsets, self._probe.end_offsets(topics_of_table(self.defn, TableId.parse(table))))
+
+    def on_batch(self, batch: Mapping[str, Any]) -> list[dg.AssetMaterialization]:
+        steps = self.progress.add(batch)
+        if not self._per_commit:
+            return []
+        return [
+            dg.AssetMaterialization(
+                asset_key=lake_asset_key(step.table),
+                metadata=lake_metadata(step, self.lag(step.table, self.progress.get(step.table).offsets), self.defn.name),
+            )
+            for step in steps
+        ]
+
+    def close(self) -> None:
+        self._probe.close()
+
+
+def reporter_for(defn: PipelineDefinition) -> Reporter:
+    """The reporter of a pipeline by its sink type."""
+    from changelake.connectors.lake import LAKE_SINK_TYPES
+
+    if defn.sink_type in LAKE_SINK_TYPES:
+        return LakeReporter(defn)
+    if defn.source_type == "mysql":
+        return TopicReporter(defn)
+    return Reporter(defn)

@@ -1,0 +1,38 @@
+"""One metadata vocabulary: change events by operation, a table's own offsets, skipped replays."""
+
+from dataclasses import dataclass, field
+
+from changelake.pipeline.progress import LakeProgress, lag_of
+
+
+@dataclass
+class _Result:
+    table: str
+    skipped: bool = False
+    snapshot_id: int | None = 7
+    offsets: dict = field(default_factory=dict)
+    truncated: bool = False
+
+
+def test_rows_by_operation_and_only_the_tables_own_offsets():
+    progress = LakeProgress(topics_of=lambda table: [table])
+    batch_offsets = {"db.a/0": 3001, "db.b/0": 10}
+    steps = progress.add({
+        "ops": {"db.a": {"r": 3000, "u": 1}, "db.b": {"c": 2, "d": 1}},
+        "results": [_Result("db.a", offsets=batch_offsets), _Result("db.b", offsets=batch_offsets, snapshot_id=9)],
+    })
+    a, b = sorted(steps, key=lambda s: s.table)
+    assert (a.rows_inserted, a.rows_updated, a.rows_deleted) == (3000, 1, 0)
+    assert a.offsets == {"db.a/0": 3001} and b.offsets == {"db.b/0": 10}
+    assert b.metadata(lag=0) == {"rows_inserted": 2, "rows_updated": 0, "rows_deleted": 1, "offsets": {"db.b/0": 10},
+                                 "snapshot_id": 9, "commits": 1, "lag": 0}
+
+
+def test_a_replayed_batch_counts_nothing_and_an_untouched_table_is_unchanged():
+    progress = LakeProgress()
+    assert progress.add({"ops": {"db.a": {"c": 5}}, "results": [_Result("db.a", skipped=True)]}) == []
+    assert not progress.get("db.a").changed and not progress.get("db.zzz").changed
+
+
+def test_lag_counts_from_zero_for_partitions_never_absorbed():
+    assert lag_of({"t/0": 5}, {"t/0": 7, "t/1": 3}) == 5
