@@ -210,7 +210,21 @@ def schema_from_connect(envelope: Any) -> Schema:
     columns = tuple(_column_from_entry(e) for e in value["fields"])
     pk_text = (value.get("parameters") or {}).get("primary.key")
     pk = tuple(loads(pk_text)) if pk_text else ()
-    return Schema(columns, pk)
+    return _interned(Schema(columns, pk))
+
+
+_SCHEMAS: dict[Schema, Schema] = {}
+
+
+def _interned(schema: Schema) -> Schema:
+    """The one cached instance equal to ``schema``: every message of a table then carries the same
+    Schema object, so codecs and the sink's per-table buffers match it by identity."""
+    cached = _SCHEMAS.get(schema)
+    if cached is None:
+        if len(_SCHEMAS) >= 1024:
+            _SCHEMAS.clear()
+        cached = _SCHEMAS[schema] = schema
+    return cached
 
 
 # -- the format --------------------------------------------------------------------------------------

@@ -289,6 +289,9 @@ def run_kafka_to_iceberg(
 ) -> RunStats:
     """Read the topics from the checkpoint (earliest on the first run), upsert into Iceberg tables
     by primary key, one commit per table per batch with the Kafka offsets in the snapshot summary.
+    A batch is every poll since the last commit, committed at the sink's ``commit.max-rows`` rows,
+    after ``commit.interval``, when a poll returns nothing, or when the run stops
+    (:mod:`changelake.pipeline.commit_policy`); ``on_batch`` is called once per such commit.
 
     Types come from each record's schema header (Pipeline 1), a schema wrapper or canal-json's
     ``mysqlType``; otherwise they are inferred (``schema.inference.strategy``) and the table is
@@ -330,6 +333,9 @@ def run_kafka_to_iceberg(
         recorded = {str(t) for t in discovered_tables(defn.name)}
         discovery_s = source.options.discovery_interval.total_seconds()
         last_discovery = time.monotonic()
+        from changelake.pipeline.commit_policy import CommitPolicy, PendingPolls
+
+        policy, pending = CommitPolicy.of(sink.options), PendingPolls()
         try:
             while True:
                 records = source.poll(max_records=batch_size, timeout_s=0.5)
@@ -384,31 +390,37 @@ def run_kafka_to_iceberg(
                             per_table[event.table] = (schema, items)
                     for table_id, (schema, items) in per_table.items():
                         sink.add(table_id, items, schema, batch_offsets)
-                    source.flush_dead_letters()  # copies are acknowledged before the lake moves past them
-                    results = sink.flush()
-                    stats.offsets.update(batch_offsets)
-                    source.commit_advisory({_split_tp(k): v for k, v in batch_offsets.items()})
-                    stats.events += sum(len(r.events) for r in records)
-                    stats.batches += 1
-                    for table, count in applied.items():
-                        stats.tables[table] = stats.tables.get(table, 0) + count
-                    if not set(applied) <= recorded:
-                        recorded |= set(applied)
-                        try:
-                            record_tables(defn.name, recorded)
-                        except OSError as exc:  # a cache for the UI: never fail the pipeline for it
-                            log.warning("cannot record discovered tables of pipeline %s: %s", defn.name, exc)
-                    if on_batch:
-                        on_batch({"records": len(records), "tables": applied, "commits": len(results)})
-                # Every polled record is committed by now: the checkpoint may move to the consumer's
-                # positions, which also step over transaction markers at the end of a partition.
-                for (topic, partition), pos in source.positions().items():
-                    tp = topic_partition(topic, partition)
-                    stats.offsets[tp] = max(stats.offsets.get(tp, 0), pos)
-                if stats.offsets != checkpoint:
-                    write_checkpoint(sink.catalog, defn.name, stats.offsets)
-                    checkpoint = dict(stats.offsets)
+                    events = sum(len(r.events) for r in records)
+                    pending.note(len(records), events, batch_offsets, applied)
+                    stats.events += events
                 reason = clock.stop_reason(until_caught_up, not records, source.caught_up)
+                # Polls are buffered in the sink and committed together (commit.max-rows / commit.interval).
+                if reason or policy.due(pending, buffer_full=sink.should_flush(), polled_nothing=not records):
+                    if pending.records:
+                        source.flush_dead_letters()  # copies are acknowledged before the lake moves past them
+                        results = sink.flush()
+                        stats.offsets.update(pending.offsets)
+                        source.commit_advisory({_split_tp(k): v for k, v in pending.offsets.items()})
+                        stats.batches += 1
+                        for table, count in pending.applied.items():
+                            stats.tables[table] = stats.tables.get(table, 0) + count
+                        if not set(pending.applied) <= recorded:
+                            recorded |= set(pending.applied)
+                            try:
+                                record_tables(defn.name, recorded)
+                            except OSError as exc:  # a cache for the UI: never fail the pipeline for it
+                                log.warning("cannot record discovered tables of pipeline %s: %s", defn.name, exc)
+                        if on_batch:
+                            on_batch({"records": pending.records, "tables": pending.applied, "commits": len(results)})
+                        pending = PendingPolls()
+                    # Every polled record is committed by now: the checkpoint may move to the consumer's
+                    # positions, which also step over transaction markers at the end of a partition.
+                    for (topic, partition), pos in source.positions().items():
+                        tp = topic_partition(topic, partition)
+                        stats.offsets[tp] = max(stats.offsets.get(tp, 0), pos)
+                    if stats.offsets != checkpoint:
+                        write_checkpoint(sink.catalog, defn.name, stats.offsets)
+                        checkpoint = dict(stats.offsets)
                 if reason:
                     stats.stopped_because = reason
                     break
