@@ -42,6 +42,7 @@ from changelake.connectors.iceberg.compaction import TRUNCATE, BatchItem, Compac
 from changelake.connectors.errors import OptionValidationError
 from changelake.connectors.iceberg.errors import IcebergCommitError, IcebergSinkError
 from changelake.connectors.iceberg.evolve import apply_evolution, iceberg_schema_of, plan_evolution
+from changelake.connectors.iceberg.key_bounds import key_ranges, possibly_present
 from changelake.connectors.iceberg.offsets import (
     COMMIT_ID_PROPERTY,
     OFFSETS_PROPERTY,
@@ -327,7 +328,10 @@ class IcebergSink:
             delete_filter = AlwaysTrue()
         elif batch.changed_keys:
             keys = _keys_to_arrow(batch.changed_keys, schema, arrow_schema, name)
-            delete_filter, survivors = _delete_plan(table, keys, primary_key)
+            # Keys outside every data file's key range are not in the table: no delete for them.
+            keys = keys.filter(possibly_present(keys.column(0).combine_chunks(), key_ranges(table, primary_key[0])))
+            if keys.num_rows:
+                delete_filter, survivors = _delete_plan(table, keys, primary_key)
         try:
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="Delete operation did not match any records")
