@@ -250,8 +250,16 @@ def read_checkpoint(catalog: Any, pipeline: str) -> dict[str, int]:
     return {k: int(v) for k, v in json.loads(raw).items()} if raw else {}
 
 
-def write_checkpoint(catalog: Any, pipeline: str, offsets: Mapping[str, int]) -> None:
+def write_checkpoint(catalog: Any, pipeline: str, offsets: Mapping[str, int], *, merge: bool = False) -> None:
+    """Store ``offsets`` as the pipeline checkpoint; with ``merge`` (parallel workers) each
+    partition keeps the larger of the stored and the given offset. A merge racing another worker's
+    can lose that worker's advance: the checkpoint then lags, which only makes a restart re-read
+    records the tables' own snapshot offsets already skip; it never runs ahead of the lake."""
     from pyiceberg.exceptions import NamespaceAlreadyExistsError
+
+    if merge:
+        stored = read_checkpoint(catalog, pipeline)
+        offsets = {**stored, **{k: max(v, stored.get(k, 0)) for k, v in offsets.items()}}
 
     try:
         catalog.create_namespace(CHECKPOINT_NAMESPACE)
@@ -286,12 +294,18 @@ def run_kafka_to_iceberg(
     stop: threading.Event | None = None,
     batch_size: int = 5000,
     on_batch: BatchCallback | None = None,
+    worker: bool = False,
 ) -> RunStats:
     """Read the topics from the checkpoint (earliest on the first run), upsert into Iceberg tables
     by primary key, one commit per table per batch with the Kafka offsets in the snapshot summary.
     A batch is every poll since the last commit, committed at the sink's ``commit.max-rows`` rows,
     after ``commit.interval``, when a poll returns nothing, or when the run stops
     (:mod:`changelake.pipeline.commit_policy`); ``on_batch`` is called once per such commit.
+
+    ``pipeline.parallelism`` N > 1 runs N worker processes in one Kafka consumer group instead
+    (:mod:`changelake.pipeline.scale_out`); ``worker=True`` is one of them: it joins the group,
+    starts each assigned partition at the lake checkpoint read at assignment, and merges its
+    offsets into the shared checkpoint.
 
     Types come from each record's schema header (Pipeline 1), a schema wrapper or canal-json's
     ``mysqlType``; otherwise they are inferred (``schema.inference.strategy``) and the table is
@@ -314,6 +328,11 @@ def run_kafka_to_iceberg(
     from changelake.connectors.iceberg.offsets import topic_partition
     from changelake.connectors.kafka.source import KafkaPipelineSource
 
+    from changelake.pipeline.scale_out import parallelism, run_workers
+
+    if not worker and parallelism(defn) > 1:
+        return run_workers(defn, until_caught_up=until_caught_up, max_duration_s=max_duration_s, stop=stop,
+                           batch_size=batch_size, on_batch=on_batch)
     router, transformer = _router(defn), Transformer(parse_transform_rules(defn.transform))
     stats = RunStats(defn.name)
     clock = _Clock(max_duration_s, stop)
@@ -323,7 +342,11 @@ def run_kafka_to_iceberg(
         checkpoint = read_checkpoint(sink.catalog, defn.name)
         start = {_split_tp(k): v for k, v in checkpoint.items()}
         source = KafkaPipelineSource(defn.options("source"), group_id=f"changelake-{defn.name}")
-        source.open(start_offsets=start or None)
+        if worker:
+            source.open_group(lambda tps: {_split_tp(k): v for k, v in read_checkpoint(sink.catalog, defn.name).items()})
+            checkpoint = {}  # this worker's own view; written merged (max per partition) with the others'
+        else:
+            source.open(start_offsets=start or None)
         stats.offsets = dict(checkpoint)
         known_schemas: dict[TableId, Schema] = {}
         static_schemas: dict[TableId, Schema] = {}
@@ -419,7 +442,7 @@ def run_kafka_to_iceberg(
                         tp = topic_partition(topic, partition)
                         stats.offsets[tp] = max(stats.offsets.get(tp, 0), pos)
                     if stats.offsets != checkpoint:
-                        write_checkpoint(sink.catalog, defn.name, stats.offsets)
+                        write_checkpoint(sink.catalog, defn.name, stats.offsets, merge=worker)
                         checkpoint = dict(stats.offsets)
                 if reason:
                     stats.stopped_because = reason

@@ -23,6 +23,7 @@ larger, less frequent commits are cheaper (``commit.max-rows``).
 
 from __future__ import annotations
 
+import time
 import uuid
 import warnings
 from dataclasses import dataclass, field
@@ -56,6 +57,9 @@ from changelake.connectors.iceberg.options import IcebergSinkOptions
 from changelake.connectors.iceberg.types import to_arrow_array
 
 __all__ = ["WriteResult", "IcebergSink", "open_catalog", "validate_sql_catalog_uri"]
+
+
+_COMMIT_ATTEMPTS = 5
 
 
 @dataclass(frozen=True)
@@ -278,8 +282,24 @@ class IcebergSink:
             NullPrimaryKeyError: a row's key column is NULL (names table and column).
             IcebergTypeError: a value does not fit its column (names table and column).
             SchemaEvolutionError, IcebergSinkError: see :meth:`ensure_table`.
-            IcebergCommitError: the commit failed after pyiceberg's retries; nothing was written.
+            IcebergCommitError: the commit failed; nothing was written. A commit that lost a race
+                with another writer of the table (``CommitFailedException``: parallel workers
+                during a rebalance) is redone from the refreshed table up to 5 times first:
+                Iceberg's optimistic concurrency, with the batch re-filtered against the offsets
+                the winner committed.
         """
+        for attempt in range(_COMMIT_ATTEMPTS):
+            try:
+                return self._write_once(table_id, rows, schema, offsets)
+            except IcebergCommitError as exc:
+                if attempt + 1 == _COMMIT_ATTEMPTS or not isinstance(exc.__cause__, CommitFailedException):
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    def _write_once(
+        self, table_id: TableId, rows: Sequence[BatchItem], schema: Schema, offsets: Mapping[str, int]
+    ) -> WriteResult:
         table = self.ensure_table(table_id, schema)
         name = ".".join(self.identifier(table_id))
         committed = read_committed_offsets(table)
