@@ -342,10 +342,13 @@ class TransformRule:
         """True if ``row`` satisfies the filter (always true without a filter)."""
         return row is not None and all(c.test(row) for c in self._conditions)
 
-    def _project(self, row: Mapping[str, Any] | None, schema: Schema) -> dict[str, Any] | None:
+    def _project(self, row: Mapping[str, Any] | None, schema: Schema) -> Mapping[str, Any] | None:
         if row is None:
             return None
-        return {name: row.get(name) for name in schema.names}
+        names = schema.names
+        if len(row) == len(names) and all(a == b for a, b in zip(row, names)):
+            return row  # already the schema's columns in order (row images are never mutated)
+        return {name: row.get(name) for name in names}
 
     def apply(self, event: DataChangeEvent) -> DataChangeEvent | None:
         """Apply this rule to a matching event; None when the filter drops it.
@@ -377,12 +380,8 @@ class TransformRule:
                     op, before = Op.CREATE, None
                 elif b and not a:
                     op, after = Op.DELETE, None
-        return replace(
-            event,
-            op=op,
-            before=self._project(before, schema),
-            after=self._project(after, schema),
-            schema=schema,
+        return DataChangeEvent(
+            event.table, op, self._project(before, schema), self._project(after, schema), schema, event.ts_ms, event.position
         )
 
     @classmethod
@@ -431,13 +430,17 @@ class Transformer:
 
     def __init__(self, rules: Sequence[TransformRule]) -> None:
         self.rules = list(rules)
+        self._rule_of: dict[TableId, TransformRule | None] = {}
 
     def rule_for(self, table_id: TableId) -> TransformRule | None:
-        """The first rule whose source-table matches, or None."""
-        for rule in self.rules:
-            if rule.matches(table_id):
-                return rule
-        return None
+        """The first rule whose source-table matches, or None (cached per table)."""
+        if table_id in self._rule_of:
+            return self._rule_of[table_id]
+        found = next((rule for rule in self.rules if rule.matches(table_id)), None)
+        if len(self._rule_of) >= 4096:
+            self._rule_of.clear()
+        self._rule_of[table_id] = found
+        return found
 
     def apply(self, event: DataChangeEvent) -> DataChangeEvent | None:
         """The transformed event; the event unchanged when no rule matches; None if filtered out."""

@@ -214,6 +214,18 @@ def schema_from_connect(envelope: Any) -> Schema:
 
 
 _SCHEMAS: dict[Schema, Schema] = {}
+_TABLES: dict[tuple[Any, Any], TableId] = {}
+
+
+def _table_id(db: Any, table: Any) -> TableId:
+    """The (cached) TableId of a message's ``source.db`` / ``source.table``."""
+    key = (db, table)
+    found = _TABLES.get(key)
+    if found is None:
+        if len(_TABLES) >= 4096:
+            _TABLES.clear()
+        found = _TABLES[key] = TableId(db, table)
+    return found
 
 
 def _interned(schema: Schema) -> Schema:
@@ -319,7 +331,7 @@ class DebeziumJsonFormat(ChangelogFormat):
         if source is not None and not isinstance(source, dict):
             raise self._corrupt("expected 'source' to be a JSON object", data, "source")
         source = source or {}
-        table = TableId(source.get("db"), source.get("table") or "")
+        table = _table_id(source.get("db"), source.get("table") or "")
         ts = source.get("ts_ms", doc.get("ts_ms", 0))
         if isinstance(ts, bool) or not isinstance(ts, int):
             raise self._corrupt(f"expected an integer ts_ms, got {ts!r}", data, "source.ts_ms")

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 from changelake.changelog import DataChangeEvent, Op, Schema, TableId
+from changelake.changelog.row import ChangelogRow
 from changelake.changelog.errors import ChangelogError
 from changelake.changelog.route import Router, parse_route_rules
 from changelake.changelog.transform import Transformer, infer_schema, parse_transform_rules
@@ -409,7 +410,9 @@ def run_kafka_to_iceberg(
                                 # the committed offsets does not truncate the table a second time.
                                 items.append(TruncateMarker(metadata=meta))
                             else:
-                                items.extend(replace(r, metadata={**r.metadata, **meta}) for r in event.to_rows())
+                                items.extend(
+                                    ChangelogRow(r.kind, r.values, r.table, {**r.metadata, **meta}) for r in event.to_rows()
+                                )
                             per_table[event.table] = (schema, items)
                     for table_id, (schema, items) in per_table.items():
                         sink.add(table_id, items, schema, batch_offsets)

@@ -414,7 +414,7 @@ class KafkaPipelineSource:
             events = []
             self._skip(topic, partition, offset, key, value, headers, exc, None)
         pos = {"topic": topic, "partition": partition, "offset": offset + 1}
-        events = [replace(e, position=pos) for e in events]
+        events = [DataChangeEvent(e.table, e.op, e.before, e.after, e.schema, e.ts_ms, pos) for e in events]
         return SourceRecord(topic, partition, offset, events, key, ts if ts_type != 0 else None, headers, value)
 
     def reject(self, record: SourceRecord, error: BaseException, table: str | None = None) -> None:
