@@ -97,6 +97,8 @@ def run_workers(
     """Run ``parallelism(defn)`` workers until each stops (caught up, max duration) or ``stop`` is set.
 
     Args:
+        on_batch: called in this process for every worker commit, with the worker's batch dict
+            plus ``worker`` (its index) and ``pid``.
         on_start: called with the worker processes once started (e.g. to watch their pids).
 
     Returns:
@@ -139,7 +141,7 @@ def run_workers(
         if kind == "batch":
             stats.batches += 1
             if on_batch:
-                on_batch(payload)
+                on_batch({**payload, "worker": index, "pid": workers[index].pid})
         elif kind == "error":
             error = error or WorkerError(f"pipeline {defn.name!r} worker {index}: {payload}", index)
             done.add(index)

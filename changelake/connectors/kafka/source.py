@@ -192,6 +192,9 @@ class KafkaPipelineSource:
         conf.setdefault("auto.offset.reset", "earliest")
         conf.setdefault("session.timeout.ms", 10000)
         conf.setdefault("heartbeat.interval.ms", 1000)
+        # Round-robin over all partitions of all topics: the default range assignor gives partition
+        # 0 of every topic to one member, so one-partition table topics would all land on one worker.
+        conf.setdefault("partition.assignment.strategy", "roundrobin")
         conf["enable.auto.commit"] = False
         conf["enable.auto.offset.store"] = False
         conf["enable.partition.eof"] = True

@@ -52,8 +52,9 @@ def test_two_workers_one_killed_with_sigkill_keep_the_lake_exact(database_factor
     runner.start()
     try:
         assert first_batch.wait(120), "no worker committed a batch"
-        victim = workers[0]
-        os.kill(victim.pid, signal.SIGKILL)  # mid-stream: it may hold uncommitted polls
+        # The first worker to commit owns partitions and is mid-stream (it may hold uncommitted polls).
+        victim = next(w for w in workers if w.pid == batches[0]["pid"])
+        os.kill(victim.pid, signal.SIGKILL)
         # More changes while the group rebalances (the dead member times out, a replacement joins).
         for t in tables:
             mysql_exec(db, f"UPDATE {t} SET n = n + 1 WHERE id % 3 = 0", f"DELETE FROM {t} WHERE id % 7 = 0")
@@ -73,6 +74,8 @@ def test_two_workers_one_killed_with_sigkill_keep_the_lake_exact(database_factor
         runner.join(120)
     assert "error" not in result, result
     assert victim.exitcode == -signal.SIGKILL
+    # Both workers committed (round-robin assignment spreads the table topics over them).
+    assert len({b["worker"] for b in batches}) == 2
     assert not pending, f"lake tables {sorted(pending)} did not converge to MySQL"
     for t in tables:
         check = verify_lake_table(p2, TableId(db, t), mysql=mysql_params)
