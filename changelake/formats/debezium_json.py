@@ -336,7 +336,7 @@ class DebeziumJsonFormat(ChangelogFormat):
         if isinstance(ts, bool) or not isinstance(ts, int):
             raise self._corrupt(f"expected an integer ts_ms, got {ts!r}", data, "source.ts_ms")
         before = after = None
-        if op in (Op.UPDATE, Op.DELETE):
+        if op is Op.UPDATE or op is Op.DELETE:
             if doc.get("before") is None:
                 kind = "UPDATE" if op is Op.UPDATE else "DELETE"
                 raise self._corrupt(
@@ -346,7 +346,7 @@ class DebeziumJsonFormat(ChangelogFormat):
                     "before",
                 )
             before = decode_object(doc["before"], schema, format=self.name, path="before")
-        if op in (Op.CREATE, Op.READ, Op.UPDATE):
+        if op is not Op.DELETE and op is not Op.TRUNCATE:
             if doc.get("after") is None:
                 raise self._corrupt(f'The "after" field of a "{op.value}" message is null', data, "after")
             after = decode_object(doc["after"], schema, format=self.name, path="after")

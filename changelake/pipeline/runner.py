@@ -410,9 +410,10 @@ def run_kafka_to_iceberg(
                                 # the committed offsets does not truncate the table a second time.
                                 items.append(TruncateMarker(metadata=meta))
                             else:
-                                items.extend(
-                                    ChangelogRow(r.kind, r.values, r.table, {**r.metadata, **meta}) for r in event.to_rows()
-                                )
+                                rows = event.to_rows()
+                                if rows:  # one metadata dict per event, shared by its rows (read-only)
+                                    row_meta = {**rows[0].metadata, **meta}
+                                    items.extend(ChangelogRow(r.kind, r.values, r.table, row_meta) for r in rows)
                             per_table[event.table] = (schema, items)
                     for table_id, (schema, items) in per_table.items():
                         sink.add(table_id, items, schema, batch_offsets)
