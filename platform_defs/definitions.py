@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from platform_defs import jobs
+from platform_defs import jobs, maintenance
 from resources import definitions as resources
 
-defs = dg.Definitions.merge(jobs.defs(), resources.defs())
+defs = dg.Definitions.merge(jobs.defs(), maintenance.defs(), resources.defs())

@@ -210,7 +210,32 @@ def infer_schema(values: Mapping[str, Any], primary_key: Sequence[str] = ()) -> 
     bool -> BOOLEAN, int -> BIGINT, float -> DOUBLE, Decimal -> DECIMAL(38, scale of the value),
     str -> STRING, bytes -> BYTES, datetime -> TIMESTAMP(6) (aware: TIMESTAMP_LTZ(6)), date -> DATE,
     timedelta -> TIME(6), None or anything else -> STRING. Raises SchemaError if a key column is absent.
+
+    Rows with the same column names and Python types (no Decimal/datetime, whose column type depends
+    on the value) get the same Schema object from a cache, so later equality checks are identity checks.
     """
+    key: tuple[Any, ...] | None = (tuple(primary_key), *((name, type(v)) for name, v in values.items()))
+    assert key is not None
+    if any(t not in _CACHEABLE for _, t in key[1:]):
+        key = None  # the type depends on the value (DECIMAL scale, time zone)
+    else:
+        cached = _INFERRED.get(key)
+        if cached is not None:
+            return cached
+    schema = _infer_schema(values, primary_key)
+    if key is not None:
+        if len(_INFERRED) >= 1024:
+            _INFERRED.clear()
+        _INFERRED[key] = schema
+    return schema
+
+
+#: Python types whose inferred column type does not depend on the value (cached by type).
+_CACHEABLE = frozenset({bool, int, float, str, bytes, type(None), _dt.date, _dt.timedelta})
+_INFERRED: dict[tuple[Any, ...], Schema] = {}
+
+
+def _infer_schema(values: Mapping[str, Any], primary_key: Sequence[str]) -> Schema:
     cols = []
     for name, v in values.items():
         dtype = DataType(TypeRoot.STRING)
@@ -247,6 +272,7 @@ class TransformRule:
     _selectors: Selectors | None = field(default=None, repr=False, compare=False)
     _columns: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
     _conditions: tuple[_Condition, ...] = field(default=(), repr=False, compare=False)
+    _schemas: dict[Schema, Schema] = field(default_factory=dict, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         if not self.source_table:
@@ -274,9 +300,19 @@ class TransformRule:
     def apply_schema(self, schema: Schema) -> Schema:
         """The schema after projection and primary keys.
 
+        Results are cached by the input schema's value (a Schema is immutable).
+
         Raises:
             TransformError: a projected or key column is not in ``schema`` (names the columns).
         """
+        cached = self._schemas.get(schema)
+        if cached is None:
+            if len(self._schemas) >= 1024:
+                self._schemas.clear()
+            cached = self._schemas[schema] = self._apply_schema(schema)
+        return cached
+
+    def _apply_schema(self, schema: Schema) -> Schema:
         out = schema
         if self._columns is not None:
             missing = [c for c in self._columns if c not in schema]
@@ -306,10 +342,13 @@ class TransformRule:
         """True if ``row`` satisfies the filter (always true without a filter)."""
         return row is not None and all(c.test(row) for c in self._conditions)
 
-    def _project(self, row: Mapping[str, Any] | None, schema: Schema) -> dict[str, Any] | None:
+    def _project(self, row: Mapping[str, Any] | None, schema: Schema) -> Mapping[str, Any] | None:
         if row is None:
             return None
-        return {name: row.get(name) for name in schema.names}
+        names = schema.names
+        if len(row) == len(names) and all(a == b for a, b in zip(row, names)):
+            return row  # already the schema's columns in order (row images are never mutated)
+        return {name: row.get(name) for name in names}
 
     def apply(self, event: DataChangeEvent) -> DataChangeEvent | None:
         """Apply this rule to a matching event; None when the filter drops it.
@@ -341,12 +380,8 @@ class TransformRule:
                     op, before = Op.CREATE, None
                 elif b and not a:
                     op, after = Op.DELETE, None
-        return replace(
-            event,
-            op=op,
-            before=self._project(before, schema),
-            after=self._project(after, schema),
-            schema=schema,
+        return DataChangeEvent(
+            event.table, op, self._project(before, schema), self._project(after, schema), schema, event.ts_ms, event.position
         )
 
     @classmethod
@@ -395,13 +430,17 @@ class Transformer:
 
     def __init__(self, rules: Sequence[TransformRule]) -> None:
         self.rules = list(rules)
+        self._rule_of: dict[TableId, TransformRule | None] = {}
 
     def rule_for(self, table_id: TableId) -> TransformRule | None:
-        """The first rule whose source-table matches, or None."""
-        for rule in self.rules:
-            if rule.matches(table_id):
-                return rule
-        return None
+        """The first rule whose source-table matches, or None (cached per table)."""
+        if table_id in self._rule_of:
+            return self._rule_of[table_id]
+        found = next((rule for rule in self.rules if rule.matches(table_id)), None)
+        if len(self._rule_of) >= 4096:
+            self._rule_of.clear()
+        self._rule_of[table_id] = found
+        return found
 
     def apply(self, event: DataChangeEvent) -> DataChangeEvent | None:
         """The transformed event; the event unchanged when no rule matches; None if filtered out."""

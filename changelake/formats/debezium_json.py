@@ -210,7 +210,33 @@ def schema_from_connect(envelope: Any) -> Schema:
     columns = tuple(_column_from_entry(e) for e in value["fields"])
     pk_text = (value.get("parameters") or {}).get("primary.key")
     pk = tuple(loads(pk_text)) if pk_text else ()
-    return Schema(columns, pk)
+    return _interned(Schema(columns, pk))
+
+
+_SCHEMAS: dict[Schema, Schema] = {}
+_TABLES: dict[tuple[Any, Any], TableId] = {}
+
+
+def _table_id(db: Any, table: Any) -> TableId:
+    """The (cached) TableId of a message's ``source.db`` / ``source.table``."""
+    key = (db, table)
+    found = _TABLES.get(key)
+    if found is None:
+        if len(_TABLES) >= 4096:
+            _TABLES.clear()
+        found = _TABLES[key] = TableId(db, table)
+    return found
+
+
+def _interned(schema: Schema) -> Schema:
+    """The one cached instance equal to ``schema``: every message of a table then carries the same
+    Schema object, so codecs and the sink's per-table buffers match it by identity."""
+    cached = _SCHEMAS.get(schema)
+    if cached is None:
+        if len(_SCHEMAS) >= 1024:
+            _SCHEMAS.clear()
+        cached = _SCHEMAS[schema] = schema
+    return cached
 
 
 # -- the format --------------------------------------------------------------------------------------
@@ -305,12 +331,12 @@ class DebeziumJsonFormat(ChangelogFormat):
         if source is not None and not isinstance(source, dict):
             raise self._corrupt("expected 'source' to be a JSON object", data, "source")
         source = source or {}
-        table = TableId(source.get("db"), source.get("table") or "")
+        table = _table_id(source.get("db"), source.get("table") or "")
         ts = source.get("ts_ms", doc.get("ts_ms", 0))
         if isinstance(ts, bool) or not isinstance(ts, int):
             raise self._corrupt(f"expected an integer ts_ms, got {ts!r}", data, "source.ts_ms")
         before = after = None
-        if op in (Op.UPDATE, Op.DELETE):
+        if op is Op.UPDATE or op is Op.DELETE:
             if doc.get("before") is None:
                 kind = "UPDATE" if op is Op.UPDATE else "DELETE"
                 raise self._corrupt(
@@ -320,7 +346,7 @@ class DebeziumJsonFormat(ChangelogFormat):
                     "before",
                 )
             before = decode_object(doc["before"], schema, format=self.name, path="before")
-        if op in (Op.CREATE, Op.READ, Op.UPDATE):
+        if op is not Op.DELETE and op is not Op.TRUNCATE:
             if doc.get("after") is None:
                 raise self._corrupt(f'The "after" field of a "{op.value}" message is null', data, "after")
             after = decode_object(doc["after"], schema, format=self.name, path="after")

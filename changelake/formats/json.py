@@ -154,17 +154,27 @@ class _ObjectCodec:
             return None
 
 
-_CODECS: dict[tuple[int, str, TimestampFormat], _ObjectCodec] = {}
+_CODECS_BY_ID: dict[tuple[int, str, TimestampFormat], tuple[Schema, _ObjectCodec]] = {}
+_CODECS: dict[tuple[Schema, str, TimestampFormat], _ObjectCodec] = {}
 
 
 def _codec_for(schema: Schema, format: str, timestamp_format: TimestampFormat = TimestampFormat.SQL) -> _ObjectCodec:
-    """The codec of ``schema`` (cached by identity: a Schema is immutable and the cache holds it)."""
-    key = (id(schema), format, timestamp_format)
+    """The codec of ``schema``, cached by value: equal schemas (e.g. one rebuilt from every
+    message's schema wrapper) share one codec. A second map by ``id()`` skips hashing the schema
+    when the same object comes again (it holds the schema, so the id is not reused while cached)."""
+    fast = (id(schema), format, timestamp_format)
+    hit = _CODECS_BY_ID.get(fast)
+    if hit is not None and hit[0] is schema:
+        return hit[1]
+    key = (schema, format, timestamp_format)
     codec = _CODECS.get(key)
-    if codec is None or codec.schema is not schema:
+    if codec is None:
         if len(_CODECS) >= 256:
             _CODECS.clear()
         codec = _CODECS[key] = _ObjectCodec(schema, format, timestamp_format)
+    if len(_CODECS_BY_ID) >= 1024:
+        _CODECS_BY_ID.clear()
+    _CODECS_BY_ID[fast] = (schema, codec)
     return codec
 
 

@@ -127,7 +127,7 @@ class PipelineDefinition:
 #: behaviour; the others are accepted (and type-checked) so Flink CDC definitions load unchanged.
 PIPELINE_KEYS = {
     "name": "identity of the pipeline: stored positions, consumer group and transactional ids derive from it",
-    "parallelism": "positive integer (changelake runs a pipeline as one process)",
+    "parallelism": "positive integer; N > 1 runs a Kafka -> Iceberg pipeline as N worker processes in one consumer group",
     "route-mode": "ALL_MATCH (default) or FIRST_MATCH",
     "local-time-zone": "accepted; TIMESTAMP values are always UTC",
     "execution.runtime-mode": "STREAMING or BATCH (accepted; bounded runs use --until-caught-up)",

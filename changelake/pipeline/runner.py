@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 from changelake.changelog import DataChangeEvent, Op, Schema, TableId
+from changelake.changelog.row import ChangelogRow
 from changelake.changelog.errors import ChangelogError
 from changelake.changelog.route import Router, parse_route_rules
 from changelake.changelog.transform import Transformer, infer_schema, parse_transform_rules
@@ -252,6 +253,8 @@ def read_checkpoint(catalog: Any, pipeline: str) -> dict[str, int]:
 
 
 def write_checkpoint(catalog: Any, pipeline: str, offsets: Mapping[str, int]) -> None:
+    """Store ``offsets`` as the pipeline checkpoint of an Iceberg lake (a property of the catalog
+    namespace ``changelake``)."""
     from pyiceberg.exceptions import NamespaceAlreadyExistsError
 
     try:
@@ -286,8 +289,16 @@ def read_lake_checkpoint(sink: Any, pipeline: str) -> dict[str, int]:
     return read_checkpoint(sink.catalog, pipeline)
 
 
-def write_lake_checkpoint(sink: Any, pipeline: str, offsets: Mapping[str, int]) -> None:
-    """Store the pipeline checkpoint where :func:`read_lake_checkpoint` finds it."""
+def write_lake_checkpoint(sink: Any, pipeline: str, offsets: Mapping[str, int], *, merge: bool = False) -> None:
+    """Store the pipeline checkpoint where :func:`read_lake_checkpoint` finds it.
+
+    With ``merge`` (parallel workers) each partition keeps the larger of the stored and the given
+    offset. A merge racing another worker's can lose that worker's advance: the checkpoint then
+    lags, which only makes a restart re-read records the tables' own snapshot offsets already
+    skip; it never runs ahead of the lake."""
+    if merge:
+        stored = read_lake_checkpoint(sink, pipeline)
+        offsets = {**stored, **{k: max(v, stored.get(k, 0)) for k, v in offsets.items()}}
     if hasattr(sink, "write_checkpoint"):
         sink.write_checkpoint(pipeline, offsets)
     else:
@@ -318,10 +329,19 @@ def run_kafka_to_iceberg(
     stop: threading.Event | None = None,
     batch_size: int = 5000,
     on_batch: BatchCallback | None = None,
+    worker: bool = False,
 ) -> RunStats:
     """Read the topics from the checkpoint (earliest on the first run), upsert into the lake's
     tables (Iceberg or Paimon, by ``sink.type``) by primary key, one commit per table per batch
-    with the Kafka offsets stored in the commit's snapshot.
+    with the Kafka offsets stored in the commit's snapshot. A batch is every poll since the last
+    commit, committed at the sink's ``commit.max-rows`` rows, after ``commit.interval``, when a
+    poll returns nothing, or when the run stops (:mod:`changelake.pipeline.commit_policy`);
+    ``on_batch`` is called once per such commit.
+
+    ``pipeline.parallelism`` N > 1 runs N worker processes in one Kafka consumer group instead
+    (:mod:`changelake.pipeline.scale_out`); ``worker=True`` is one of them: it joins the group,
+    starts each assigned partition at the lake checkpoint read at assignment, and merges its
+    offsets into the shared checkpoint.
 
     Types come from each record's schema header (Pipeline 1), a schema wrapper or canal-json's
     ``mysqlType``; otherwise they are inferred (``schema.inference.strategy``) and the table is
@@ -342,6 +362,11 @@ def run_kafka_to_iceberg(
     from changelake.connectors.kafka.source import KafkaPipelineSource
     from changelake.connectors.lake import TruncateMarker, topic_partition
 
+    from changelake.pipeline.scale_out import parallelism, run_workers
+
+    if not worker and parallelism(defn) > 1:
+        return run_workers(defn, until_caught_up=until_caught_up, max_duration_s=max_duration_s, stop=stop,
+                           batch_size=batch_size, on_batch=on_batch)
     router, transformer = _router(defn), Transformer(parse_transform_rules(defn.transform))
     stats = RunStats(defn.name)
     clock = _Clock(max_duration_s, stop)
@@ -350,7 +375,11 @@ def run_kafka_to_iceberg(
         checkpoint = read_lake_checkpoint(sink, defn.name)
         start = {_split_tp(k): v for k, v in checkpoint.items()}
         source = KafkaPipelineSource(defn.options("source"), group_id=f"changelake-{defn.name}")
-        source.open(start_offsets=start or None)
+        if worker:
+            source.open_group(lambda tps: {_split_tp(k): v for k, v in read_lake_checkpoint(sink, defn.name).items()})
+            checkpoint = {}  # this worker's own view; written merged (max per partition) with the others'
+        else:
+            source.open(start_offsets=start or None)
         stats.offsets = dict(checkpoint)
         known_schemas: dict[TableId, Schema] = {}
         static_schemas: dict[TableId, Schema] = {}
@@ -360,6 +389,9 @@ def run_kafka_to_iceberg(
         recorded = {str(t) for t in discovered_tables(defn.name)}
         discovery_s = source.options.discovery_interval.total_seconds()
         last_discovery = time.monotonic()
+        from changelake.pipeline.commit_policy import CommitPolicy, PendingPolls
+
+        policy, pending = CommitPolicy.of(sink.options), PendingPolls()
         try:
             while True:
                 records = source.poll(max_records=batch_size, timeout_s=0.5)
@@ -413,36 +445,45 @@ def run_kafka_to_iceberg(
                                 # the committed offsets does not truncate the table a second time.
                                 items.append(TruncateMarker(metadata=meta))
                             else:
-                                items.extend(replace(r, metadata={**r.metadata, **meta}) for r in event.to_rows())
+                                rows = event.to_rows()
+                                if rows:  # one metadata dict per event, shared by its rows (read-only)
+                                    row_meta = {**rows[0].metadata, **meta}
+                                    items.extend(ChangelogRow(r.kind, r.values, r.table, row_meta) for r in rows)
                             per_table[event.table] = (schema, items)
                     for table_id, (schema, items) in per_table.items():
                         sink.add(table_id, items, schema, batch_offsets)
-                    source.flush_dead_letters()  # copies are acknowledged before the lake moves past them
-                    results = sink.flush()
-                    stats.offsets.update(batch_offsets)
-                    source.commit_advisory({_split_tp(k): v for k, v in batch_offsets.items()})
-                    stats.events += sum(len(r.events) for r in records)
-                    stats.batches += 1
-                    for table, count in applied.items():
-                        stats.tables[table] = stats.tables.get(table, 0) + count
-                    if not set(applied) <= recorded:
-                        recorded |= set(applied)
-                        try:
-                            record_tables(defn.name, recorded)
-                        except OSError as exc:  # a cache for the UI: never fail the pipeline for it
-                            log.warning("cannot record discovered tables of pipeline %s: %s", defn.name, exc)
-                    if on_batch:
-                        on_batch({"records": len(records), "tables": applied, "commits": len(results),
-                                  "ops": ops, "results": results})
-                # Every polled record is committed by now: the checkpoint may move to the consumer's
-                # positions, which also step over transaction markers at the end of a partition.
-                for (topic, partition), pos in source.positions().items():
-                    tp = topic_partition(topic, partition)
-                    stats.offsets[tp] = max(stats.offsets.get(tp, 0), pos)
-                if stats.offsets != checkpoint:
-                    write_lake_checkpoint(sink, defn.name, stats.offsets)
-                    checkpoint = dict(stats.offsets)
+                    events = sum(len(r.events) for r in records)
+                    pending.note(len(records), events, batch_offsets, applied, ops)
+                    stats.events += events
                 reason = clock.stop_reason(until_caught_up, not records, source.caught_up)
+                # Polls are buffered in the sink and committed together (commit.max-rows / commit.interval).
+                if reason or policy.due(pending, buffer_full=sink.should_flush(), polled_nothing=not records):
+                    if pending.records:
+                        source.flush_dead_letters()  # copies are acknowledged before the lake moves past them
+                        results = sink.flush()
+                        stats.offsets.update(pending.offsets)
+                        source.commit_advisory({_split_tp(k): v for k, v in pending.offsets.items()})
+                        stats.batches += 1
+                        for table, count in pending.applied.items():
+                            stats.tables[table] = stats.tables.get(table, 0) + count
+                        if not set(pending.applied) <= recorded:
+                            recorded |= set(pending.applied)
+                            try:
+                                record_tables(defn.name, recorded)
+                            except OSError as exc:  # a cache for the UI: never fail the pipeline for it
+                                log.warning("cannot record discovered tables of pipeline %s: %s", defn.name, exc)
+                        if on_batch:
+                            on_batch({"records": pending.records, "tables": pending.applied, "commits": len(results),
+                                      "ops": pending.ops, "results": results})
+                        pending = PendingPolls()
+                    # Every polled record is committed by now: the checkpoint may move to the consumer's
+                    # positions, which also step over transaction markers at the end of a partition.
+                    for (topic, partition), pos in source.positions().items():
+                        tp = topic_partition(topic, partition)
+                        stats.offsets[tp] = max(stats.offsets.get(tp, 0), pos)
+                    if stats.offsets != checkpoint:
+                        write_lake_checkpoint(sink, defn.name, stats.offsets, merge=worker)
+                        checkpoint = dict(stats.offsets)
                 if reason:
                     stats.stopped_because = reason
                     break

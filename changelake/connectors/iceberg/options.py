@@ -10,6 +10,7 @@ A pipeline definition's sink block::
       table.properties.write.target-file-size-bytes: "134217728"
       namespace: "kafka_test:lake;other_db:lake2"        # optional, default: database -> namespace
       commit.max-rows: 100000
+      commit.interval: 10s
 
 ``catalog.properties.*`` (prefix stripped) are handed to :func:`pyiceberg.catalog.load_catalog`;
 ``table.properties.*`` (prefix stripped) become the properties of tables the sink creates.
@@ -23,6 +24,7 @@ from typing import Any, Mapping
 
 from changelake.changelog.schema import TableId
 from changelake.connectors.errors import OptionValidationError
+from changelake.connectors.lake.options import COMMIT_INTERVAL_DOC, DEFAULT_COMMIT_INTERVAL_S, parse_commit_interval
 
 __all__ = [
     "IDENTIFIER",
@@ -56,6 +58,7 @@ _OPTION_DOCS: dict[str, str] = {
         "Rows buffered by IcebergSink.add before should_flush() is true; each flush commits once "
         "per table (default 100000, must be > 0)."
     ),
+    "commit.interval": COMMIT_INTERVAL_DOC,
 }
 SUPPORTED_KEYS: tuple[str, ...] = (*_OPTION_DOCS, CATALOG_PROPERTIES_PREFIX + "*", TABLE_PROPERTIES_PREFIX + "*")
 _DEFAULT_COMMIT_MAX_ROWS = 100_000
@@ -117,6 +120,7 @@ class IcebergSinkOptions:
         table_properties: properties of tables the sink creates.
         namespace: source database -> Iceberg namespace mapping.
         commit_max_rows: rows (changelog rows, before compaction) per buffered commit.
+        commit_interval_s: seconds Pipeline 2 buffers polls before committing (``commit.interval``).
         catalog_name: the pyiceberg catalog name.
         name: display name.
     """
@@ -125,6 +129,7 @@ class IcebergSinkOptions:
     table_properties: Mapping[str, str] = field(default_factory=dict)
     namespace: NamespaceMapping = field(default_factory=NamespaceMapping)
     commit_max_rows: int = _DEFAULT_COMMIT_MAX_ROWS
+    commit_interval_s: float = DEFAULT_COMMIT_INTERVAL_S
     catalog_name: str = "changelake"
     name: str | None = None
 
@@ -149,6 +154,7 @@ class IcebergSinkOptions:
             masked = any(h in key.lower() for h in _SECRET_HINTS)
             out[CATALOG_PROPERTIES_PREFIX + key] = "******" if masked else value
         out["commit.max-rows"] = str(self.commit_max_rows)
+        out["commit.interval"] = f"{round(self.commit_interval_s * 1000)}ms"
         return out
 
 
@@ -209,7 +215,7 @@ def parse_sink_options(raw: Mapping[str, Any]) -> IcebergSinkOptions:
     Raises:
         OptionValidationError: unknown key (the message lists the supported keys), wrong ``type``,
             missing ``catalog.properties.uri``/``warehouse`` for a SQL catalog, bad ``namespace``,
-            or ``commit.max-rows`` not a positive integer.
+            ``commit.max-rows`` not a positive integer, or ``commit.interval`` not a positive duration.
     """
     _validate_unknown_keys(raw)
     _validate_type(raw)
@@ -222,6 +228,7 @@ def parse_sink_options(raw: Mapping[str, Any]) -> IcebergSinkOptions:
         table_properties=MappingProxyType(table),
         namespace=NamespaceMapping.parse(raw.get("namespace")),
         commit_max_rows=_validate_commit_max_rows(raw),
+        commit_interval_s=parse_commit_interval(raw),
         catalog_name=str(raw.get("catalog.name", "changelake")),
         name=str(raw["name"]) if raw.get("name") is not None else None,
     )

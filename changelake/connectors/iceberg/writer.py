@@ -23,6 +23,7 @@ larger, less frequent commits are cheaper (``commit.max-rows``).
 
 from __future__ import annotations
 
+import time
 import uuid
 import warnings
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ from changelake.connectors.iceberg.compaction import TRUNCATE, BatchItem, Compac
 from changelake.connectors.errors import OptionValidationError
 from changelake.connectors.iceberg.errors import IcebergCommitError, IcebergSinkError
 from changelake.connectors.iceberg.evolve import apply_evolution, iceberg_schema_of, plan_evolution
+from changelake.connectors.iceberg.key_bounds import key_ranges, possibly_present
 from changelake.connectors.iceberg.offsets import (
     COMMIT_ID_PROPERTY,
     OFFSETS_PROPERTY,
@@ -55,6 +57,9 @@ from changelake.connectors.iceberg.options import IcebergSinkOptions
 from changelake.connectors.iceberg.types import to_arrow_array
 
 __all__ = ["WriteResult", "IcebergSink", "open_catalog", "validate_sql_catalog_uri"]
+
+
+_COMMIT_ATTEMPTS = 5
 
 
 @dataclass(frozen=True)
@@ -277,8 +282,24 @@ class IcebergSink:
             NullPrimaryKeyError: a row's key column is NULL (names table and column).
             IcebergTypeError: a value does not fit its column (names table and column).
             SchemaEvolutionError, IcebergSinkError: see :meth:`ensure_table`.
-            IcebergCommitError: the commit failed after pyiceberg's retries; nothing was written.
+            IcebergCommitError: the commit failed; nothing was written. A commit that lost a race
+                with another writer of the table (``CommitFailedException``: parallel workers
+                during a rebalance) is redone from the refreshed table up to 5 times first:
+                Iceberg's optimistic concurrency, with the batch re-filtered against the offsets
+                the winner committed.
         """
+        for attempt in range(_COMMIT_ATTEMPTS):
+            try:
+                return self._write_once(table_id, rows, schema, offsets)
+            except IcebergCommitError as exc:
+                if attempt + 1 == _COMMIT_ATTEMPTS or not isinstance(exc.__cause__, CommitFailedException):
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    def _write_once(
+        self, table_id: TableId, rows: Sequence[BatchItem], schema: Schema, offsets: Mapping[str, int]
+    ) -> WriteResult:
         table = self.ensure_table(table_id, schema)
         name = ".".join(self.identifier(table_id))
         committed = read_committed_offsets(table)
@@ -327,7 +348,10 @@ class IcebergSink:
             delete_filter = AlwaysTrue()
         elif batch.changed_keys:
             keys = _keys_to_arrow(batch.changed_keys, schema, arrow_schema, name)
-            delete_filter, survivors = _delete_plan(table, keys, primary_key)
+            # Keys outside every data file's key range are not in the table: no delete for them.
+            keys = keys.filter(possibly_present(keys.column(0).combine_chunks(), key_ranges(table, primary_key[0])))
+            if keys.num_rows:
+                delete_filter, survivors = _delete_plan(table, keys, primary_key)
         try:
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="Delete operation did not match any records")

@@ -44,7 +44,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -120,6 +120,8 @@ class KafkaPipelineSource:
         self._end: dict[TopicPartitionKey, int] = {}
         self._pos: dict[TopicPartitionKey, int] = {}
         self._paused: set[TopicPartitionKey] = set()
+        self._group_assigned = True  # False from open_group() until the group assigns partitions
+        self._in_group = False
         self.parse_errors = 0
         self._timeout_s = timeout_s
         self.dead_letter: DeadLetterQueue | None = None
@@ -163,6 +165,77 @@ class KafkaPipelineSource:
         except SourceError:
             self.close()
             raise
+
+    def open_group(self, start_offsets: Callable[[list[TopicPartitionKey]], Mapping[TopicPartitionKey, int]]) -> None:
+        """Connect and join the consumer group ``group_id`` (``subscribe``): Kafka's group
+        coordinator spreads the partitions over the members and moves them when a member joins,
+        leaves or dies (``session.timeout.ms``, ``max.poll.interval.ms``). Used by parallel
+        Pipeline 2 workers (:mod:`changelake.pipeline.scale_out`).
+
+        Args:
+            start_offsets: called in the rebalance callback with the newly assigned partitions;
+                returns ``{(topic, partition): next offset}`` (read fresh from the caller's store,
+                e.g. the lake checkpoint). Partitions it leaves out start at the earliest offset.
+
+        Until the first assignment :meth:`caught_up` is False; revoked partitions are forgotten
+        (records already polled from them stay the caller's to commit or drop).
+
+        Raises:
+            KafkaUnavailableError, SourceError: as :meth:`open`.
+        """
+        if self._consumer is not None:
+            return
+        opts = self.options
+        conf: dict[str, Any] = dict(opts.properties)
+        conf.setdefault("group.id", self.group_id)
+        conf.setdefault("isolation.level", "read_committed")
+        conf.setdefault("auto.offset.reset", "earliest")
+        conf.setdefault("session.timeout.ms", 10000)
+        conf.setdefault("heartbeat.interval.ms", 1000)
+        # Round-robin over all partitions of all topics: the default range assignor gives partition
+        # 0 of every topic to one member, so one-partition table topics would all land on one worker.
+        conf.setdefault("partition.assignment.strategy", "roundrobin")
+        conf["enable.auto.commit"] = False
+        conf["enable.auto.offset.store"] = False
+        conf["enable.partition.eof"] = True
+        self._consumer = Consumer(with_logger(conf))
+        self._format = create_format(opts.value_format.value, None, dict(opts.format_options))
+        self._resolver = SchemaResolver(opts.properties, timeout_s=self._timeout_s)
+        self._group_assigned = False
+        self._in_group = True
+
+        def on_assign(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+            tps = [(str(p.topic), int(p.partition)) for p in partitions]
+            offsets = start_offsets(tps)
+            assignment = []
+            for tp in tps:
+                low, high = consumer.get_watermark_offsets(TopicPartition(*tp), timeout=self._timeout_s)
+                off = max(low, min(int(offsets.get(tp, low)), high))
+                self._pos[tp], self._end[tp] = off, high
+                assignment.append(TopicPartition(tp[0], tp[1], off))
+            consumer.assign(assignment)
+            self._assigned = tps
+            self._paused.clear()
+            self._group_assigned = True
+            log.info("group %s: assigned %s", self.group_id, {f"{t}/{p}": self._pos[(t, p)] for t, p in tps})
+
+        def on_revoke(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+            for p in partitions:
+                tp = (str(p.topic), int(p.partition))
+                self._pos.pop(tp, None)
+                self._end.pop(tp, None)
+            self._assigned = []
+            consumer.unassign()
+            log.info("group %s: revoked %s", self.group_id, [f"{p.topic}/{p.partition}" for p in partitions])
+
+        topics: list[str] = (
+            ["^" + opts.topic_pattern.pattern] if opts.topic_pattern is not None else list(opts.topics)
+        )
+        try:
+            self._consumer.subscribe(topics, on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke)
+        except KafkaException as exc:
+            self.close()
+            raise SourceError(f"cannot subscribe to {self._topic_text()}: {exc}") from exc
 
     def close(self) -> None:
         """Close the consumer (idempotent). Group offsets are not committed here."""
@@ -255,7 +328,8 @@ class KafkaPipelineSource:
         """
         consumer = self._require()
         try:
-            topics = self._resolve_topics()
+            # In a consumer group (open_group) the coordinator assigns new topics and partitions.
+            topics = {} if self._in_group else self._resolve_topics()
             new = [(t, p) for t, parts in topics.items() for p in parts if (t, p) not in self._end]
             if new:
                 added = []
@@ -288,7 +362,10 @@ class KafkaPipelineSource:
         return dict(self._pos)
 
     def caught_up(self) -> bool:
-        """True when every assigned partition has reached the end offset snapshotted at open/refresh."""
+        """True when every assigned partition has reached the end offset snapshotted at open/refresh
+        (in a group, :meth:`open_group`: at assignment; never before the first assignment)."""
+        if not self._group_assigned:
+            return False
         return all(self._pos.get(tp, 0) >= end for tp, end in self._end.items())
 
     def poll(self, max_records: int = 500, timeout_s: float = 1.0) -> list[SourceRecord]:
@@ -340,7 +417,7 @@ class KafkaPipelineSource:
             events = []
             self._skip(topic, partition, offset, key, value, headers, exc, None)
         pos = {"topic": topic, "partition": partition, "offset": offset + 1}
-        events = [replace(e, position=pos) for e in events]
+        events = [DataChangeEvent(e.table, e.op, e.before, e.after, e.schema, e.ts_ms, pos) for e in events]
         return SourceRecord(topic, partition, offset, events, key, ts if ts_type != 0 else None, headers, value)
 
     def reject(self, record: SourceRecord, error: BaseException, table: str | None = None) -> None:

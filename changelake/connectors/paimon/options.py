@@ -27,6 +27,7 @@ from typing import Any, Mapping
 
 from changelake.changelog.schema import TableId
 from changelake.connectors.errors import OptionValidationError
+from changelake.connectors.lake.options import COMMIT_INTERVAL_DOC, DEFAULT_COMMIT_INTERVAL_S, parse_commit_interval
 
 __all__ = [
     "IDENTIFIER",
@@ -65,6 +66,7 @@ _OPTION_DOCS: dict[str, str] = {
         "Rows buffered by PaimonSink.add before should_flush() is true; each flush commits once "
         "per table (default 100000, must be > 0)."
     ),
+    "commit.interval": COMMIT_INTERVAL_DOC,
 }
 SUPPORTED_KEYS: tuple[str, ...] = (*_OPTION_DOCS, CATALOG_PROPERTIES_PREFIX + "*", TABLE_PROPERTIES_PREFIX + "*")
 _DEFAULT_COMMIT_MAX_ROWS = 100_000
@@ -93,6 +95,7 @@ class PaimonSinkOptions:
         commit_user: the Paimon commit user of the sink's snapshots.
         partition_keys: ``TableId`` -> partition key columns of tables the sink creates.
         commit_max_rows: changelog rows (before compaction) per buffered commit.
+        commit_interval_s: seconds Pipeline 2 buffers polls before committing (``commit.interval``).
         name: display name.
     """
 
@@ -101,6 +104,7 @@ class PaimonSinkOptions:
     commit_user: str = _DEFAULT_COMMIT_USER
     partition_keys: Mapping[TableId, tuple[str, ...]] = field(default_factory=dict)
     commit_max_rows: int = _DEFAULT_COMMIT_MAX_ROWS
+    commit_interval_s: float = DEFAULT_COMMIT_INTERVAL_S
     name: str | None = None
 
     @staticmethod
@@ -125,6 +129,7 @@ class PaimonSinkOptions:
             out[CATALOG_PROPERTIES_PREFIX + key] = "******" if masked else value
         out["commit.user"] = self.commit_user
         out["commit.max-rows"] = str(self.commit_max_rows)
+        out["commit.interval"] = f"{round(self.commit_interval_s * 1000)}ms"
         return out
 
 
@@ -228,7 +233,8 @@ def parse_sink_options(raw: Mapping[str, Any]) -> PaimonSinkOptions:
         OptionValidationError: unknown key (the message lists the supported keys), wrong ``type``,
             unknown ``catalog.properties.metastore``, ``rest`` without ``uri``/``warehouse``, a
             ``table.properties.*`` the sink owns (``rowkind.field``, ``primary-key``,
-            ``partition``), a malformed ``partition.key``, or ``commit.max-rows`` not > 0.
+            ``partition``), a malformed ``partition.key``, ``commit.max-rows`` not > 0, or
+            ``commit.interval`` not a positive duration.
     """
     _validate_unknown_keys(raw)
     _validate_type(raw)
@@ -243,5 +249,6 @@ def parse_sink_options(raw: Mapping[str, Any]) -> PaimonSinkOptions:
         commit_user=commit_user,
         partition_keys=MappingProxyType(_parse_partition_keys(raw.get("partition.key"))),
         commit_max_rows=_validate_commit_max_rows(raw),
+        commit_interval_s=parse_commit_interval(raw),
         name=str(raw["name"]) if raw.get("name") is not None else None,
     )

@@ -95,7 +95,9 @@ def test_sigkill_of_pipeline_2_between_commits_loses_and_repeats_nothing(
     mysql_exec(db, "UPDATE t SET n = n + 1 WHERE id % 3 = 0", "DELETE FROM t WHERE id % 7 = 0")
     run_pipeline(p1, until_caught_up=True)
 
-    raw = {"pipeline": p2.pipeline, "source": p2.source, "sink": p2.sink, "transform": p2.transform}
+    # Commits of 400 rows (not one per commit.interval), so the kill lands between commits.
+    raw = {"pipeline": p2.pipeline, "source": p2.source, "sink": {**p2.sink, "commit.max-rows": "400"},
+           "transform": p2.transform}
     for _ in range(2):
         child = subprocess.Popen([sys.executable, "-c", CHILD, json.dumps(raw)], stdout=subprocess.PIPE, text=True)
         assert child.stdout is not None

@@ -119,3 +119,23 @@ def test_parse_transform_rules_rejects_unknown_keys():
     assert rules[0].primary_keys == ("id",)
     with pytest.raises(TransformError, match=r"Unsupported keys \['primary-key'\]"):
         parse_transform_rules([{"source-table": "a.b", "primary-key": "id"}])
+
+
+def test_inferred_and_transformed_schemas_are_cached_by_value():
+    import decimal
+
+    from changelake.changelog.transform import Transformer, TransformRule, infer_schema
+
+    a = infer_schema({"id": 1, "name": "x", "note": None})
+    assert infer_schema({"id": 2, "name": "y", "note": None}) is a
+    assert infer_schema({"id": 2, "name": "y", "note": "z"}) == a  # None and str both infer STRING
+    assert infer_schema({"id": 2, "name": 3, "note": None}) != a
+    d1 = infer_schema({"id": 1, "amount": decimal.Decimal("1.5")})
+    d2 = infer_schema({"id": 1, "amount": decimal.Decimal("1.25")})
+    assert d1 != d2  # the DECIMAL scale follows the value: never served from the cache
+    t = Transformer([TransformRule(r"\.*.\.*", projection=r"\*", primary_keys="id")])
+    from changelake.changelog import TableId
+
+    out = t.apply_schema(TableId("db", "t"), a)
+    assert out.primary_key == ("id",)
+    assert t.apply_schema(TableId("db", "t"), infer_schema({"id": 3, "name": "w", "note": None})) is out

@@ -216,3 +216,29 @@ def test_decode_to_values_is_decode_without_rows(options, data):
     assert run(lambda d: [dict(r.values) for r in fmt.decode(d)]) == want
     if want[0] == "ok":
         assert all(r.kind.short_string == "+I" for r in fmt.decode(data))
+
+
+def test_equal_schemas_share_one_codec_and_debezium_wrappers_rebuild_one_schema_object():
+    """Codecs are cached by schema value (a schema rebuilt per message reuses the codec), and the
+    debezium-json wrapper of every message of a table yields the same Schema object."""
+    from changelake.changelog.schema import Column, Schema
+    from changelake.changelog.types import DataType
+    from changelake.formats.debezium_json import DebeziumJsonFormat
+    from changelake.formats.json import _codec_for
+
+    def make() -> Schema:
+        return Schema((Column("id", DataType.of("BIGINT", False)), Column("name", DataType.of("STRING"))), ("id",))
+
+    assert _codec_for(make(), "json") is _codec_for(make(), "json")
+    fmt = DebeziumJsonFormat(None, {"schema-include": "true"})
+    schema = make()
+    first = fmt.decode_events(DebeziumJsonFormat(schema, {"schema-include": "true"}).encode_event(_event(schema, 1)))
+    second = fmt.decode_events(DebeziumJsonFormat(schema, {"schema-include": "true"}).encode_event(_event(schema, 2)))
+    assert first[0].schema is second[0].schema
+    assert second[0].after == {"id": 2, "name": "n2"}
+
+
+def _event(schema, key):
+    from changelake.changelog import DataChangeEvent, Op, TableId
+
+    return DataChangeEvent(TableId("db", "t"), Op.CREATE, None, {"id": key, "name": f"n{key}"}, schema, ts_ms=1)

@@ -1,0 +1,72 @@
+"""Iceberg maintenance jobs: one ``<pipeline>_lake_maintenance`` job and a daily schedule (off
+by default) per Kafka -> Iceberg pipeline file. The op runs
+:func:`changelake.pipeline.maintenance.maintain_pipeline_lake` (compaction, snapshot expiry that
+keeps the resume offsets readable, orphan files); it is safe beside a running pipeline."""
+
+from pathlib import Path
+
+import dagster as dg
+from pydantic import Field
+
+from platform_defs.pipelines import job_name, load_structure, pipeline_files
+from resources.connections import IcebergCatalogResource, KafkaResource, pipeline_env
+
+__all__ = ["MaintenanceConfig", "build_maintenance_job", "defs"]
+
+
+class MaintenanceConfig(dg.Config):
+    """Run config of a lake maintenance op (None: the table's Iceberg properties decide)."""
+
+    max_snapshot_age_ms: int | None = Field(default=None, description="Expire snapshots older than this (ms).")
+    min_snapshots_to_keep: int | None = Field(default=None, description="Newest snapshots never expired.")
+    orphan_older_than_ms: int = Field(default=3 * 24 * 3600 * 1000, description="Keep unreferenced files younger than this (ms).")
+    min_input_files: int = Field(default=5, description="Compact only with at least this many small files.")
+
+
+def build_maintenance_job(path: Path) -> dg.JobDefinition:
+    """The maintenance job of the Kafka -> Iceberg pipeline file ``path``."""
+    structure = load_structure(path)
+    name = f"{job_name(structure)}_lake_maintenance"
+
+    @dg.op(name=f"maintain_{job_name(structure)}_lake", tags={"kind": "iceberg"},
+           description=f"Compacts, expires snapshots and removes orphan files of the lake of '{structure.name}'.")
+    def maintain_op(context: dg.OpExecutionContext, config: MaintenanceConfig, kafka: KafkaResource,
+                    lake: IcebergCatalogResource) -> dg.Output[None]:
+        from changelake.connectors.iceberg.maintenance import MaintenanceOptions
+        from changelake.pipeline.definition import load_pipeline
+        from changelake.pipeline.maintenance import maintain_pipeline_lake
+
+        defn = load_pipeline(path, env=pipeline_env(kafka, lake))
+        results = maintain_pipeline_lake(defn, MaintenanceOptions(
+            max_snapshot_age_ms=config.max_snapshot_age_ms, min_snapshots_to_keep=config.min_snapshots_to_keep,
+            orphan_older_than_ms=config.orphan_older_than_ms, min_input_files=config.min_input_files))
+        for r in results:
+            context.log.info(f"{r.table}: {r}")
+        return dg.Output(None, metadata={
+            "tables": len(results),
+            "snapshots_expired": sum(r.snapshots_expired for r in results),
+            "files_compacted": sum(r.files_compacted for r in results),
+            "orphan_files_deleted": sum(r.orphan_files_deleted for r in results),
+        })
+
+    @dg.job(name=name, description=f"Iceberg maintenance of the lake tables of pipeline '{structure.name}'.",
+            tags={"changelake/pipeline": structure.name})
+    def maintenance_job() -> None:
+        maintain_op()
+
+    return maintenance_job
+
+
+def defs() -> dg.Definitions:
+    jobs, schedules = [], []
+    for path in pipeline_files():
+        if load_structure(path).sink_type != "iceberg":
+            continue
+        job = build_maintenance_job(path)
+        jobs.append(job)
+        schedules.append(dg.ScheduleDefinition(
+            name=f"{job.name}_daily", job=job, cron_schedule="0 3 * * *",
+            default_status=dg.DefaultScheduleStatus.STOPPED,
+            description="Daily Iceberg maintenance (compaction, snapshot expiry, orphan files); off by default.",
+        ))
+    return dg.Definitions(jobs=jobs, schedules=schedules)
