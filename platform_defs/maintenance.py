@@ -50,7 +50,7 @@ def build_maintenance_job(path: Path) -> dg.JobDefinition:
         })
 
     @dg.job(name=name, description=f"Iceberg maintenance of the lake tables of pipeline '{structure.name}'.",
-            tags={"changelake/pipeline": structure.name})
+            tags={"changelake/lake-maintenance": structure.name})  # not the pipeline's tag: never queued behind it
     def maintenance_job() -> None:
         maintain_op()
 

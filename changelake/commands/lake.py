@@ -32,10 +32,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def maintain(args: argparse.Namespace) -> int:
-    from changelake.connectors.iceberg import open_catalog, parse_sink_options
-    from changelake.connectors.iceberg.maintenance import MaintenanceOptions, maintain_catalog
+    from changelake.connectors.iceberg.maintenance import MaintenanceOptions
     from changelake.pipeline.definition import load_pipeline
-    from changelake.pipeline.runner import CHECKPOINT_NAMESPACE
+    from changelake.pipeline.maintenance import maintain_pipeline_lake
 
     if not args.file.is_file():
         print(f"error: pipeline file {str(args.file)!r} does not exist", file=sys.stderr)
@@ -50,9 +49,8 @@ def maintain(args: argparse.Namespace) -> int:
         orphan_older_than_ms=args.orphan_older_than_ms,
         min_input_files=args.min_input_files,
     )
-    tables = [tuple(t.rsplit(".", 1)) for t in args.table] if args.table else None
-    catalog = open_catalog(parse_sink_options(definition.sink))
-    results = maintain_catalog(catalog, options, tables=tables, skip_namespaces=[CHECKPOINT_NAMESPACE])  # type: ignore[arg-type]
+    tables = [(ns, name) for ns, name in (t.rsplit(".", 1) for t in args.table)] if args.table else None
+    results = maintain_pipeline_lake(definition, options, tables=tables)
     for r in results:
         print(
             f"{r.table}: compacted {r.files_compacted} -> {r.files_written} files, expired {r.snapshots_expired} "
