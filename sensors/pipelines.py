@@ -20,6 +20,7 @@ from pathlib import Path
 import dagster as dg
 
 from platform_defs.keys import PIPELINE_TAG
+from platform_defs.running import worker_gone
 
 __all__ = [
     "make_relaunch_sensor", "make_lag_sensor", "make_bounded_schedule", "make_freshness_schedule",
@@ -39,32 +40,11 @@ RELAUNCH_ATTEMPT_TAG = "changelake/relaunch_attempt"
 #: consecutive relaunches of a failing pipeline before the sensor gives up (a person looks)
 MAX_RELAUNCHES = 5
 #: a started run whose lock was never taken is presumed dead after this long
-_LOCK_GRACE_S = 120.0
 
 
 def _unbounded(run: dg.DagsterRun, op_name: str) -> bool:
     config = ((run.run_config or {}).get("ops") or {}).get(op_name, {}).get("config") or {}
     return not config.get("until_caught_up") and config.get("max_duration_s") is None
-
-
-def _worker_gone(run: dg.DagsterRun, record: dg.RunRecord, pipeline: str) -> str | None:
-    """Why ``run`` (STARTED) is dead, or None: the pipeline's lock is not held although this run
-    took it (or it should have long ago). Run monitoring cannot see a killed worker under the
-    default run launcher; the lock can, on the machine that runs the pipelines."""
-    from changelake.pipeline.lock import probe_lock
-    from platform_defs.running import state_dir
-
-    if run.status != dg.DagsterRunStatus.STARTED:
-        return None
-    held, holder = probe_lock(state_dir(), pipeline)
-    if held:
-        return None
-    if holder is not None and holder.run_id == run.run_id:
-        return f"its run worker (pid {holder.pid} on {holder.host}) is gone: the pipeline lock is no longer held"
-    started = record.start_time or record.create_timestamp.timestamp()
-    if started and time.time() - started > _LOCK_GRACE_S:
-        return f"it never took the pipeline lock in {int(_LOCK_GRACE_S)} s"
-    return None
 
 
 def make_relaunch_sensor(job: dg.JobDefinition, op_name: str, pipeline: str | None = None) -> dg.SensorDefinition:
@@ -88,7 +68,7 @@ def make_relaunch_sensor(job: dg.JobDefinition, op_name: str, pipeline: str | No
         record = records[0]
         run = record.dagster_run
         if run.status in _ACTIVE:
-            why = _worker_gone(run, record, pipeline)
+            why = worker_gone(run, record, pipeline)
             if why is None:
                 return dg.SkipReason(f"{job.name} is running (run {run.run_id})")
             context.instance.report_run_failed(run, f"run {run.run_id} of {job.name} died: {why}")

@@ -53,21 +53,34 @@ def run_pipeline_job(path: Path, until_caught_up: bool, max_duration_s: float | 
 
 
 def active_run_of(path: Path) -> str | None:
-    """A message naming the queued or running Dagster run of this pipeline, or None."""
+    """A message naming the queued or running Dagster run of this pipeline, or None.
+
+    A STARTED or CANCELING run whose worker died (its pipeline lock is free, see
+    :func:`platform_defs.running.worker_gone`) does not block: it is marked failed (or canceled)
+    in the instance, and a note goes to stderr."""
     import dagster as dg
 
     from platform_defs.keys import PIPELINE_TAG
     from platform_defs.pipelines import load_structure
+    from platform_defs.running import worker_gone
 
     name = load_structure(path).name
     active = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
               dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
-    records = dg.DagsterInstance.get().get_run_records(dg.RunsFilter(tags={PIPELINE_TAG: name}, statuses=active), limit=1)
-    if not records:
-        return None
-    run = records[0].dagster_run
-    return (f"pipeline '{name}' is already running: run {run.run_id} ({run.status.value}); "
-            "stop it first (terminate the run) or wait for it to finish (one run per pipeline)")
+    instance = dg.DagsterInstance.get()
+    for record in instance.get_run_records(dg.RunsFilter(tags={PIPELINE_TAG: name}, statuses=active)):
+        run = record.dagster_run
+        why = worker_gone(run, record, name)
+        if why is None:
+            return (f"pipeline '{name}' is already running: run {run.run_id} ({run.status.value}); "
+                    "stop it first (terminate the run) or wait for it to finish (one run per pipeline)")
+        message = f"run {run.run_id} of pipeline '{name}' died: {why}"
+        if run.status == dg.DagsterRunStatus.CANCELING:
+            instance.report_run_canceled(run, message)
+        else:
+            instance.report_run_failed(run, message)
+        print(f"note: marked {message}", file=sys.stderr)
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
