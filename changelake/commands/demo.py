@@ -47,6 +47,28 @@ def _mysql_params() -> dict:
     }
 
 
+def _check_mysql(params: dict) -> None:
+    """Connect once, so a wrong setting is one line naming where the value came from.
+
+    Raises:
+        ChangelakeError: the server refused the connection or cannot be reached (never shows the password).
+    """
+    import pymysql
+
+    from changelake.demo.seed import connect
+    from changelake.errors import ChangelakeError
+
+    try:
+        connect(params).close()
+    except pymysql.err.OperationalError as exc:
+        code = exc.args[0] if exc.args else "?"
+        raise ChangelakeError(
+            f"cannot connect to MySQL at {params['host']}:{params['port']} as {params['user']!r} (MySQL error {code}). "
+            "MYSQL_HOST/PORT/USER/PASSWORD set in your shell win over the local services' values: after "
+            "'make clean' or a new 'services up', unset them or run eval \"$(changelake services env)\" again"
+        ) from None
+
+
 def _step(title: str) -> None:
     print(f"\n== {title}", flush=True)
 
@@ -155,6 +177,7 @@ def run(args: argparse.Namespace) -> int:
 
     warnings.filterwarnings("ignore", module="dagster")
     params = _mysql_params()
+    _check_mysql(params)
     bootstrap = os.environ["KAFKA_BOOTSTRAP_SERVERS"]
 
     _step("1. MySQL input: kafka_test (seed tables) and sysbench oltp_write_only on sbtest")
