@@ -97,22 +97,16 @@ class Freshness:
 
 
 def check_freshness(defn: PipelineDefinition, table: TableId, max_age_s: float = 300.0) -> Freshness:
-    """Lag of lake table ``table`` behind Kafka, and the age of its last commit."""
-    from changelake.connectors.iceberg import parse_sink_options
-    from changelake.connectors.iceberg.writer import open_catalog
-    from changelake.pipeline.runner import kafka_lag
+    """Lag of lake table ``table`` behind Kafka, and the age of its last commit (Iceberg or Paimon)."""
+    from changelake.pipeline.runner import kafka_lag, open_lake_sink
 
     topics = set(topics_of_table(defn, table))
     positions = kafka_lag(defn)
     lag = sum(max(0, end - done) for tp, (done, end) in positions.items() if tp.rpartition("/")[0] in topics)
-    age = None
-    if defn.sink_type != "iceberg":  # Paimon: no commit time read here; caught up or not
-        return Freshness(lag=lag, last_commit_age_s=None, max_age_s=max_age_s)
-    options = parse_sink_options(defn.options("sink"))
-    ident = options.namespace.identifier(table)
-    catalog = open_catalog(options)
-    if catalog.table_exists(ident):
-        snap = catalog.load_table(ident).current_snapshot()
-        if snap is not None:
-            age = max(0.0, time.time() - snap.timestamp_ms / 1000.0)
+    sink = open_lake_sink(defn)
+    try:
+        committed_ms = sink.last_commit_ms(table)
+    finally:
+        sink.close()
+    age = max(0.0, time.time() - committed_ms / 1000.0) if committed_ms is not None else None
     return Freshness(lag=lag, last_commit_age_s=age, max_age_s=max_age_s)

@@ -251,6 +251,12 @@ class IcebergSink:
         table = self.load_table(table_id)
         return read_committed_offsets(table) if table is not None else {}
 
+    def last_commit_ms(self, table_id: TableId) -> int | None:
+        """Commit time (ms since the epoch) of the lake table's current snapshot; None if never written."""
+        table = self.load_table(table_id)
+        snapshot = table.current_snapshot() if table is not None else None
+        return int(snapshot.timestamp_ms) if snapshot is not None else None
+
     # -- writing -------------------------------------------------------------------------------
     def write(
         self,

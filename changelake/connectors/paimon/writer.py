@@ -224,6 +224,12 @@ class PaimonSink:
         table = self.load_table(table_id)
         return read_committed_offsets(table) if table is not None else {}
 
+    def last_commit_ms(self, table_id: TableId) -> int | None:
+        """Commit time (ms since the epoch) of the lake table's latest snapshot; None if never written."""
+        table = self.load_table(table_id)
+        latest = table.snapshot_manager().get_latest_snapshot() if table is not None else None
+        return int(latest.time_millis) if latest is not None else None
+
     # -- writing -------------------------------------------------------------------------------
     def write(
         self,
