@@ -122,16 +122,20 @@ def validate_keys(identifier: str, raw: Mapping[str, Any], options: Iterable[Opt
     """Fail on keys that are neither declared nor under a skipped prefix.
 
     Message as Flink CDC's ``FactoryHelper.validateUnconsumedKeys``: "Unsupported options found for
-    '<identifier>'." followed by the sorted unsupported keys and the supported keys.
+    '<identifier>'." followed by the sorted unsupported keys and the supported keys, then the
+    accepted prefixes as ``prefix*`` (e.g. ``properties.*``).
     """
     declared = sorted(o.key for o in options)
     prefixes = tuple(skip_prefixes)
     unknown = sorted(k for k in raw if k not in declared and not k.startswith(prefixes))
     if unknown:
+        # The prefixed families (``properties.*``, the chosen formats' ``<format>.*``) are listed
+        # too, so a user sees where e.g. ``properties.bootstrap.servers`` comes from.
+        supported = declared + sorted(f"{p}*" for p in prefixes if p)
         raise OptionValidationError(
             f"Unsupported options found for '{identifier}'.\n\n"
             f"Unsupported options:\n\n" + "\n".join(unknown) + "\n\n"
-            "Supported options:\n\n" + "\n".join(declared),
+            "Supported options:\n\n" + "\n".join(supported),
             option=unknown[0],
         )
 
