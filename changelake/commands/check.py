@@ -18,7 +18,7 @@ __all__ = ["register", "run", "run_checks"]
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("check", help="run every lake check headless; exit 1 on failure")
     p.add_argument("--pipeline", type=Path, default=None, metavar="FILE",
-                   help="only the lake tables of this Kafka -> Iceberg pipeline file")
+                   help="only the lake tables of this Kafka -> lake (Iceberg or Paimon) pipeline file")
     p.set_defaults(func=run)
 
 
