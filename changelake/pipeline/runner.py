@@ -255,12 +255,9 @@ def read_checkpoint(catalog: Any, pipeline: str) -> dict[str, int]:
 def write_checkpoint(catalog: Any, pipeline: str, offsets: Mapping[str, int]) -> None:
     """Store ``offsets`` as the pipeline checkpoint of an Iceberg lake (a property of the catalog
     namespace ``changelake``)."""
-    from pyiceberg.exceptions import NamespaceAlreadyExistsError
+    from changelake.connectors.iceberg.writer import ensure_namespace
 
-    try:
-        catalog.create_namespace(CHECKPOINT_NAMESPACE)
-    except NamespaceAlreadyExistsError:
-        pass
+    ensure_namespace(catalog, CHECKPOINT_NAMESPACE)
     catalog.update_namespace_properties(
         CHECKPOINT_NAMESPACE, updates={_checkpoint_key(pipeline): json.dumps(dict(offsets), sort_keys=True)}
     )

@@ -11,6 +11,7 @@ def test_definitions_load_and_resolve_by_name():
     assert defs.resolve_job_def("mysql_to_kafka") is not None
     assert defs.resolve_job_def("kafka_to_iceberg") is not None
     assert {j.name for j in defs.jobs} == {"mysql_to_kafka", "kafka_to_iceberg", "lake_freshness_checks",
+                                           "kafka_to_iceberg_lake_maintenance",  # rewrites files, adds no rows
                                            "pageviews_per_region_job"}  # no second job writing the lake
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
@@ -36,7 +37,9 @@ def test_definitions_load_and_resolve_by_name():
     # Descriptions in the UI; one-op jobs run in-process.
     assert all(s.description for s in defs.sensors) and all(s.description for s in defs.schedules)
     assert defs.resolve_job_def("mysql_to_kafka").executor_def.name == "in_process"
-    assert {s.name for s in defs.schedules} == {"mysql_to_kafka_every_5_minutes", "lake_freshness_every_5_minutes"}
+    assert defs.resolve_job_def("kafka_to_iceberg_lake_maintenance").executor_def.name == "in_process"
+    assert {s.name for s in defs.schedules} == {"mysql_to_kafka_every_5_minutes", "lake_freshness_every_5_minutes",
+                                                "kafka_to_iceberg_lake_maintenance_daily"}
 
 
 def test_resources_take_secrets_from_the_environment():

@@ -150,6 +150,16 @@ def open_catalog(options: IcebergSinkOptions) -> Catalog:
         ) from exc
 
 
+def ensure_namespace(catalog: Catalog, namespace: str) -> None:
+    """Create ``namespace`` unless it exists, tolerating a concurrent creator (parallel workers:
+    a SQL catalog then raises its driver's integrity error instead of NamespaceAlreadyExistsError)."""
+    try:
+        catalog.create_namespace_if_not_exists(namespace)
+    except Exception:
+        if not catalog.namespace_exists(namespace):
+            raise
+
+
 class IcebergSink:
     """Changelog sink into Iceberg tables with offsets stored in snapshots (exactly-once).
 
@@ -231,7 +241,7 @@ class IcebergSink:
         table = self.load_table(table_id)
         if table is None:
             namespace, _ = self.identifier(table_id)
-            self.catalog.create_namespace_if_not_exists(namespace)
+            ensure_namespace(self.catalog, namespace)
             table = self.catalog.create_table_if_not_exists(
                 self.identifier(table_id),
                 schema=iceberg_schema_of(schema, table=name),

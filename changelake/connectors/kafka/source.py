@@ -62,6 +62,8 @@ from changelake.formats.errors import DecodeError
 __all__ = ["SourceRecord", "KafkaPipelineSource", "TopicPartitionKey"]
 
 log = logging.getLogger(__name__)
+#: Commit errors that only mean "the group is rebalancing" (the advisory commit is then skipped).
+_REBALANCE_CODES = frozenset({KafkaError.ILLEGAL_GENERATION, KafkaError.UNKNOWN_MEMBER_ID, KafkaError.REBALANCE_IN_PROGRESS})
 
 TopicPartitionKey = tuple[str, int]
 
@@ -509,13 +511,22 @@ class KafkaPipelineSource:
     # -- offsets ---------------------------------------------------------------------------------
     def commit_advisory(self, offsets: Mapping[TopicPartitionKey, int]) -> None:
         """Commit ``{(topic, partition): next offset}`` to the consumer group (only for lag watching;
-        the caller's own store is the source of truth). Raises SourceError on failure."""
+        the caller's own store is the source of truth).
+
+        A commit refused because the group is rebalancing (a worker joined, left or died:
+        ``ILLEGAL_GENERATION``, ``UNKNOWN_MEMBER_ID``, ``REBALANCE_IN_PROGRESS``) is skipped with a
+        warning: the next commit after the rebalance carries the offsets. Raises SourceError on any
+        other failure."""
         consumer = self._require()
         if not offsets:
             return
         try:
             consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
         except KafkaException as exc:
+            code = exc.args[0].code() if exc.args and isinstance(exc.args[0], KafkaError) else None
+            if code in _REBALANCE_CODES:
+                log.warning("group %r is rebalancing; advisory offset commit skipped: %s", self.group_id, exc)
+                return
             raise SourceError(f"cannot commit group offsets for group {self.group_id!r}: {exc}") from exc
 
     def lag(self) -> dict[TopicPartitionKey, int]:

@@ -26,6 +26,7 @@ def _data_files(p2, table_id: TableId) -> int:
         return len(table.inspect.files())
 
 
+@pytest.mark.parametrize("lake", ["iceberg"])  # maintenance is Iceberg's (pypaimon has no expiry/compaction)
 def test_maintenance_keeps_the_lake_readable_offsets_resumable_and_files_bounded(
     database_factory, mysql_exec, mysql_params, pipeline_pair
 ):
