@@ -126,6 +126,10 @@ def validate_sql_catalog_uri(uri: str) -> None:
                 )
 
 
+#: Tries to load a catalog that answers with a (transient) database OperationalError.
+_OPEN_ATTEMPTS = 4
+
+
 def open_catalog(options: IcebergSinkOptions) -> Catalog:
     """Load the pyiceberg catalog of ``options``; a ``file://`` warehouse folder is created.
 
@@ -141,13 +145,20 @@ def open_catalog(options: IcebergSinkOptions) -> Catalog:
     warehouse = props.get("warehouse", "")
     if warehouse.startswith("file://"):
         Path(urlparse(warehouse).path).mkdir(parents=True, exist_ok=True)
-    try:
-        return load_catalog(options.catalog_name, **props)
-    except Exception as exc:  # pyiceberg raises many types (ValueError, SQLAlchemy errors, ...)
-        raise IcebergSinkError(
-            f"cannot load Iceberg catalog {options.catalog_name!r} of type {props.get('type')!r}: "
-            f"{type(exc).__name__}"
-        ) from exc
+    for attempt in range(_OPEN_ATTEMPTS):
+        try:
+            return load_catalog(options.catalog_name, **props)
+        except Exception as exc:  # pyiceberg raises many types (ValueError, SQLAlchemy errors, ...)
+            # A SQL catalog creates its tables at load; beside another process doing the same (parallel
+            # workers on one SQLite file) that can meet "database is locked": transient, so retried.
+            if type(exc).__name__ == "OperationalError" and attempt + 1 < _OPEN_ATTEMPTS:
+                time.sleep(0.5 * 2**attempt)
+                continue
+            raise IcebergSinkError(
+                f"cannot load Iceberg catalog {options.catalog_name!r} of type {props.get('type')!r}: "
+                f"{type(exc).__name__}"
+            ) from exc
+    raise AssertionError("unreachable")
 
 
 def ensure_namespace(catalog: Catalog, namespace: str) -> None:

@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 
 from changelake.changelog import TableId
-from changelake.connectors.iceberg.errors import IcebergSinkError
+from changelake.connectors.lake.errors import LakeSinkError
 from changelake.pipeline.runner import run_pipeline
 from changelake.pipeline.scale_out import run_workers
 from changelake.pipeline.verify import verify_lake_table
@@ -66,7 +66,7 @@ def test_two_workers_one_killed_with_sigkill_keep_the_lake_exact(database_factor
                 try:
                     if verify_lake_table(p2, TableId(db, t), mysql=mysql_params, recheck_after_s=0).passed:
                         pending.discard(t)
-                except IcebergSinkError:  # not created yet
+                except LakeSinkError:  # not created yet
                     pass
             time.sleep(1)
     finally:
