@@ -21,7 +21,7 @@ from typing import Any, Callable, Generic, Literal, Mapping, TypeVar
 
 from changelake.connectors.errors import OptionValidationError
 
-__all__ = ["ConnectorContext", "Endpoint", "ConnectorFactory", "FACTORY_MODULES", "find_factory", "identifiers"]
+__all__ = ["ConnectorContext", "Endpoint", "ConnectorFactory", "FACTORY_MODULES", "find_factory", "identifiers", "supported_pairs"]
 
 O = TypeVar("O")
 C = TypeVar("C")
@@ -61,12 +61,18 @@ class Endpoint(Generic[O, C]):
             OptionValidationError ("Unsupported options found for '<identifier>'" lists the
             unsupported and the supported keys).
         build: typed options -> the connector, unopened (no I/O).
+        partitioned: a source that polls records with per-partition offsets (``kafka``) instead of
+            change events with one position (:class:`~changelake.connectors.base.ChangelogSource`),
+            or a sink that stores per-partition offsets with each commit
+            (:class:`~changelake.connectors.base.LakeSink`). A partitioned source needs a
+            partitioned sink; a positioned source feeds any sink.
     """
 
     required: tuple[str, ...]
     optional: tuple[str, ...]
     validate: Callable[[Mapping[str, Any], ConnectorContext], O]
     build: Callable[[O, ConnectorContext], C]
+    partitioned: bool = False
 
     def create(self, raw: Mapping[str, Any], context: ConnectorContext) -> C:
         """Validate ``raw``, then build. Raises OptionValidationError."""
@@ -120,6 +126,17 @@ def find_factory(identifier: str) -> ConnectorFactory:
     if not isinstance(factory, ConnectorFactory) or factory.identifier != identifier:
         raise TypeError(f"{module}.FACTORY is not the ConnectorFactory of '{identifier}'")
     return factory
+
+
+def supported_pairs() -> list[tuple[str, str]]:
+    """Every (source, sink) identifier pair a pipeline can run, sorted."""
+    sinks = [(i, find_factory(i).endpoint("sink")) for i in identifiers("sink")]
+    return [
+        (source, sink)
+        for source in identifiers("source")
+        for sink, endpoint in sinks
+        if endpoint.partitioned or not find_factory(source).endpoint("source").partitioned
+    ]
 
 
 def identifiers(role: Role | None = None) -> list[str]:

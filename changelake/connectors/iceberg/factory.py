@@ -26,6 +26,6 @@ def _build(options: IcebergSinkOptions, context: ConnectorContext) -> "IcebergSi
 #: The ``iceberg`` sink factory (registered in :mod:`changelake.connectors.registry`).
 FACTORY = ConnectorFactory(
     IDENTIFIER,
-    sink=Endpoint(required=(), optional=SUPPORTED_KEYS, validate=_validate, build=_build),
+    sink=Endpoint(required=(), optional=SUPPORTED_KEYS, validate=_validate, build=_build, partitioned=True),
     description="Primary-key lake tables, Kafka offsets or the source position stored with each commit.",
 )

@@ -56,6 +56,7 @@ FACTORY = ConnectorFactory(
         optional=(*sorted(o.key for o in SOURCE_OPTIONS), PROPERTIES_PREFIX + "*", _FORMAT_PREFIX),
         validate=_validate_source,
         build=_build_source,
+        partitioned=True,
     ),
     sink=Endpoint(
         required=(_BOOTSTRAP,),

@@ -78,3 +78,12 @@ def test_factories_build_unopened_connectors_of_the_contract(
     connector = find_factory(identifier).endpoint(role).create(raw, CTX)  # type: ignore[arg-type]
     assert isinstance(connector, contract)
     connector.close()  # idempotent and harmless before open()
+
+
+def test_supported_pairs_any_positioned_source_with_any_sink_and_kafka_into_lakes() -> None:
+    from changelake.connectors.registry import supported_pairs
+
+    assert supported_pairs() == [
+        ("kafka", "iceberg"), ("kafka", "paimon"),
+        ("mysql", "iceberg"), ("mysql", "kafka"), ("mysql", "paimon"), ("mysql", "upsert-kafka"),
+    ]
