@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from changelake.changelog.schema import Schema
 from changelake.changelog.state import KeyStateStore
 from changelake.connectors.errors import OptionValidationError
+from changelake.connectors.options import validate_delivery_guarantee as _validate_delivery_guarantee
 from changelake.connectors.registry import ConnectorContext, ConnectorFactory, Endpoint
 from changelake.connectors.upsert_kafka.ingestion_options import IDENTIFIER as _INGESTION_IDENTIFIER
 from changelake.connectors.upsert_kafka.ingestion_options import INGESTION_OPTIONS, UpsertKafkaIngestionOptions
@@ -44,7 +45,6 @@ from changelake.connectors.upsert_kafka.options import (
     OPTIONS_BY_KEY,
     REFUSED_PROPERTIES,
     BoundedMode,
-    DeliveryGuarantee,
     UpsertKafkaOptions,
     ValueFieldsInclude,
     parse_specific_offsets,
@@ -339,12 +339,9 @@ def validate_sink_buffer_flush(values: Mapping[str, Any]) -> None:
 
 
 def validate_delivery_guarantee(values: Mapping[str, Any]) -> None:
-    """exactly-once needs ``sink.transactional-id-prefix`` (Flink's message)."""
-    if values["sink.delivery-guarantee"] is DeliveryGuarantee.EXACTLY_ONCE and not values["sink.transactional-id-prefix"]:
-        raise _fail(
-            "sink.transactional-id-prefix must be specified when using DeliveryGuarantee.EXACTLY_ONCE.",
-            "sink.transactional-id-prefix",
-        )
+    """exactly-once needs ``sink.transactional-id-prefix`` (Flink's message; see
+    :func:`changelake.connectors.options.validate_delivery_guarantee`)."""
+    _validate_delivery_guarantee(values["sink.delivery-guarantee"], values["sink.transactional-id-prefix"])
 
 
 def validate_scan_bounded(values: Mapping[str, Any]) -> None:
