@@ -26,6 +26,7 @@ from changelake.changelog.route import Router, parse_route_rules
 from changelake.changelog.transform import Transformer, infer_schema, parse_transform_rules
 from changelake.connectors.base import ChangelogSink, ChangelogSource, LakeSink
 from changelake.connectors.errors import OptionValidationError
+from changelake.connectors.lake.offsets import split_topic_partition
 from changelake.connectors.lake.position_sink import LakePositionSink
 from changelake.connectors.registry import ConnectorContext, find_factory, supported_pairs
 from changelake.pipeline.definition import PipelineDefinition
@@ -392,12 +393,12 @@ def run_kafka_to_iceberg(
     sink = open_lake_sink(defn)
     try:
         checkpoint = read_lake_checkpoint(sink, defn.name)
-        start = {_split_tp(k): v for k, v in checkpoint.items()}
+        start = {split_topic_partition(k): v for k, v in checkpoint.items()}
         source: KafkaPipelineSource = find_factory(defn.source_type).create_source(
             defn.options("source"), ConnectorContext(defn.name)
         )
         if worker:
-            source.open_group(lambda tps: {_split_tp(k): v for k, v in read_lake_checkpoint(sink, defn.name).items()})
+            source.open_group(lambda tps: {split_topic_partition(k): v for k, v in read_lake_checkpoint(sink, defn.name).items()})
             checkpoint = {}  # this worker's own view; written merged (max per partition) with the others'
         else:
             source.open(start_offsets=start or None)
@@ -483,7 +484,7 @@ def run_kafka_to_iceberg(
                         source.flush_dead_letters()  # copies are acknowledged before the lake moves past them
                         results = sink.flush()
                         stats.offsets.update(pending.offsets)
-                        source.commit_advisory({_split_tp(k): v for k, v in pending.offsets.items()})
+                        source.commit_advisory({split_topic_partition(k): v for k, v in pending.offsets.items()})
                         stats.batches += 1
                         for table, count in pending.applied.items():
                             stats.tables[table] = stats.tables.get(table, 0) + count
@@ -575,11 +576,6 @@ def _note_inferred(
                 event = replace(event, schema=schema)
         out.append(event)
     return out
-
-
-def _split_tp(key: str) -> tuple[str, int]:
-    topic, _, partition = key.rpartition("/")
-    return topic, int(partition)
 
 
 def kafka_lag(defn: PipelineDefinition, timeout_s: float = 10.0) -> dict[str, tuple[int, int]]:

@@ -26,7 +26,7 @@ from changelake.connectors.mysql_cdc.selectors import TableSelectors
 if TYPE_CHECKING:
     from changelake.connectors.mysql_cdc.source import MySqlSource
 
-__all__ = ["IDENTIFIER", "FACTORY", "validate_options", "create_source"]
+__all__ = ["IDENTIFIER", "FACTORY", "validate_options"]
 
 IDENTIFIER = "mysql"
 #: keys a pipeline definition may carry next to the options (Flink CDC consumes them itself).
@@ -182,17 +182,6 @@ def validate_options(raw: Mapping[str, Any]) -> MySqlSourceOptions:
 
         parse_gtid_set(opts.specific_offset_gtid_set)
     return opts
-
-
-def create_source(raw: Mapping[str, Any], start_position: Mapping[str, Any] | None = None) -> "MySqlSource":
-    """Validate ``raw`` and build a (not yet opened) :class:`MySqlSource`.
-
-    Raises:
-        OptionValidationError: see :func:`validate_options`.
-    """
-    from changelake.connectors.mysql_cdc.source import MySqlSource
-
-    return MySqlSource(validate_options(raw), start_position)
 
 
 def _build_source(options: MySqlSourceOptions, context: ConnectorContext) -> "MySqlSource":
