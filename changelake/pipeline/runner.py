@@ -2,12 +2,12 @@
 
 Sources and sinks come from :mod:`changelake.connectors.registry` by their ``type``. A
 positioned source (``mysql``) feeds Kafka (Pipeline 1), upsert-kafka, or a lake directly; a
-partitioned source (``kafka``) feeds a lake (Pipeline 2). Both loops have one shape: poll a batch from the source, route and transform it, write it
-to the sink together with the source position, commit, repeat. A run is unbounded (until
-``stop`` is set or the process is terminated) or bounded: ``until_caught_up`` stops once the
-source has delivered everything that existed when it last looked, ``max_duration_s`` after that
-many seconds. Positions live with the data (Kafka transaction / Iceberg snapshot summary), so the
-next run resumes exactly where this one stopped.
+partitioned source (``kafka``) feeds a lake (Pipeline 2). Both loops have one shape: poll a batch
+from the source, route and transform it, write it to the sink together with the source position,
+commit, repeat. A run is unbounded (until ``stop`` is set or the process is terminated) or
+bounded: ``until_caught_up`` stops once the source has delivered everything that existed when it
+last looked, ``max_duration_s`` after that many seconds. Positions live with the data (Kafka
+transaction / lake snapshot and checkpoint), so the next run resumes exactly where this one stopped.
 """
 
 from __future__ import annotations
@@ -175,7 +175,7 @@ def run_pipeline(
 # ---------------------------------------------------------------------------------------------
 
 
-def open_changelog_sink(defn: PipelineDefinition) -> ChangelogSink:
+def build_changelog_sink(defn: PipelineDefinition) -> ChangelogSink:
     """The unopened sink of a positioned-source pipeline, built by the registry from ``sink.type``;
     a lake sink (``iceberg``, ``paimon``) is wrapped in :class:`LakePositionSink`."""
     context = ConnectorContext(defn.name)
@@ -209,7 +209,7 @@ def run_changelog_pipeline(
     router, transformer = _router(defn), Transformer(parse_transform_rules(defn.transform))
     stats = RunStats(defn.name)
     clock = _Clock(max_duration_s, stop)
-    sink = open_changelog_sink(defn)
+    sink = build_changelog_sink(defn)
     sink.open()
     try:
         position = sink.stored_position()
