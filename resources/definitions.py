@@ -7,6 +7,7 @@ import dagster as dg
 from resources.connections import IcebergCatalogResource, KafkaResource, MySqlResource
 from resources.lake_io import LakeIOManager
 from resources.pageviews import PageviewsTopics
+from resources.upsert_kafka import UpsertKafkaResource
 
 
 def defs() -> dg.Definitions:
@@ -22,5 +23,6 @@ def defs() -> dg.Definitions:
             "lake": IcebergCatalogResource(uri=dg.EnvVar("ICEBERG_CATALOG_URI"), warehouse=dg.EnvVar("ICEBERG_WAREHOUSE")),
             "lake_io_manager": LakeIOManager(uri=dg.EnvVar("ICEBERG_CATALOG_URI"), warehouse=dg.EnvVar("ICEBERG_WAREHOUSE")),
             "pageviews_topics": PageviewsTopics(),
+            "upsert_kafka": UpsertKafkaResource(bootstrap_servers=dg.EnvVar("KAFKA_BOOTSTRAP_SERVERS")),
         }
     )

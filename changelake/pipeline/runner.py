@@ -1,11 +1,13 @@
-"""Runs a pipeline definition: MySQL -> Kafka (Pipeline 1) or Kafka -> Iceberg (Pipeline 2).
+"""Runs a pipeline definition: any registered source with any registered sink it can feed.
 
-Both runners share one loop shape: poll a batch from the source, route and transform it, write it
-to the sink together with the source position, commit, repeat. A run is unbounded (until
-``stop`` is set or the process is terminated) or bounded: ``until_caught_up`` stops once the
-source has delivered everything that existed when it last looked, ``max_duration_s`` after that
-many seconds. Positions live with the data (Kafka transaction / Iceberg snapshot summary), so the
-next run resumes exactly where this one stopped.
+Sources and sinks come from :mod:`changelake.connectors.registry` by their ``type``. A
+positioned source (``mysql``) feeds Kafka (Pipeline 1), upsert-kafka, or a lake directly; a
+partitioned source (``kafka``) feeds a lake (Pipeline 2). Both loops have one shape: poll a batch
+from the source, route and transform it, write it to the sink together with the source position,
+commit, repeat. A run is unbounded (until ``stop`` is set or the process is terminated) or
+bounded: ``until_caught_up`` stops once the source has delivered everything that existed when it
+last looked, ``max_duration_s`` after that many seconds. Positions live with the data (Kafka
+transaction / lake snapshot and checkpoint), so the next run resumes exactly where this one stopped.
 """
 
 from __future__ import annotations
@@ -22,10 +24,14 @@ from changelake.changelog.row import ChangelogRow
 from changelake.changelog.errors import ChangelogError
 from changelake.changelog.route import Router, parse_route_rules
 from changelake.changelog.transform import Transformer, infer_schema, parse_transform_rules
+from changelake.connectors.base import ChangelogSink, ChangelogSource, LakeSink
 from changelake.connectors.errors import OptionValidationError
+from changelake.connectors.lake.offsets import split_topic_partition
+from changelake.connectors.lake.position_sink import LakePositionSink
+from changelake.connectors.registry import ConnectorContext, find_factory, supported_pairs
 from changelake.pipeline.definition import PipelineDefinition
 
-__all__ = ["RunStats", "run_pipeline", "run_mysql_to_kafka", "run_kafka_to_iceberg", "kafka_lag"]
+__all__ = ["RunStats", "run_pipeline", "run_changelog_pipeline", "run_kafka_to_iceberg", "kafka_lag"]
 
 BatchCallback = Callable[[dict[str, Any]], None]
 
@@ -132,35 +138,57 @@ def run_pipeline(
     batch_size: int = 2000,
     on_batch: BatchCallback | None = None,
 ) -> RunStats:
-    """Run ``defn`` by its source and sink types.
+    """Run ``defn``: its source and sink come from the connector registry by ``type``.
+
+    A partitioned source (``kafka``: per-partition offsets) feeds a lake sink through
+    :func:`run_kafka_to_iceberg`; a positioned source (``mysql``) feeds any other registered sink
+    through :func:`run_changelog_pipeline` (``kafka``, ``upsert-kafka``, and ``iceberg``/``paimon``
+    directly, as Flink CDC does). ``batch_size``: records or events per poll (2000).
 
     Raises:
-        OptionValidationError: an unsupported source/sink pair or invalid options.
+        OptionValidationError: an unknown connector type (the registered ones are listed), a
+            connector used on the wrong side, a partitioned source with a non-lake sink, or
+            invalid options.
         ChangelakeError subclasses from the connectors (source gone, delivery failed, ...).
     """
-    pair = (defn.source_type, defn.sink_type)
-    if pair in (("mysql", "kafka"), ("mysql", "upsert-kafka")):
-        runner = run_mysql_to_kafka
-    elif pair in (("kafka", "iceberg"), ("kafka", "paimon")):
-        runner = run_kafka_to_iceberg
-    else:
+    source = find_factory(defn.source_type).endpoint("source")
+    sink = find_factory(defn.sink_type).endpoint("sink")
+    if source.partitioned and not sink.partitioned:
         raise OptionValidationError(
             f"pipeline '{defn.name}': source type '{defn.source_type}' with sink type '{defn.sink_type}' is not "
-            "supported; supported pairs: mysql -> kafka, mysql -> upsert-kafka, kafka -> iceberg, kafka -> paimon",
+            "supported; supported pairs: " + ", ".join(f"{a} -> {b}" for a, b in supported_pairs()),
             option="type",
         )
-    return runner(
-        defn, until_caught_up=until_caught_up, max_duration_s=max_duration_s, stop=stop, batch_size=batch_size,
-        on_batch=on_batch,
+    if source.partitioned:
+        return run_kafka_to_iceberg(
+            defn, until_caught_up=until_caught_up, max_duration_s=max_duration_s, stop=stop,
+            batch_size=batch_size, on_batch=on_batch,
+        )
+    return run_changelog_pipeline(
+        defn, until_caught_up=until_caught_up, max_duration_s=max_duration_s, stop=stop,
+        batch_size=batch_size, on_batch=on_batch,
     )
 
 
 # ---------------------------------------------------------------------------------------------
-# Pipeline 1: MySQL -> Kafka
+# A positioned source (MySQL) into any sink that stores the position with the data
 # ---------------------------------------------------------------------------------------------
 
 
-def run_mysql_to_kafka(
+def build_changelog_sink(defn: PipelineDefinition) -> ChangelogSink:
+    """The unopened sink of a positioned-source pipeline, built by the registry from ``sink.type``;
+    a lake sink (``iceberg``, ``paimon``) is wrapped in :class:`LakePositionSink`."""
+    context = ConnectorContext(defn.name)
+    sink = find_factory(defn.sink_type).create_sink(defn.options("sink"), context)
+    if isinstance(sink, ChangelogSink):
+        return sink
+    if isinstance(sink, LakeSink):
+        return LakePositionSink(sink, defn.name)
+    raise OptionValidationError(f"pipeline '{defn.name}': sink type '{defn.sink_type}' cannot store a source position",
+                                option="type")
+
+
+def run_changelog_pipeline(
     defn: PipelineDefinition,
     *,
     until_caught_up: bool = False,
@@ -169,25 +197,24 @@ def run_mysql_to_kafka(
     batch_size: int = 2000,
     on_batch: BatchCallback | None = None,
 ) -> RunStats:
-    """Snapshot, then binlog, into one Kafka topic per table; the source position is committed
-    with every batch (in the same Kafka transaction under ``exactly-once``).
+    """Snapshot, then binlog, into the sink; the source position is committed with every batch.
 
-    The sink is chosen by ``sink.type``: ``kafka`` -> KafkaPipelineSink (Flink CDC's Kafka pipeline
-    sink), ``upsert-kafka`` -> UpsertKafkaIngestionSink (keyed, compacted topics; tombstones for deletes).
+    The sink stores the position with the data: a Kafka transaction with an offsets-topic record
+    under ``exactly-once`` (``kafka``: KafkaPipelineSink, Flink CDC's Kafka pipeline sink;
+    ``upsert-kafka``: keyed, compacted topics with tombstones), or the lake's pipeline checkpoint
+    after the table commits (``iceberg``/``paimon`` through :class:`LakePositionSink`, whose
+    tables skip replayed events by their sequence number). A restart resumes at the stored
+    position: no loss, no duplicate.
     """
-    from changelake.connectors.kafka.sink import KafkaPipelineSink
-    from changelake.connectors.mysql_cdc.source import MySqlSource
-    from changelake.connectors.upsert_kafka.ingestion import UpsertKafkaIngestionSink
-
     router, transformer = _router(defn), Transformer(parse_transform_rules(defn.transform))
     stats = RunStats(defn.name)
     clock = _Clock(max_duration_s, stop)
-    sink_class = UpsertKafkaIngestionSink if defn.sink_type == "upsert-kafka" else KafkaPipelineSink
-    sink = sink_class(defn.options("sink"), pipeline_name=defn.name)
+    sink = build_changelog_sink(defn)
     sink.open()
     try:
         position = sink.stored_position()
-        source = MySqlSource(defn.options("source"), start_position=position)
+        context = ConnectorContext(defn.name, start_position=position)
+        source: ChangelogSource = find_factory(defn.source_type).create_source(defn.options("source"), context)
         source.open()
         try:
             committed = position
@@ -200,7 +227,7 @@ def run_mysql_to_kafka(
                 if events:
                     out = _route_and_transform(events, router, transformer)
                     sink.write(out)
-                if events or (current is not None and current != committed):
+                if current is not None and (events or current != committed):
                     sink.commit(current)
                     committed = current
                     stats.position = current
@@ -244,36 +271,32 @@ def read_checkpoint(catalog: Any, pipeline: str) -> dict[str, int]:
     commits succeeded; a restart seeks there and each table skips what it already holds (its own
     offsets live in its Iceberg snapshot summary).
     """
-    try:
-        props = catalog.load_namespace_properties(CHECKPOINT_NAMESPACE)
-    except Exception:  # NoSuchNamespaceError: first run
-        return {}
-    raw = props.get(_checkpoint_key(pipeline))
+    from changelake.connectors.iceberg.writer import read_namespace_property
+
+    raw = read_namespace_property(catalog, _checkpoint_key(pipeline))
     return {k: int(v) for k, v in json.loads(raw).items()} if raw else {}
 
 
 def write_checkpoint(catalog: Any, pipeline: str, offsets: Mapping[str, int]) -> None:
     """Store ``offsets`` as the pipeline checkpoint of an Iceberg lake (a property of the catalog
     namespace ``changelake``)."""
-    from changelake.connectors.iceberg.writer import ensure_namespace
+    from changelake.connectors.iceberg.writer import write_namespace_property
 
-    ensure_namespace(catalog, CHECKPOINT_NAMESPACE)
-    catalog.update_namespace_properties(
-        CHECKPOINT_NAMESPACE, updates={_checkpoint_key(pipeline): json.dumps(dict(offsets), sort_keys=True)}
-    )
+    write_namespace_property(catalog, _checkpoint_key(pipeline), json.dumps(dict(offsets), sort_keys=True))
 
 
 def open_lake_sink(defn: PipelineDefinition) -> Any:
-    """The open lake sink of a Kafka -> lake pipeline, by ``sink.type``: ``iceberg`` (IcebergSink)
-    or ``paimon`` (PaimonSink). Both take ``add``/``flush`` batches with Kafka offsets."""
-    if defn.sink_type == "paimon":
-        from changelake.connectors.paimon import create_sink
+    """The open lake sink of a Kafka -> lake pipeline, built by the registry from ``sink.type``
+    (``iceberg``: IcebergSink, ``paimon``: PaimonSink). Both take ``add``/``flush`` batches with
+    Kafka offsets.
 
-        sink: Any = create_sink(defn.options("sink"))
-    else:
-        from changelake.connectors.iceberg import IcebergSink, parse_sink_options
-
-        sink = IcebergSink(parse_sink_options(defn.options("sink")))
+    Raises:
+        OptionValidationError: the sink is not a lake sink, or invalid options.
+    """
+    sink = find_factory(defn.sink_type).create_sink(defn.options("sink"), ConnectorContext(defn.name))
+    if not isinstance(sink, LakeSink):
+        raise OptionValidationError(f"pipeline '{defn.name}': sink type '{defn.sink_type}' is not a lake sink",
+                                    option="type")
     sink.open()
     return sink
 
@@ -370,10 +393,12 @@ def run_kafka_to_iceberg(
     sink = open_lake_sink(defn)
     try:
         checkpoint = read_lake_checkpoint(sink, defn.name)
-        start = {_split_tp(k): v for k, v in checkpoint.items()}
-        source = KafkaPipelineSource(defn.options("source"), group_id=f"changelake-{defn.name}")
+        start = {split_topic_partition(k): v for k, v in checkpoint.items()}
+        source: KafkaPipelineSource = find_factory(defn.source_type).create_source(
+            defn.options("source"), ConnectorContext(defn.name)
+        )
         if worker:
-            source.open_group(lambda tps: {_split_tp(k): v for k, v in read_lake_checkpoint(sink, defn.name).items()})
+            source.open_group(lambda tps: {split_topic_partition(k): v for k, v in read_lake_checkpoint(sink, defn.name).items()})
             checkpoint = {}  # this worker's own view; written merged (max per partition) with the others'
         else:
             source.open(start_offsets=start or None)
@@ -459,7 +484,7 @@ def run_kafka_to_iceberg(
                         source.flush_dead_letters()  # copies are acknowledged before the lake moves past them
                         results = sink.flush()
                         stats.offsets.update(pending.offsets)
-                        source.commit_advisory({_split_tp(k): v for k, v in pending.offsets.items()})
+                        source.commit_advisory({split_topic_partition(k): v for k, v in pending.offsets.items()})
                         stats.batches += 1
                         for table, count in pending.applied.items():
                             stats.tables[table] = stats.tables.get(table, 0) + count
@@ -551,11 +576,6 @@ def _note_inferred(
                 event = replace(event, schema=schema)
         out.append(event)
     return out
-
-
-def _split_tp(key: str) -> tuple[str, int]:
-    topic, _, partition = key.rpartition("/")
-    return topic, int(partition)
 
 
 def kafka_lag(defn: PipelineDefinition, timeout_s: float = 10.0) -> dict[str, tuple[int, int]]:

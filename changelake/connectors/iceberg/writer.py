@@ -171,6 +171,28 @@ def ensure_namespace(catalog: Catalog, namespace: str) -> None:
             raise
 
 
+#: Catalog namespace whose properties hold the pipeline checkpoints of an Iceberg lake.
+PIPELINE_NAMESPACE = "changelake"
+
+
+def read_namespace_property(catalog: Catalog, key: str) -> str | None:
+    """Property ``key`` of namespace :data:`PIPELINE_NAMESPACE`; None when it or the namespace is absent."""
+    from pyiceberg.exceptions import NoSuchNamespaceError
+
+    try:
+        props = catalog.load_namespace_properties(PIPELINE_NAMESPACE)
+    except NoSuchNamespaceError:  # first run
+        return None
+    value = props.get(key)
+    return str(value) if value is not None else None
+
+
+def write_namespace_property(catalog: Catalog, key: str, value: str) -> None:
+    """Set property ``key`` of namespace :data:`PIPELINE_NAMESPACE` (created if missing)."""
+    ensure_namespace(catalog, PIPELINE_NAMESPACE)
+    catalog.update_namespace_properties(PIPELINE_NAMESPACE, updates={key: value})
+
+
 class IcebergSink:
     """Changelog sink into Iceberg tables with offsets stored in snapshots (exactly-once).
 
@@ -218,6 +240,18 @@ class IcebergSink:
         if self._catalog is None:
             raise IcebergSinkError("IcebergSink is not open; call open() first")
         return self._catalog
+
+    # -- pipeline properties (checkpoints) -----------------------------------------------------
+    def read_pipeline_property(self, key: str) -> str | None:
+        """A pipeline property (e.g. a checkpoint) of this lake, None when absent.
+
+        Kept as a property of the catalog namespace :data:`PIPELINE_NAMESPACE` (``changelake``).
+        """
+        return read_namespace_property(self.catalog, key)
+
+    def write_pipeline_property(self, key: str, value: str) -> None:
+        """Store a pipeline property (one namespace-properties update; creates the namespace)."""
+        write_namespace_property(self.catalog, key, value)
 
     # -- tables --------------------------------------------------------------------------------
     def identifier(self, table_id: TableId) -> tuple[str, str]:

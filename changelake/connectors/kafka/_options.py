@@ -7,11 +7,11 @@ in Flink's order: unknown keys (outside the skipped prefixes) -> required keys -
 from __future__ import annotations
 
 import enum
-import re
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Callable, Generic, Iterable, Mapping, TypeVar
 
+from changelake.connectors import options as _options
 from changelake.connectors.errors import OptionValidationError
 
 __all__ = [
@@ -76,24 +76,16 @@ def parse_int(minimum: int | None = None) -> Callable[[str, str], int]:
     return parse
 
 
-_DURATION_RE = re.compile(r"^\s*(\d+)\s*(ms|milli|millis|millisecond|milliseconds|s|sec|secs|second|seconds|"
-                          r"min|m|minute|minutes|h|hour|hours|d|day|days)?\s*$", re.I)
-_UNITS = {"ms": 0.001, "milli": 0.001, "millis": 0.001, "millisecond": 0.001, "milliseconds": 0.001,
-          "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
-          "m": 60, "min": 60, "minute": 60, "minutes": 60,
-          "h": 3600, "hour": 3600, "hours": 3600, "d": 86400, "day": 86400, "days": 86400}
-
-
 def parse_duration(text: str, key: str) -> timedelta:
-    """Flink duration text (``30s``, ``500ms``, ``1 min``; a bare number is ms) -> timedelta."""
-    m = _DURATION_RE.match(text)
-    if not m:
+    """Flink duration text (``30s``, ``500ms``, ``1 min``; a bare number is ms) -> timedelta, with
+    :func:`changelake.connectors.options.parse_duration`. Raises OptionValidationError naming ``key``."""
+    try:
+        return _options.parse_duration(text)
+    except ValueError:
         raise OptionValidationError(
             f"Could not parse value '{text}' for key '{key}'. Expected a duration such as '30s' or '500ms'.",
             option=key,
-        )
-    unit = (m.group(2) or "ms").lower()
-    return timedelta(seconds=int(m.group(1)) * _UNITS[unit])
+        ) from None
 
 
 def parse_enum(cls: type[E]) -> Callable[[str, str], E]:

@@ -52,6 +52,7 @@ from confluent_kafka.admin import AdminClient
 
 from changelake.changelog.event import DataChangeEvent, Op
 from changelake.changelog.row import ChangelogRow
+from changelake.changelog.rowkind import RETRACT, RowKind
 from changelake.changelog.schema import Schema, TableId
 from changelake.connectors.errors import SinkFlushError
 from changelake.connectors.kafka._formats import create_format
@@ -106,6 +107,9 @@ class KafkaPipelineSink:
 
     The constructor does no I/O; :meth:`open` connects. Not thread-safe.
     """
+
+    #: Row kinds this sink accepts: all (debezium-json and canal-json carry before and after images).
+    changelog_mode: frozenset[RowKind] = RETRACT
 
     def __init__(self, options: Mapping[str, Any] | KafkaSinkOptions, pipeline_name: str) -> None:
         if isinstance(options, KafkaSinkOptions):

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Mapping
 
+from changelake.connectors.options import DeliveryGuarantee
 from changelake.changelog.selectors import SelectorError, Selectors, split_unescaped
 from changelake.connectors.errors import OptionValidationError
 from changelake.connectors.kafka._options import (
@@ -77,14 +78,6 @@ class PartitionStrategy(enum.Enum):
 
     ALL_TO_ZERO = "all-to-zero"  # every record to partition 0
     HASH_BY_KEY = "hash-by-key"  # murmur2(key bytes) as Kafka's Java client
-
-
-class DeliveryGuarantee(enum.Enum):
-    """``sink.delivery-guarantee`` (Flink's DeliveryGuarantee)."""
-
-    NONE = "none"
-    AT_LEAST_ONCE = "at-least-once"
-    EXACTLY_ONCE = "exactly-once"
 
 
 VALUE_FORMAT = Option("value.format", parse_enum(ValueFormat), ValueFormat.DEBEZIUM_JSON,

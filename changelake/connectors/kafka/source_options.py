@@ -32,6 +32,7 @@ from datetime import timedelta
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from changelake.connectors.options import parse_topic_partition_offsets
 from changelake.connectors.errors import OptionValidationError
 from changelake.connectors.kafka._options import (
     Option,
@@ -103,32 +104,15 @@ SOURCE_OPTIONS: tuple[Option[Any], ...] = (
     DISCOVERY_INTERVAL, DEAD_LETTER_TOPIC, INFERENCE_STRATEGY, TYPE, NAME,
 )
 
-_SPECIFIC_RE = re.compile(r"^\s*(?:topic:(?P<topic>[^,]+),)?\s*partition:(?P<p>\d+)\s*,\s*offset:(?P<o>\d+)\s*$")
-
-
 def parse_specific_offsets(text: str, default_topic: str | None) -> dict[tuple[str, int], int]:
-    """Parse ``scan.startup.specific-offsets`` into ``{(topic, partition): offset}``.
+    """Parse ``scan.startup.specific-offsets`` into ``{(topic, partition): offset}``
+    (:func:`changelake.connectors.options.parse_topic_partition_offsets`).
 
     Raises:
         OptionValidationError: malformed text (message quotes it, as Flink's
             "Invalid properties 'scan.startup.specific-offsets' should follow the format …").
     """
-    key = SPECIFIC_OFFSETS.key
-    out: dict[tuple[str, int], int] = {}
-    for item in text.split(";"):
-        if not item.strip():
-            continue
-        m = _SPECIFIC_RE.match(item)
-        topic = (m.group("topic") if m else None) or default_topic
-        if not m or topic is None:
-            raise OptionValidationError(
-                f"Invalid properties '{key}' should follow the format "
-                f"'partition:0,offset:42;partition:1,offset:300' (or 'topic:t,partition:0,offset:42' with several "
-                f"topics), but is '{text}'.",
-                option=key,
-            )
-        out[(topic.strip(), int(m.group("p")))] = int(m.group("o"))
-    return out
+    return parse_topic_partition_offsets(text, SPECIFIC_OFFSETS.key, default_topic)
 
 
 @dataclass(frozen=True)

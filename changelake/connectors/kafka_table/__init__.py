@@ -10,7 +10,6 @@ from changelake.connectors.kafka_table.factory import (
     create_sink,
     create_sink_from_ddl,
     create_source,
-    create_source_from_ddl,
 )
 from changelake.connectors.kafka_table.options import (
     IDENTIFIER,
@@ -39,6 +38,5 @@ __all__ = [
     "create_sink",
     "create_sink_from_ddl",
     "create_source",
-    "create_source_from_ddl",
     "parse_options",
 ]

@@ -23,7 +23,7 @@ from changelake.connectors.kafka_table.options import KafkaTableOptions, ValueFi
 from changelake.connectors.kafka_table.sink import KafkaTableSink
 from changelake.connectors.kafka_table.source import KafkaTableSource
 
-__all__ = ["create_sink", "create_source", "create_sink_from_ddl", "create_source_from_ddl", "build_formats"]
+__all__ = ["create_sink", "create_source", "create_sink_from_ddl", "build_formats"]
 
 DEFAULT_PREFIX = "default_catalog.default_database."
 
@@ -121,9 +121,3 @@ def create_sink_from_ddl(ddl: str, **overrides: Any) -> KafkaTableSink:
     decl = _parse_ddl(ddl)
     overrides.setdefault("table_name", decl.name)
     return create_sink(decl.options, decl.schema, **overrides)
-
-
-def create_source_from_ddl(ddl: str) -> KafkaTableSource:
-    """A source from ``CREATE TABLE ... WITH ('connector' = 'kafka', ...)`` text."""
-    decl = _parse_ddl(ddl)
-    return create_source(decl.options, decl.schema, table_name=decl.name)

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Mapping, TypeVar
 
+from changelake.connectors.options import DeliveryGuarantee, parse_duration, parse_partition_offsets
+from changelake.connectors.options import validate_delivery_guarantee as _validate_delivery_guarantee
 from changelake.changelog.schema import Schema
 from changelake.connectors.errors import OptionValidationError
 
@@ -63,14 +65,6 @@ class SinkPartitioner(enum.Enum):
     ROUND_ROBIN = "round-robin"  # partitions in turn, whatever the key
 
 
-class DeliveryGuarantee(enum.Enum):
-    """``sink.delivery-guarantee``."""
-
-    NONE = "none"
-    AT_LEAST_ONCE = "at-least-once"
-    EXACTLY_ONCE = "exactly-once"
-
-
 class ValueFieldsInclude(enum.Enum):
     """``value.fields-include``: whether key fields are also written into the value."""
 
@@ -106,7 +100,6 @@ OPTIONS: dict[str, str] = {
 }
 
 _DEFAULT_STARTUP = ScanStartupMode.GROUP_OFFSETS
-_OFFSETS_RE = re.compile(r"^\s*partition\s*:\s*(\d+)\s*,\s*offset\s*:\s*(\d+)\s*$")
 
 
 @dataclass(frozen=True)
@@ -228,38 +221,28 @@ def _int(raw: Mapping[str, str], key: str, minimum: int = 0) -> int | None:
     return v
 
 
-_DURATION_RE = re.compile(r"^\s*(\d+)\s*(ms|s|sec|min|m|h|d)?\s*$", re.I)
-_UNIT_S = {"ms": 0.001, "s": 1, "sec": 1, "min": 60, "m": 60, "h": 3600, "d": 86400}
-
-
 def _duration(raw: Mapping[str, str], key: str) -> timedelta | None:
     if key not in raw:
         return None
-    m = _DURATION_RE.match(str(raw[key]))
-    if not m:
+    try:
+        return parse_duration(str(raw[key]))
+    except ValueError:
         raise OptionValidationError(
             f"Could not parse value '{raw[key]}' for key '{key}'. Expected a duration such as '30 s' or '500ms'.", option=key
-        )
-    return timedelta(seconds=int(m.group(1)) * _UNIT_S[(m.group(2) or "ms").lower()])
+        ) from None
 
 
 def parse_specific_offsets(text: str, key: str) -> dict[int, int]:
-    """Parse Flink's ``partition:0,offset:42;partition:1,offset:300`` into {partition: offset}.
+    """Parse Flink's ``partition:0,offset:42;partition:1,offset:300`` into {partition: offset}
+    (:func:`changelake.connectors.options.parse_partition_offsets`).
 
     Raises:
         OptionValidationError: with Flink's message quoting the value.
     """
-    out: dict[int, int] = {}
-    for part in str(text).strip().rstrip(";").split(";"):
-        m = _OFFSETS_RE.match(part)
-        if not m:
-            raise OptionValidationError(
-                f"Invalid properties '{key}' should follow the format "
-                f"'partition:0,offset:42;partition:1,offset:300', but is '{text}'.",
-                option=key,
-            )
-        out[int(m.group(1))] = int(m.group(2))
-    return out
+    try:
+        return parse_partition_offsets(text, key)
+    except ValueError as exc:
+        raise OptionValidationError(str(exc), option=key) from None
 
 
 # -- validation -----------------------------------------------------------------------------------
@@ -380,11 +363,7 @@ def validate_scan(opts: KafkaTableOptions) -> None:
 
 def validate_delivery_guarantee(opts: KafkaTableOptions) -> None:
     """exactly-once needs 'sink.transactional-id-prefix' (``KafkaConnectorOptionsUtil``'s message)."""
-    if opts.sink_delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE and not opts.sink_transactional_id_prefix:
-        raise OptionValidationError(
-            "sink.transactional-id-prefix must be specified when using DeliveryGuarantee.EXACTLY_ONCE.",
-            option="sink.transactional-id-prefix",
-        )
+    _validate_delivery_guarantee(opts.sink_delivery_guarantee, opts.sink_transactional_id_prefix)
 
 
 def parse_options(raw: Mapping[str, Any], schema: Schema | None = None, *, for_sink: bool = False) -> KafkaTableOptions:

@@ -34,7 +34,8 @@ def topic_partition(topic: str, partition: int) -> str:
 
 
 def split_topic_partition(key: str) -> tuple[str, int]:
-    """Inverse of :func:`topic_partition` (splits at the last ``/``). Raises ValueError."""
+    """Inverse of :func:`topic_partition` (splits at the last ``/``); used by the runner to seek.
+    Raises ValueError."""
     topic, _, partition = key.rpartition("/")
     if not topic:
         raise ValueError(f"offsets key {key!r} is not 'topic/partition'")

@@ -1,11 +1,11 @@
 """MySQL CDC source: initial snapshot + binlog, as Flink CDC's MySQL pipeline source (``type: mysql``).
 
-Public entry points: :func:`factory.create_source` / :class:`source.MySqlSource`, options in
+Public entry points: :data:`factory.FACTORY` (registered as ``mysql``) / :class:`source.MySqlSource`, options in
 :mod:`options`, positions in :mod:`positions`, errors in :mod:`errors`.
 """
 
 from changelake.connectors.mysql_cdc.errors import BinlogPurgedError, BinlogSettingsError, ServerIdClashError
-from changelake.connectors.mysql_cdc.factory import IDENTIFIER, create_source, validate_options
+from changelake.connectors.mysql_cdc.factory import FACTORY, IDENTIFIER, validate_options
 from changelake.connectors.mysql_cdc.options import MySqlSourceOptions, ServerIdRange, StartupMode
 from changelake.connectors.mysql_cdc.source import MySqlSource
 
@@ -18,6 +18,6 @@ __all__ = [
     "ServerIdClashError",
     "ServerIdRange",
     "StartupMode",
-    "create_source",
+    "FACTORY",
     "validate_options",
 ]

@@ -10,6 +10,7 @@ import zoneinfo
 from typing import TYPE_CHECKING, Any, Mapping
 
 from changelake.connectors.errors import OptionValidationError
+from changelake.connectors.registry import ConnectorContext, ConnectorFactory, Endpoint
 from changelake.connectors.mysql_cdc.options import (
     METADATA_COLUMNS,
     OPTION_KEYS,
@@ -25,7 +26,7 @@ from changelake.connectors.mysql_cdc.selectors import TableSelectors
 if TYPE_CHECKING:
     from changelake.connectors.mysql_cdc.source import MySqlSource
 
-__all__ = ["IDENTIFIER", "validate_options", "create_source"]
+__all__ = ["IDENTIFIER", "FACTORY", "validate_options"]
 
 IDENTIFIER = "mysql"
 #: keys a pipeline definition may carry next to the options (Flink CDC consumes them itself).
@@ -183,12 +184,20 @@ def validate_options(raw: Mapping[str, Any]) -> MySqlSourceOptions:
     return opts
 
 
-def create_source(raw: Mapping[str, Any], start_position: Mapping[str, Any] | None = None) -> "MySqlSource":
-    """Validate ``raw`` and build a (not yet opened) :class:`MySqlSource`.
-
-    Raises:
-        OptionValidationError: see :func:`validate_options`.
-    """
+def _build_source(options: MySqlSourceOptions, context: ConnectorContext) -> "MySqlSource":
     from changelake.connectors.mysql_cdc.source import MySqlSource
 
-    return MySqlSource(validate_options(raw), start_position)
+    return MySqlSource(options, context.start_position)
+
+
+#: The ``mysql`` source factory (registered in :mod:`changelake.connectors.registry`).
+FACTORY = ConnectorFactory(
+    IDENTIFIER,
+    source=Endpoint(
+        required=REQUIRED_KEYS,
+        optional=tuple(sorted(k for k in OPTION_KEYS if k not in REQUIRED_KEYS)),
+        validate=lambda raw, context: validate_options(raw),
+        build=_build_source,
+    ),
+    description="MySQL/MariaDB snapshot + binlog change capture (Flink CDC's MySQL pipeline source).",
+)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from typing import Any
 
+from changelake.connectors import options as _options
 from changelake.connectors.errors import OptionValidationError
 from changelake.connectors.mysql_cdc.selectors import TableSelectors
 
@@ -100,28 +101,16 @@ class ServerIdRange:
         return str(self.start) if self.start == self.end else f"{self.start}-{self.end}"
 
 
-_UNITS = {
-    "ns": 1e-6, "nano": 1e-6, "nanos": 1e-6, "nanosecond": 1e-6, "nanoseconds": 1e-6,
-    "us": 1e-3, "µs": 1e-3, "micro": 1e-3, "micros": 1e-3, "microsecond": 1e-3, "microseconds": 1e-3,
-    "ms": 1.0, "milli": 1.0, "millis": 1.0, "millisecond": 1.0, "milliseconds": 1.0,
-    "s": 1e3, "sec": 1e3, "secs": 1e3, "second": 1e3, "seconds": 1e3,
-    "m": 6e4, "min": 6e4, "mins": 6e4, "minute": 6e4, "minutes": 6e4,
-    "h": 3.6e6, "hour": 3.6e6, "hours": 3.6e6,
-    "d": 8.64e7, "day": 8.64e7, "days": 8.64e7,
-}
-
-
 def parse_duration(text: str, option: str) -> timedelta:
-    """Parse a Flink duration (``30s``, ``500 ms``, ``1min``, ``2h``; a bare number is ms), as
-    Flink's ``TimeUtils.parseDuration``. Raises OptionValidationError naming ``option``."""
-    m = re.fullmatch(r"\s*(\d+)\s*([a-zA-Zµ]*)\s*", text)
-    unit = m.group(2).lower() if m else ""
-    if not m or (unit and unit not in _UNITS):
+    """Parse a Flink duration (``30s``, ``500 ms``, ``1min``, ``2h``; a bare number is ms) with
+    :func:`changelake.connectors.options.parse_duration`. Raises OptionValidationError naming ``option``."""
+    try:
+        return _options.parse_duration(text)
+    except ValueError:
         raise OptionValidationError(
             f"Could not parse value '{text}' for key '{option}': expected a duration such as '30s', '500ms', '1min'",
             option=option,
-        )
-    return timedelta(milliseconds=int(m.group(1)) * _UNITS[unit or "ms"])
+        ) from None
 
 
 def _opt(key: str, doc: str, required: bool = False) -> Any:

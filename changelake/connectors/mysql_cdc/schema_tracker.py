@@ -17,7 +17,7 @@ use a newer display width (documented trade-off; only TINYINT(1) vs TINYINT(n) d
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 from changelake.changelog.schema import Column, Schema, TableId
 from changelake.connectors.errors import SourceError
@@ -28,7 +28,7 @@ from changelake.connectors.mysql_cdc.columns import (
     to_data_type,
 )
 
-__all__ = ["TableSchema", "SchemaTracker", "load_table_schema", "load_table_schemas", "column_from_table_map", "list_tables"]
+__all__ = ["TableSchema", "SchemaTracker", "load_table_schema", "column_from_table_map", "list_tables"]
 
 # mysql-replication / MySQL binlog field type codes (pymysqlreplication.constants.FIELD_TYPE)
 _BINLOG_KINDS = {
@@ -123,11 +123,6 @@ def load_table_schema(conn: Any, table_id: TableId, *, include_comments: bool = 
         for r in rows
     )
     return TableSchema(table_id, cols, pk, table_comment)
-
-
-def load_table_schemas(conn: Any, table_ids: Iterable[TableId]) -> dict[TableId, TableSchema]:
-    """:func:`load_table_schema` for several tables."""
-    return {t: load_table_schema(conn, t) for t in table_ids}
 
 
 def list_tables(conn: Any) -> list[TableId]:

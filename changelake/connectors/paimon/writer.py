@@ -390,16 +390,8 @@ class PaimonSink:
     def read_checkpoint(self, pipeline: str) -> dict[str, int]:
         """Offsets every lake table of ``pipeline`` had absorbed at its last completed batch; ``{}``
         on the first run. Kept in the Paimon table ``changelake.pipeline_checkpoints``."""
-        from changelake.connectors.paimon.reader import scan_table
-
-        table = self.load_table(CHECKPOINT_TABLE)
-        if table is None:
-            return {}
-        rows = scan_table(table).to_pylist()
-        for row in rows:
-            if row["pipeline"] == pipeline and row["offsets"]:
-                return decode_offsets(row["offsets"])
-        return {}
+        text = self.read_pipeline_property(pipeline)
+        return decode_offsets(text) if text else {}
 
     def write_checkpoint(self, pipeline: str, offsets: Mapping[str, int]) -> None:
         """Store ``offsets`` as the checkpoint of ``pipeline`` (one upsert commit).
@@ -407,7 +399,24 @@ class PaimonSink:
         Written after all of a batch's table commits succeeded; a restart seeks there and each
         table skips what its own snapshots say it already holds.
         """
-        row = ChangelogRow.insert({"pipeline": pipeline, "offsets": encode_offsets(offsets)})
+        self.write_pipeline_property(pipeline, encode_offsets(offsets))
+
+    def read_pipeline_property(self, key: str) -> str | None:
+        """A pipeline property (e.g. a checkpoint) of this lake, None when absent: the ``offsets``
+        column of row ``key`` of the Paimon table ``changelake.pipeline_checkpoints``."""
+        from changelake.connectors.paimon.reader import scan_table
+
+        table = self.load_table(CHECKPOINT_TABLE)
+        if table is None:
+            return None
+        for row in scan_table(table).to_pylist():
+            if row["pipeline"] == key and row["offsets"]:
+                return str(row["offsets"])
+        return None
+
+    def write_pipeline_property(self, key: str, value: str) -> None:
+        """Store a pipeline property (one upsert commit of ``changelake.pipeline_checkpoints``)."""
+        row = ChangelogRow.insert({"pipeline": key, "offsets": value})
         self.write(CHECKPOINT_TABLE, [row], _CHECKPOINT_SCHEMA, {})
 
 

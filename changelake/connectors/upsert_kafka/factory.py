@@ -30,6 +30,10 @@ from typing import TYPE_CHECKING, Any, Mapping
 from changelake.changelog.schema import Schema
 from changelake.changelog.state import KeyStateStore
 from changelake.connectors.errors import OptionValidationError
+from changelake.connectors.options import validate_delivery_guarantee as _validate_delivery_guarantee
+from changelake.connectors.registry import ConnectorContext, ConnectorFactory, Endpoint
+from changelake.connectors.upsert_kafka.ingestion_options import IDENTIFIER as _INGESTION_IDENTIFIER
+from changelake.connectors.upsert_kafka.ingestion_options import INGESTION_OPTIONS, UpsertKafkaIngestionOptions
 from changelake.connectors.kafka_common import PROPERTIES_PREFIX, client_properties
 from changelake.connectors.upsert_kafka import formats_bridge
 from changelake.connectors.upsert_kafka.ddl import TableDeclaration
@@ -41,18 +45,19 @@ from changelake.connectors.upsert_kafka.options import (
     OPTIONS_BY_KEY,
     REFUSED_PROPERTIES,
     BoundedMode,
-    DeliveryGuarantee,
     UpsertKafkaOptions,
     ValueFieldsInclude,
     parse_specific_offsets,
 )
 
 if TYPE_CHECKING:
+    from changelake.connectors.upsert_kafka.ingestion import UpsertKafkaIngestionSink
     from changelake.connectors.upsert_kafka.sink import UpsertKafkaSink
     from changelake.connectors.upsert_kafka.source import UpsertKafkaSource
 
 __all__ = [
     "IDENTIFIER",
+    "FACTORY",
     "PRIMARY_KEY_REQUIRED",
     "validate_options",
     "resolve",
@@ -334,12 +339,9 @@ def validate_sink_buffer_flush(values: Mapping[str, Any]) -> None:
 
 
 def validate_delivery_guarantee(values: Mapping[str, Any]) -> None:
-    """exactly-once needs ``sink.transactional-id-prefix`` (Flink's message)."""
-    if values["sink.delivery-guarantee"] is DeliveryGuarantee.EXACTLY_ONCE and not values["sink.transactional-id-prefix"]:
-        raise _fail(
-            "sink.transactional-id-prefix must be specified when using DeliveryGuarantee.EXACTLY_ONCE.",
-            "sink.transactional-id-prefix",
-        )
+    """exactly-once needs ``sink.transactional-id-prefix`` (Flink's message; see
+    :func:`changelake.connectors.options.validate_delivery_guarantee`)."""
+    _validate_delivery_guarantee(values["sink.delivery-guarantee"], values["sink.transactional-id-prefix"])
 
 
 def validate_scan_bounded(values: Mapping[str, Any]) -> None:
@@ -478,3 +480,31 @@ def create_source(
 
     _raw, schema = resolve(declaration, schema)
     return UpsertKafkaSource(validate_options(declaration, schema), schema, store=store, **kwargs)
+
+
+# -- pipeline factory --------------------------------------------------------------------------
+
+
+def _validate_ingestion(raw: Mapping[str, Any], context: ConnectorContext) -> UpsertKafkaIngestionOptions:
+    return UpsertKafkaIngestionOptions.from_options(raw, context.pipeline)
+
+
+def _build_ingestion(options: UpsertKafkaIngestionOptions, context: ConnectorContext) -> "UpsertKafkaIngestionSink":
+    from changelake.connectors.upsert_kafka.ingestion import UpsertKafkaIngestionSink
+
+    return UpsertKafkaIngestionSink(options, context.pipeline)
+
+
+#: The ``upsert-kafka`` pipeline factory (registered in :mod:`changelake.connectors.registry`): the
+#: sink of a ``mysql -> upsert-kafka`` pipeline. Tables declared by ``WITH`` options or DDL are built
+#: by :func:`create_source` / :func:`create_sink` above.
+FACTORY = ConnectorFactory(
+    _INGESTION_IDENTIFIER,
+    sink=Endpoint(
+        required=(PROPERTIES_PREFIX + "bootstrap.servers",),
+        optional=(*sorted(o.key for o in INGESTION_OPTIONS), PROPERTIES_PREFIX + "*"),
+        validate=_validate_ingestion,
+        build=_build_ingestion,
+    ),
+    description="Keyed, compacted topics per table; deletes as tombstones (Flink's upsert-kafka).",
+)

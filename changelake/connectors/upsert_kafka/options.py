@@ -14,10 +14,11 @@ taken from Alibaba's upsert-kafka page (the seed): ``format`` is accepted as an 
 from __future__ import annotations
 
 import enum
-import re
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Callable, Mapping
+
+from changelake.connectors.options import DeliveryGuarantee, parse_duration, parse_partition_offsets
 
 __all__ = [
     "IDENTIFIER",
@@ -47,14 +48,6 @@ class ValueFieldsInclude(enum.Enum):
 
     ALL = "ALL"  #: every physical column, key columns included
     EXCEPT_KEY = "EXCEPT_KEY"  #: every column except the primary-key columns
-
-
-class DeliveryGuarantee(enum.Enum):
-    """Sink delivery guarantee (Flink ``DeliveryGuarantee``)."""
-
-    NONE = "none"  #: fire and forget: no wait for acknowledgements
-    AT_LEAST_ONCE = "at-least-once"  #: flush waits for every ack; delivery errors raise
-    EXACTLY_ONCE = "exactly-once"  #: Kafka transactions; readers must use read_committed
 
 
 class BoundedMode(enum.Enum):
@@ -97,58 +90,14 @@ REFUSED_PROPERTIES = (
 
 # -- parsers ------------------------------------------------------------------------------------
 
-_DURATION_UNITS: dict[str, float] = {}
-for _names, _ms in (
-    (("d", "day", "days"), 86_400_000.0),
-    (("h", "hour", "hours"), 3_600_000.0),
-    (("min", "m", "minute", "minutes", "mins"), 60_000.0),
-    (("s", "sec", "secs", "second", "seconds"), 1_000.0),
-    (("ms", "milli", "millis", "millisecond", "milliseconds"), 1.0),
-    (("us", "µs", "micro", "micros", "microsecond", "microseconds"), 0.001),
-    (("ns", "nano", "nanos", "nanosecond", "nanoseconds"), 0.000001),
-):
-    for _n in _names:
-        _DURATION_UNITS[_n] = _ms
-_DURATION_RE = re.compile(r"^\s*(\d+)\s*([a-zA-Zµ]*)\s*$")
-
-
-def parse_duration(text: str) -> timedelta:
-    """Parse a duration as Flink's ``TimeUtils.parseDuration``: ``'1 s'``, ``500ms``, ``2 min``,
-    ``1h``; a bare number is milliseconds. Raises ValueError naming the text."""
-    m = _DURATION_RE.match(str(text))
-    if not m:
-        raise ValueError(f"expected a duration such as '500 ms', '1 s', '2 min', '1 h', got {text!r}")
-    unit = m.group(2).lower() or "ms"
-    if unit not in _DURATION_UNITS:
-        raise ValueError(
-            f"unknown time unit {m.group(2)!r} in {text!r}; use one of ms, s, min, h, d (or their long names)"
-        )
-    return timedelta(milliseconds=int(m.group(1)) * _DURATION_UNITS[unit])
-
-
-_OFFSET_ENTRY_RE = re.compile(r"^\s*partition\s*:\s*(\d+)\s*,\s*offset\s*:\s*(\d+)\s*$")
-
-
 def parse_specific_offsets(text: str, key: str = "scan.bounded.specific-offsets") -> dict[int, int]:
     """Parse ``partition:0,offset:42;partition:1,offset:300`` into ``{0: 42, 1: 300}``.
 
     Raises ValueError with Flink's message: "Invalid properties '<key>' should follow the format
-    'partition:0,offset:42;partition:1,offset:300', but is '<text>'."
+    'partition:0,offset:42;partition:1,offset:300', but is '<text>'." (see
+    :func:`changelake.connectors.options.parse_partition_offsets`).
     """
-    out: dict[int, int] = {}
-    entries = [e for e in str(text).split(";") if e.strip()]
-    for entry in entries:
-        m = _OFFSET_ENTRY_RE.match(entry)
-        if not m:
-            break
-        out[int(m.group(1))] = int(m.group(2))
-    else:
-        if out:
-            return out
-    raise ValueError(
-        f"Invalid properties '{key}' should follow the format "
-        f"'partition:0,offset:42;partition:1,offset:300', but is '{text}'."
-    )
+    return parse_partition_offsets(text, key)
 
 
 def _parse_int(text: str) -> int:

@@ -89,3 +89,25 @@ def pipeline_pair(mysql_params, kafka_bootstrap, tmp_path, lake):
         return p1, p2
 
     return make
+
+
+@pytest.fixture
+def direct_pipeline(mysql_params, tmp_path, lake):
+    """``direct_pipeline(db, primary_keys=None, name=None)`` -> a ``mysql`` -> lake pipeline without
+    Kafka (as Flink CDC runs it), writing the lake of the ``lake`` fixture."""
+
+    def make(db: str, primary_keys: str | None = None, name: str | None = None):
+        block = {
+            "pipeline": {"name": name or f"direct-{db}"},
+            "source": {
+                "type": "mysql", "hostname": mysql_params["host"], "port": mysql_params["port"],
+                "username": mysql_params["user"], "password": mysql_params["password"],
+                "tables": f"{db}.\\.*", "server-id": str(random.randint(7000, 7999)),
+            },
+            "sink": lake_sink(lake, tmp_path),
+        }
+        if primary_keys:
+            block["transform"] = [{"source-table": "\\.*.\\.*", "projection": "\\*", "primary-keys": primary_keys}]
+        return parse_pipeline(block, env={})
+
+    return make

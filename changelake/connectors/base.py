@@ -1,0 +1,117 @@
+"""What a source and a sink are: the connector contract, as Flink CDC's ``DataSource``/``DataSink``.
+
+Three shapes exist today, each one a :class:`typing.Protocol` the existing connectors already
+satisfy (checked by ``tests/unit/connectors/test_registry.py``):
+
+- :class:`ChangelogSource` -- a source with one resume position (``mysql``:
+  :class:`~changelake.connectors.mysql_cdc.source.MySqlSource`). It polls batches of
+  :class:`~changelake.changelog.event.DataChangeEvent`; ``position`` is a JSON-serialisable dict,
+  the point *after* the last event returned.
+- :class:`ChangelogSink` -- a sink that stores the source position with the data it commits
+  (``kafka``: :class:`~changelake.connectors.kafka.sink.KafkaPipelineSink`, ``upsert-kafka``:
+  :class:`~changelake.connectors.upsert_kafka.ingestion.UpsertKafkaIngestionSink`, and the lake
+  sinks behind :class:`~changelake.connectors.lake.position_sink.LakePositionSink`). ``commit``
+  makes everything written so far durable together with the position; ``stored_position`` is
+  where a restart resumes (exactly-once: no loss, no duplicate).
+- :class:`LakeSink` -- a table sink fed by a partitioned log (``iceberg``, ``paimon``): rows are
+  added per table with the Kafka offsets they came from, and each table commit stores those
+  offsets (see :mod:`changelake.connectors.lake.offsets`).
+
+The ``kafka`` source (:class:`~changelake.connectors.kafka.source.KafkaPipelineSource`) is
+partitioned: it polls records with their topic-partition offsets rather than events with one
+position, so the runner pairs it with a :class:`LakeSink` only.
+
+Every source and sink declares ``changelog_mode``: the row kinds it produces or accepts (Flink's
+``ChangelogMode``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
+
+from changelake.changelog.event import DataChangeEvent
+from changelake.changelog.rowkind import RowKind
+from changelake.changelog.schema import Schema, TableId
+
+__all__ = ["ChangelogSource", "ChangelogSink", "LakeSink"]
+
+
+@runtime_checkable
+class ChangelogSource(Protocol):
+    """A source of change events with one resume position (Flink CDC's ``DataSource``).
+
+    Lifecycle: construct (config only, no I/O) -> ``open()`` -> ``poll()`` ... -> ``close()``
+    (idempotent). A restart builds the source again with the position a sink stored.
+    """
+
+    changelog_mode: frozenset[RowKind]
+
+    def open(self) -> None:
+        """Connect and find the start point. Raises SourceError (and subclasses)."""
+
+    def poll(self, max_events: int = ..., timeout_s: float = ...) -> list[DataChangeEvent]:
+        """Up to ``max_events`` change events, waiting at most ``timeout_s`` seconds; may be empty."""
+
+    @property
+    def position(self) -> dict[str, Any] | None:
+        """The position after the last event returned (JSON-serialisable), None before any."""
+
+    def caught_up(self) -> bool:
+        """True once everything that existed when the source last looked has been returned."""
+
+    def close(self) -> None:
+        """Release connections; idempotent."""
+
+
+@runtime_checkable
+class ChangelogSink(Protocol):
+    """A sink that commits data together with the source position (Flink CDC's ``DataSink``).
+
+    Lifecycle: construct (config only) -> ``open()`` -> ``stored_position()`` -> ``write()`` /
+    ``commit()`` ... -> ``close()`` (idempotent; uncommitted writes are discarded or flushed as
+    the sink documents).
+    """
+
+    changelog_mode: frozenset[RowKind]
+
+    def open(self) -> None:
+        """Connect (and, for transactional sinks, fence earlier instances)."""
+
+    def write(self, events: Sequence[DataChangeEvent]) -> None:
+        """Hand over routed and transformed events; durable only after :meth:`commit`."""
+
+    def commit(self, position: Mapping[str, Any]) -> None:
+        """Make the writes so far durable with ``position``, atomically where the sink can."""
+
+    def stored_position(self) -> dict[str, Any] | None:
+        """The last committed source position, None on the first run."""
+
+    def close(self) -> None:
+        """Release clients; idempotent."""
+
+
+@runtime_checkable
+class LakeSink(Protocol):
+    """A table sink whose commits store the log offsets they absorbed (``iceberg``, ``paimon``).
+
+    ``offsets`` map ``"topic/partition"`` to the next offset to consume; a replayed item whose
+    ``metadata`` offset is below a table's committed offset is skipped, so a restart after a crash
+    between two tables' commits applies nothing twice.
+    """
+
+    options: Any
+
+    def open(self) -> None:
+        """Open the catalog."""
+
+    def add(self, table_id: TableId, rows: Iterable[Any], schema: Schema, offsets: Mapping[str, int]) -> None:
+        """Buffer rows (ChangelogRow or TruncateMarker) of one table; no I/O."""
+
+    def should_flush(self) -> bool:
+        """True once the buffer holds ``commit.max-rows`` rows."""
+
+    def flush(self) -> list[Any]:
+        """One commit per buffered table (offsets in its snapshot); returns one result per table."""
+
+    def close(self) -> None:
+        """Release the catalog; idempotent."""
