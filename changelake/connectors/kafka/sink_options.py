@@ -30,16 +30,12 @@ from typing import Any, Mapping
 from changelake.connectors.options import DeliveryGuarantee
 from changelake.changelog.selectors import SelectorError, Selectors, split_unescaped
 from changelake.connectors.errors import OptionValidationError
-from changelake.connectors.kafka._options import (
-    Option,
-    parse_bool,
-    parse_duration,
-    parse_enum,
-    parse_int,
-    parse_str,
+from changelake.connectors.options import (
+    ConfigOption,
+    key,
     prefixed,
-    validate_keys,
-    validate_required,
+    validate_required_options,
+    validate_unsupported_options,
 )
 
 __all__ = [
@@ -80,39 +76,44 @@ class PartitionStrategy(enum.Enum):
     HASH_BY_KEY = "hash-by-key"  # murmur2(key bytes) as Kafka's Java client
 
 
-VALUE_FORMAT = Option("value.format", parse_enum(ValueFormat), ValueFormat.DEBEZIUM_JSON,
-                      "Format of record values: debezium-json (default), canal-json or json.")
-KEY_FORMAT = Option("key.format", parse_enum(KeyFormat), KeyFormat.JSON,
-                    "Format of record keys: json (default) or csv.")
-PARTITION_STRATEGY = Option("partition.strategy", parse_enum(PartitionStrategy), PartitionStrategy.ALL_TO_ZERO,
-                            "all-to-zero (default): partition 0; hash-by-key: murmur2 of the key bytes.")
-TOPIC = Option("topic", parse_str, None, "If set, every table is written to this one topic.")
-TABLE_MAPPING = Option("sink.tableId-to-topic.mapping", parse_str, None,
-                       "'selector:topic;selector:topic'; the first matching selector names the topic.")
-ADD_TABLE_ID_HEADER = Option("sink.add-tableId-to-header-enabled", parse_bool, False,
-                             "Add headers namespace, schemaName and tableName (UTF-8) to every record.")
-CUSTOM_HEADER = Option("sink.custom-header", parse_str, "", "'k1:v1;k2:v2' headers added to every record.")
-DELIVERY_GUARANTEE = Option("sink.delivery-guarantee", parse_enum(DeliveryGuarantee),
-                            DeliveryGuarantee.AT_LEAST_ONCE, "none, at-least-once (default) or exactly-once.")
-TRANSACTIONAL_ID_PREFIX = Option("sink.transactional-id-prefix", parse_str, None,
-                                 "transactional.id of the exactly-once producer; default "
-                                 "'changelake-<pipeline name>'. Must be unique per pipeline.")
-OFFSETS_TOPIC = Option("sink.offsets-topic", parse_str, "changelake-offsets",
-                       "Compacted topic holding the source position per pipeline name.")
-SCHEMA_TOPIC = Option("sink.schema-topic", parse_str, "changelake-schemas",
-                      "Compacted topic of table schemas; each record names its schema in the header "
-                      "'changelake.schema.id' (payload unchanged). Empty: no schema headers.")
-AUTO_CREATE = Option("sink.topic.auto-create", parse_bool, True, "Create missing topics with the AdminClient.")
-TOPIC_PARTITIONS = Option("sink.topic.partitions", parse_int(1), 1, "Partitions of topics the sink creates.")
-TOPIC_REPLICATION = Option("sink.topic.replication-factor", parse_int(1), 1,
-                           "Replication factor of topics the sink creates.")
-FLUSH_TIMEOUT = Option("sink.flush.timeout", parse_duration, timedelta(seconds=60),
-                       "How long flush/commit waits for acknowledgements before failing.")
+VALUE_FORMAT = key("value.format").enum_type(ValueFormat).default_value(ValueFormat.DEBEZIUM_JSON).with_description(
+    "Format of record values: debezium-json (default), canal-json or json.")
+KEY_FORMAT = key("key.format").enum_type(KeyFormat).default_value(KeyFormat.JSON).with_description(
+    "Format of record keys: json (default) or csv.")
+PARTITION_STRATEGY = key("partition.strategy").enum_type(PartitionStrategy).default_value(
+    PartitionStrategy.ALL_TO_ZERO).with_description(
+    "all-to-zero (default): partition 0; hash-by-key: murmur2 of the key bytes.")
+TOPIC = key("topic").string_type().no_default_value().with_description(
+    "If set, every table is written to this one topic.")
+TABLE_MAPPING = key("sink.tableId-to-topic.mapping").string_type().no_default_value().with_description(
+    "'selector:topic;selector:topic'; the first matching selector names the topic.")
+ADD_TABLE_ID_HEADER = key("sink.add-tableId-to-header-enabled").bool_type().default_value(False).with_description(
+    "Add headers namespace, schemaName and tableName (UTF-8) to every record.")
+CUSTOM_HEADER = key("sink.custom-header").string_type().default_value("").with_description(
+    "'k1:v1;k2:v2' headers added to every record.")
+DELIVERY_GUARANTEE = key("sink.delivery-guarantee").enum_type(DeliveryGuarantee).default_value(
+    DeliveryGuarantee.AT_LEAST_ONCE).with_description("none, at-least-once (default) or exactly-once.")
+TRANSACTIONAL_ID_PREFIX = key("sink.transactional-id-prefix").string_type().no_default_value().with_description(
+    "transactional.id of the exactly-once producer; default 'changelake-<pipeline name>'. Must be unique per "
+    "pipeline.").from_origin("changelake")
+OFFSETS_TOPIC = key("sink.offsets-topic").string_type().default_value("changelake-offsets").with_description(
+    "Compacted topic holding the source position per pipeline name.").from_origin("changelake")
+SCHEMA_TOPIC = key("sink.schema-topic").string_type().default_value("changelake-schemas").with_description(
+    "Compacted topic of table schemas; each record names its schema in the header 'changelake.schema.id' "
+    "(payload unchanged). Empty: no schema headers.").from_origin("changelake")
+AUTO_CREATE = key("sink.topic.auto-create").bool_type().default_value(True).with_description(
+    "Create missing topics with the AdminClient.").from_origin("changelake")
+TOPIC_PARTITIONS = key("sink.topic.partitions").int_type(minimum=1).default_value(1).with_description(
+    "Partitions of topics the sink creates.").from_origin("changelake")
+TOPIC_REPLICATION = key("sink.topic.replication-factor").int_type(minimum=1).default_value(1).with_description(
+    "Replication factor of topics the sink creates.").from_origin("changelake")
+FLUSH_TIMEOUT = key("sink.flush.timeout").duration_type().default_value(timedelta(seconds=60)).with_description(
+    "How long flush/commit waits for acknowledgements before failing.").from_origin("changelake")
 # keys of the YAML block itself (Flink CDC strips them before the factory sees the options)
-TYPE = Option("type", parse_str, IDENTIFIER, "Connector identifier, 'kafka'.")
-NAME = Option("name", parse_str, None, "Display name of the sink.")
+TYPE = key("type").string_type().default_value(IDENTIFIER).with_description("Connector identifier, 'kafka'.")
+NAME = key("name").string_type().no_default_value().with_description("Display name of the sink.")
 
-SINK_OPTIONS: tuple[Option[Any], ...] = (
+SINK_OPTIONS: tuple[ConfigOption[Any], ...] = (
     VALUE_FORMAT, KEY_FORMAT, PARTITION_STRATEGY, TOPIC, TABLE_MAPPING, ADD_TABLE_ID_HEADER, CUSTOM_HEADER,
     DELIVERY_GUARANTEE, TRANSACTIONAL_ID_PREFIX, OFFSETS_TOPIC, SCHEMA_TOPIC, AUTO_CREATE, TOPIC_PARTITIONS, TOPIC_REPLICATION,
     FLUSH_TIMEOUT, TYPE, NAME,
@@ -227,9 +228,9 @@ class KafkaSinkOptions:
         value_format = VALUE_FORMAT.get(raw)
         key_format = KEY_FORMAT.get(raw)
         assert value_format is not None and key_format is not None
-        validate_keys(IDENTIFIER, raw, SINK_OPTIONS,
-                      (PROPERTIES_PREFIX, key_format.value + ".", value_format.value + "."))
-        validate_required(raw, ["properties.bootstrap.servers"])
+        validate_unsupported_options(IDENTIFIER, raw, SINK_OPTIONS,
+                                     (PROPERTIES_PREFIX, key_format.value + ".", value_format.value + "."))
+        validate_required_options(raw, ["properties.bootstrap.servers"])
         if TYPE.get(raw) != IDENTIFIER:
             raise OptionValidationError(f"Option 'type' must be '{IDENTIFIER}', got '{raw['type']}'", option="type")
         props = prefixed(raw, PROPERTIES_PREFIX)

@@ -29,21 +29,17 @@ from __future__ import annotations
 import enum
 import re
 from datetime import timedelta
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from changelake.connectors.options import parse_topic_partition_offsets
 from changelake.connectors.errors import OptionValidationError
-from changelake.connectors.kafka._options import (
-    Option,
-    parse_bool,
-    parse_duration,
-    parse_enum,
-    parse_int,
-    parse_str,
+from changelake.connectors.options import (
+    ConfigOption,
+    key,
     prefixed,
-    validate_keys,
-    validate_required,
+    validate_required_options,
+    validate_unsupported_options,
 )
 from changelake.connectors.kafka.sink_options import IDENTIFIER, ValueFormat
 
@@ -76,30 +72,38 @@ class BoundedMode(enum.Enum):
     LATEST_OFFSET = "latest-offset"  # the end offsets taken at open ("until caught up")
 
 
-TOPIC = Option("topic", parse_str, None, "Topic name, or several separated by ';'.")
-TOPIC_PATTERN = Option("topic-pattern", parse_str, None, "Regex; every topic whose whole name matches is read.")
-STARTUP_MODE = Option("scan.startup.mode", parse_enum(StartupMode), StartupMode.EARLIEST_OFFSET,
-                      "Where to start when the caller gives no offsets; earliest-offset by default.")
-SPECIFIC_OFFSETS = Option("scan.startup.specific-offsets", parse_str, None,
-                          "'partition:0,offset:42;partition:1,offset:300' for specific-offsets mode.")
-TIMESTAMP_MILLIS = Option("scan.startup.timestamp-millis", parse_int(0), None,
-                          "Start timestamp in ms since the epoch for timestamp mode.")
-BOUNDED_MODE = Option("scan.bounded.mode", parse_enum(BoundedMode), BoundedMode.UNBOUNDED,
-                      "unbounded (default) or latest-offset (stop at the end offsets seen at open).")
-VALUE_FORMAT = Option("value.format", parse_enum(ValueFormat), ValueFormat.DEBEZIUM_JSON,
-                      "debezium-json (default), canal-json or json.")
-DISCOVERY_INTERVAL = Option("scan.topic-partition-discovery.interval", parse_duration, timedelta(seconds=10),
-                            "How often an unbounded run re-lists topics (topic-pattern) and partitions; "
-                            "10 s by default, 0 turns discovery off.")
-DEAD_LETTER_TOPIC = Option("dead-letter.topic", parse_str, None,
-                           "With '<format>.ignore-parse-errors': copy bad records to this topic with headers "
-                           "naming source topic, partition, offset and error.")
-INFERENCE_STRATEGY = Option("schema.inference.strategy", parse_enum(InferenceStrategy), InferenceStrategy.CONTINUOUS,
-                            "continuous (default): infer from every untyped record; static: from the first.")
-TYPE = Option("type", parse_str, IDENTIFIER, "Connector identifier, 'kafka'.")
-NAME = Option("name", parse_str, None, "Display name of the source.")
+TOPIC = key("topic").string_type().no_default_value().with_description("Topic name, or several separated by ';'.")
+TOPIC_PATTERN = key("topic-pattern").string_type().no_default_value().with_description(
+    "Regex; every topic whose whole name matches is read.")
+STARTUP_MODE = key("scan.startup.mode").enum_type(StartupMode).default_value(StartupMode.EARLIEST_OFFSET) \
+    .with_description("Where to start when the caller gives no offsets; earliest-offset by default.")
+SPECIFIC_OFFSETS = key("scan.startup.specific-offsets").string_type().no_default_value().with_description(
+    "'partition:0,offset:42;partition:1,offset:300' for specific-offsets mode.")
+TIMESTAMP_MILLIS = key("scan.startup.timestamp-millis").long_type(minimum=0).no_default_value().with_description(
+    "Start timestamp in ms since the epoch for timestamp mode.").with_unit("ms")
+BOUNDED_MODE = key("scan.bounded.mode").enum_type(BoundedMode).default_value(BoundedMode.UNBOUNDED).with_description(
+    "unbounded (default) or latest-offset (stop at the end offsets seen at open).")
+VALUE_FORMAT = key("value.format").enum_type(ValueFormat).default_value(ValueFormat.DEBEZIUM_JSON).with_description(
+    "debezium-json (default), canal-json or json.")
+DISCOVERY_INTERVAL = key("scan.topic-partition-discovery.interval").duration_type().default_value(
+    timedelta(seconds=10)).with_description(
+    "How often an unbounded run re-lists topics (topic-pattern) and partitions; 10 s by default, 0 turns "
+    "discovery off.")
+DEAD_LETTER_TOPIC = key("dead-letter.topic").string_type().no_default_value().with_description(
+    "With '<format>.ignore-parse-errors': copy bad records to this topic with headers naming source topic, "
+    "partition, offset and error.").from_origin("changelake")
+INFERENCE_STRATEGY = key("schema.inference.strategy").enum_type(InferenceStrategy).default_value(
+    InferenceStrategy.CONTINUOUS).with_description(
+    "continuous (default): infer from every untyped record; static: from the first.").from_origin("alibaba")
+TYPE = key("type").string_type().default_value(IDENTIFIER).with_description("Connector identifier, 'kafka'.")
+NAME = key("name").string_type().no_default_value().with_description("Display name of the source.")
+#: ``<value.format>.*`` options the source itself reads (the rest go to the format).
+DISTRIBUTED_TABLES = key("distributed-tables").bool_type().default_value(False).with_description(
+    "One topic holds several tables; each record names its table.").from_origin("alibaba")
+IGNORE_PARSE_ERRORS = key("ignore-parse-errors").bool_type().default_value(False).with_description(
+    "Count and skip corrupt records instead of failing.")
 
-SOURCE_OPTIONS: tuple[Option[Any], ...] = (
+SOURCE_OPTIONS: tuple[ConfigOption[Any], ...] = (
     TOPIC, TOPIC_PATTERN, STARTUP_MODE, SPECIFIC_OFFSETS, TIMESTAMP_MILLIS, BOUNDED_MODE, VALUE_FORMAT,
     DISCOVERY_INTERVAL, DEAD_LETTER_TOPIC, INFERENCE_STRATEGY, TYPE, NAME,
 )
@@ -166,13 +170,13 @@ class KafkaSourceOptions:
         value_format = VALUE_FORMAT.get(raw)
         assert value_format is not None
         fmt_prefix = value_format.value + "."
-        validate_keys(IDENTIFIER, raw, SOURCE_OPTIONS, (PROPERTIES_PREFIX, fmt_prefix))
-        validate_required(raw, ["properties.bootstrap.servers"])
+        validate_unsupported_options(IDENTIFIER, raw, SOURCE_OPTIONS, (PROPERTIES_PREFIX, fmt_prefix))
+        validate_required_options(raw, ["properties.bootstrap.servers"])
         if TYPE.get(raw) != IDENTIFIER:
             raise OptionValidationError(f"Option 'type' must be '{IDENTIFIER}', got '{raw['type']}'", option="type")
         fmt_opts = prefixed(raw, fmt_prefix)
-        distributed = parse_bool(fmt_opts.pop("distributed-tables", "false"), fmt_prefix + "distributed-tables")
-        ignore = parse_bool(fmt_opts.pop("ignore-parse-errors", "false"), fmt_prefix + "ignore-parse-errors")
+        distributed = _format_flag(DISTRIBUTED_TABLES, fmt_opts, fmt_prefix)
+        ignore = _format_flag(IGNORE_PARSE_ERRORS, fmt_opts, fmt_prefix)
         topic_text, pattern_text = TOPIC.get(raw), TOPIC_PATTERN.get(raw)
         topics = tuple(t.strip() for t in (topic_text or "").split(";") if t.strip())
         validate_topics(topics, pattern_text)
@@ -208,6 +212,13 @@ class KafkaSourceOptions:
             inference_strategy=INFERENCE_STRATEGY.get(raw),  # type: ignore[arg-type]
             discovery_interval=DISCOVERY_INTERVAL.get(raw),  # type: ignore[arg-type]
         )
+
+
+def _format_flag(option: ConfigOption[bool], fmt_opts: dict[str, str], fmt_prefix: str) -> bool:
+    """Pop ``<format>.<option>`` from ``fmt_opts`` and parse it (errors name the prefixed key)."""
+    if option.key not in fmt_opts:
+        return bool(option.default)
+    return bool(replace(option, key=fmt_prefix + option.key).parse_value(fmt_opts.pop(option.key)))
 
 
 def validate_topics(topics: tuple[str, ...], pattern: str | None) -> None:

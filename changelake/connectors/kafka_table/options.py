@@ -13,9 +13,17 @@ import enum
 import re
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Mapping, TypeVar
+from typing import Any, Mapping
 
-from changelake.connectors.options import DeliveryGuarantee, parse_duration, parse_partition_offsets
+from changelake.connectors.options import (
+    ConfigOption,
+    DeliveryGuarantee,
+    ValueFieldsInclude,
+    key,
+    parse_partition_offsets,
+    validate_required_options,
+    validate_unsupported_options,
+)
 from changelake.connectors.options import validate_delivery_guarantee as _validate_delivery_guarantee
 from changelake.changelog.schema import Schema
 from changelake.connectors.errors import OptionValidationError
@@ -65,41 +73,64 @@ class SinkPartitioner(enum.Enum):
     ROUND_ROBIN = "round-robin"  # partitions in turn, whatever the key
 
 
-class ValueFieldsInclude(enum.Enum):
-    """``value.fields-include``: whether key fields are also written into the value."""
-
-    ALL = "ALL"
-    EXCEPT_KEY = "EXCEPT_KEY"
-
-
-#: Every declared option: key -> one-line description (units and accepted values).
-OPTIONS: dict[str, str] = {
-    "connector": "Must be 'kafka'.",
-    "topic": "Topic name(s) to read from or write to; several separated by ';'.",
-    "topic-pattern": "Java-style regex of topics to read from (source only); not with 'topic'.",
-    "properties.bootstrap.servers": "Comma-separated host:port list of Kafka brokers. Required.",
-    "properties.group.id": "Consumer group id of the source (committed offsets, 'group-offsets').",
-    "format": "Format of the record value (json, csv, avro, raw, debezium-json, ...); same as 'value.format'.",
-    "value.format": "Format of the record value; set this or 'format', not both.",
-    "key.format": "Format of the record key (insert-only formats only); needs 'key.fields'.",
-    "key.fields": "';'-separated physical columns forming the record key, in key order.",
-    "key.fields-prefix": "Prefix of key columns in the table schema, stripped in the key; needs EXCEPT_KEY.",
-    "value.fields-include": "ALL (default) or EXCEPT_KEY: whether key columns are also in the value.",
-    "scan.startup.mode": "earliest-offset, latest-offset, group-offsets (default), timestamp, specific-offsets.",
-    "scan.startup.specific-offsets": "'partition:0,offset:42;partition:1,offset:300' for specific-offsets.",
-    "scan.startup.timestamp-millis": "Start timestamp in ms since epoch for the 'timestamp' mode.",
-    "scan.bounded.mode": "unbounded (default), latest-offset, group-offsets, timestamp, specific-offsets.",
-    "scan.bounded.specific-offsets": "End offsets (exclusive) for the 'specific-offsets' bounded mode.",
-    "scan.bounded.timestamp-millis": "End timestamp in ms since epoch for the 'timestamp' bounded mode.",
-    "scan.topic-partition-discovery.interval": "Partition discovery interval (accepted; partitions are read at open).",
-    "scan.parallelism": "Source parallelism (accepted; changelake runs one reader).",
-    "sink.partitioner": "default, fixed or round-robin.",
-    "sink.delivery-guarantee": "none, at-least-once (default) or exactly-once (Kafka transactions).",
-    "sink.transactional-id-prefix": "Prefix of the producer's transactional.id; required for exactly-once.",
-    "sink.parallelism": "Sink parallelism (accepted; changelake runs one writer).",
-}
-
 _DEFAULT_STARTUP = ScanStartupMode.GROUP_OFFSETS
+
+CONNECTOR = key("connector").string_type().required().with_description("Must be 'kafka'.")
+TOPIC = key("topic").string_type().no_default_value().with_description(
+    "Topic name(s) to read from or write to; several separated by ';'.")
+TOPIC_PATTERN = key("topic-pattern").string_type().no_default_value().with_description(
+    "Java-style regex of topics to read from (source only); not with 'topic'.").for_scope("source")
+BOOTSTRAP_SERVERS = key("properties.bootstrap.servers").string_type().required().with_description(
+    "Comma-separated host:port list of Kafka brokers. Required.")
+GROUP_ID = key("properties.group.id").string_type().no_default_value().with_description(
+    "Consumer group id of the source (committed offsets, 'group-offsets').").for_scope("source")
+FORMAT = key("format").string_type().no_default_value().with_description(
+    "Format of the record value (json, csv, avro, raw, debezium-json, ...); same as 'value.format'.")
+VALUE_FORMAT = key("value.format").string_type().no_default_value().with_description(
+    "Format of the record value; set this or 'format', not both.")
+KEY_FORMAT = key("key.format").string_type().no_default_value().with_description(
+    "Format of the record key (insert-only formats only); needs 'key.fields'.")
+KEY_FIELDS = key("key.fields").string_type().no_default_value().with_description(
+    "';'-separated physical columns forming the record key, in key order.")
+KEY_FIELDS_PREFIX = key("key.fields-prefix").string_type().no_default_value().with_description(
+    "Prefix of key columns in the table schema, stripped in the key; needs EXCEPT_KEY.")
+VALUE_FIELDS_INCLUDE = key("value.fields-include").enum_type(ValueFieldsInclude).default_value(
+    ValueFieldsInclude.ALL).with_description("ALL (default) or EXCEPT_KEY: whether key columns are also in the value.")
+STARTUP_MODE = key("scan.startup.mode").enum_type(ScanStartupMode).default_value(_DEFAULT_STARTUP).with_description(
+    "earliest-offset, latest-offset, group-offsets (default), timestamp, specific-offsets.").for_scope("source")
+STARTUP_SPECIFIC_OFFSETS = key("scan.startup.specific-offsets").string_type().no_default_value().with_description(
+    "'partition:0,offset:42;partition:1,offset:300' for specific-offsets.").for_scope("source")
+STARTUP_TIMESTAMP_MILLIS = key("scan.startup.timestamp-millis").long_type(minimum=0).no_default_value() \
+    .with_description("Start timestamp in ms since epoch for the 'timestamp' mode.").with_unit("ms").for_scope("source")
+BOUNDED_MODE = key("scan.bounded.mode").enum_type(ScanBoundedMode).default_value(ScanBoundedMode.UNBOUNDED) \
+    .with_description("unbounded (default), latest-offset, group-offsets, timestamp, specific-offsets.") \
+    .for_scope("source")
+BOUNDED_SPECIFIC_OFFSETS = key("scan.bounded.specific-offsets").string_type().no_default_value().with_description(
+    "End offsets (exclusive) for the 'specific-offsets' bounded mode.").for_scope("source")
+BOUNDED_TIMESTAMP_MILLIS = key("scan.bounded.timestamp-millis").long_type(minimum=0).no_default_value() \
+    .with_description("End timestamp in ms since epoch for the 'timestamp' bounded mode.").with_unit("ms") \
+    .for_scope("source")
+DISCOVERY_INTERVAL = key("scan.topic-partition-discovery.interval").duration_type().no_default_value() \
+    .with_description("Partition discovery interval (accepted; partitions are read at open).").for_scope("source")
+SCAN_PARALLELISM = key("scan.parallelism").int_type(minimum=1).no_default_value().with_description(
+    "Source parallelism (accepted; changelake runs one reader).").for_scope("source")
+SINK_PARTITIONER = key("sink.partitioner").enum_type(SinkPartitioner).default_value(SinkPartitioner.DEFAULT) \
+    .with_description("default, fixed or round-robin.").for_scope("sink")
+DELIVERY_GUARANTEE = key("sink.delivery-guarantee").enum_type(DeliveryGuarantee).default_value(
+    DeliveryGuarantee.AT_LEAST_ONCE).with_description(
+    "none, at-least-once (default) or exactly-once (Kafka transactions).").for_scope("sink")
+TRANSACTIONAL_ID_PREFIX = key("sink.transactional-id-prefix").string_type().no_default_value().with_description(
+    "Prefix of the producer's transactional.id; required for exactly-once.").for_scope("sink")
+SINK_PARALLELISM = key("sink.parallelism").int_type(minimum=1).no_default_value().with_description(
+    "Sink parallelism (accepted; changelake runs one writer).").for_scope("sink")
+
+#: Every declared option, once (Flink's ``KafkaConnectorOptions``).
+OPTIONS: tuple[ConfigOption[Any], ...] = (
+    CONNECTOR, TOPIC, TOPIC_PATTERN, BOOTSTRAP_SERVERS, GROUP_ID, FORMAT, VALUE_FORMAT, KEY_FORMAT, KEY_FIELDS,
+    KEY_FIELDS_PREFIX, VALUE_FIELDS_INCLUDE, STARTUP_MODE, STARTUP_SPECIFIC_OFFSETS, STARTUP_TIMESTAMP_MILLIS,
+    BOUNDED_MODE, BOUNDED_SPECIFIC_OFFSETS, BOUNDED_TIMESTAMP_MILLIS, DISCOVERY_INTERVAL, SCAN_PARALLELISM,
+    SINK_PARTITIONER, DELIVERY_GUARANTEE, TRANSACTIONAL_ID_PREFIX, SINK_PARALLELISM,
+)
 
 
 @dataclass(frozen=True)
@@ -186,49 +217,18 @@ class KafkaTableOptions:
 
 
 # -- value parsers --------------------------------------------------------------------------------
-E = TypeVar("E", bound=enum.Enum)
 
 
-def _enum(cls: type[E], raw: Mapping[str, str], key: str, default: E) -> E:
-    if key not in raw:
-        return default
-    text = str(raw[key])
-    norm = text.strip().lower().replace("_", "-")
-    for m in cls:
-        if str(m.value).lower().replace("_", "-") == norm:
-            return m
-    if cls is SinkPartitioner:
+def _partitioner(raw: Mapping[str, str]) -> SinkPartitioner:
+    """``sink.partitioner`` with Flink's message for an unknown partitioner."""
+    try:
+        return SINK_PARTITIONER.get(raw)  # type: ignore[return-value]
+    except OptionValidationError:
+        text = raw[SINK_PARTITIONER.key]
         raise OptionValidationError(
             f"Could not find and instantiate partitioner class '{text}' for 'sink.partitioner'. "
-            f"Expected one of: [{', '.join(str(m.value) for m in cls)}]",
-            option=key,
-        )
-    raise OptionValidationError(
-        f"Could not parse value '{text}' for key '{key}'. Expected one of: [{', '.join(str(m.value) for m in cls)}]",
-        option=key,
-    )
-
-
-def _int(raw: Mapping[str, str], key: str, minimum: int = 0) -> int | None:
-    if key not in raw:
-        return None
-    try:
-        v = int(str(raw[key]).strip())
-    except ValueError:
-        raise OptionValidationError(f"Could not parse value '{raw[key]}' for key '{key}'. Expected an integer.", option=key) from None
-    if v < minimum:
-        raise OptionValidationError(f"The value of option '{key}' must be >= {minimum}, but is {v}", option=key)
-    return v
-
-
-def _duration(raw: Mapping[str, str], key: str) -> timedelta | None:
-    if key not in raw:
-        return None
-    try:
-        return parse_duration(str(raw[key]))
-    except ValueError:
-        raise OptionValidationError(
-            f"Could not parse value '{raw[key]}' for key '{key}'. Expected a duration such as '30 s' or '500ms'.", option=key
+            f"Expected one of: [{', '.join(str(m.value) for m in SinkPartitioner)}]",
+            option=SINK_PARTITIONER.key,
         ) from None
 
 
@@ -263,27 +263,14 @@ def validate_unknown_keys(raw: Mapping[str, str]) -> None:
         prefixes.append(f"value.{raw['value.format']}.")
     if raw.get("key.format"):
         prefixes.append(f"key.{raw['key.format']}.")
-    unknown = sorted(k for k in raw if k not in OPTIONS and not k.startswith(tuple(prefixes)))
-    if unknown:
-        raise OptionValidationError(
-            f"Unsupported options found for '{IDENTIFIER}'.\n\nUnsupported options:\n\n"
-            + "\n".join(unknown)
-            + "\n\nSupported options:\n\n"
-            + "\n".join(sorted(OPTIONS)),
-            option=unknown[0],
-        )
+    validate_unsupported_options(IDENTIFIER, raw, OPTIONS, prefixes)
 
 
 def validate_required(raw: Mapping[str, str]) -> None:
     """'properties.bootstrap.servers' and one of 'format'/'value.format' (FactoryUtil's message)."""
-    missing = [k for k in ("properties.bootstrap.servers",) if not str(raw.get(k) or "").strip()]
-    if not _format_of(raw):
-        missing.append("value.format")
-    if missing:
-        raise OptionValidationError(
-            "One or more required options are missing.\n\nMissing required options are:\n\n" + "\n".join(missing),
-            option=missing[0],
-        )
+    validate_required_options(
+        {**raw, VALUE_FORMAT.key: _format_of(raw) or ""}, [BOOTSTRAP_SERVERS, VALUE_FORMAT]
+    )
     if raw.get("format") and raw.get("value.format") and raw["format"] != raw["value.format"]:
         raise OptionValidationError(
             f"Option 'format' and 'value.format' shouldn't be set together (got '{raw['format']}' and "
@@ -406,27 +393,27 @@ def parse_options(raw: Mapping[str, Any], schema: Schema | None = None, *, for_s
         ),
         key_fields=tuple(f.strip() for f in raw.get("key.fields", "").split(";") if f.strip()),
         key_fields_prefix=raw.get("key.fields-prefix") or None,
-        value_fields_include=_enum(ValueFieldsInclude, raw, "value.fields-include", ValueFieldsInclude.ALL),
-        scan_startup_mode=_enum(ScanStartupMode, raw, "scan.startup.mode", _DEFAULT_STARTUP),
+        value_fields_include=VALUE_FIELDS_INCLUDE.value(raw),
+        scan_startup_mode=STARTUP_MODE.value(raw),
         scan_startup_specific_offsets=(
             parse_specific_offsets(raw["scan.startup.specific-offsets"], "scan.startup.specific-offsets")
             if "scan.startup.specific-offsets" in raw
             else None
         ),
-        scan_startup_timestamp_millis=_int(raw, "scan.startup.timestamp-millis"),
-        scan_bounded_mode=_enum(ScanBoundedMode, raw, "scan.bounded.mode", ScanBoundedMode.UNBOUNDED),
+        scan_startup_timestamp_millis=STARTUP_TIMESTAMP_MILLIS.get(raw),
+        scan_bounded_mode=BOUNDED_MODE.value(raw),
         scan_bounded_specific_offsets=(
             parse_specific_offsets(raw["scan.bounded.specific-offsets"], "scan.bounded.specific-offsets")
             if "scan.bounded.specific-offsets" in raw
             else None
         ),
-        scan_bounded_timestamp_millis=_int(raw, "scan.bounded.timestamp-millis"),
-        sink_partitioner=_enum(SinkPartitioner, raw, "sink.partitioner", SinkPartitioner.DEFAULT),
-        sink_delivery_guarantee=_enum(DeliveryGuarantee, raw, "sink.delivery-guarantee", DeliveryGuarantee.AT_LEAST_ONCE),
+        scan_bounded_timestamp_millis=BOUNDED_TIMESTAMP_MILLIS.get(raw),
+        sink_partitioner=_partitioner(raw),
+        sink_delivery_guarantee=DELIVERY_GUARANTEE.value(raw),
         sink_transactional_id_prefix=raw.get("sink.transactional-id-prefix") or None,
-        sink_parallelism=_int(raw, "sink.parallelism", minimum=1),
-        scan_parallelism=_int(raw, "scan.parallelism", minimum=1),
-        scan_topic_partition_discovery_interval=_duration(raw, "scan.topic-partition-discovery.interval"),
+        sink_parallelism=SINK_PARALLELISM.get(raw),
+        scan_parallelism=SCAN_PARALLELISM.get(raw),
+        scan_topic_partition_discovery_interval=DISCOVERY_INTERVAL.get(raw),
     )
     validate_topics(opts, for_sink=for_sink)
     validate_key_fields(opts, schema)

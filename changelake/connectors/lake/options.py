@@ -23,12 +23,12 @@ def parse_commit_interval(raw: Mapping[str, Any]) -> float:
     Raises:
         OptionValidationError: not a Flink duration, or not > 0 (names the option and the value).
     """
-    from changelake.connectors.kafka._options import parse_duration
+    from changelake.connectors.options import key
 
     value = raw.get("commit.interval")
     if value is None:
         return DEFAULT_COMMIT_INTERVAL_S
-    seconds = parse_duration(str(value), "commit.interval").total_seconds()
+    seconds = key("commit.interval").duration_type().no_default_value().parse_value(value).total_seconds()
     if seconds <= 0:
         raise OptionValidationError(f"'commit.interval' must be > 0; got {value!r}", option="commit.interval")
     return seconds

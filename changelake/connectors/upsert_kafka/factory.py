@@ -31,6 +31,7 @@ from changelake.changelog.schema import Schema
 from changelake.changelog.state import KeyStateStore
 from changelake.connectors.errors import OptionValidationError
 from changelake.connectors.options import validate_delivery_guarantee as _validate_delivery_guarantee
+from changelake.connectors.options import validate_unsupported_options
 from changelake.connectors.registry import ConnectorContext, ConnectorFactory, Endpoint
 from changelake.connectors.upsert_kafka.ingestion_options import IDENTIFIER as _INGESTION_IDENTIFIER
 from changelake.connectors.upsert_kafka.ingestion_options import INGESTION_OPTIONS, UpsertKafkaIngestionOptions
@@ -115,24 +116,7 @@ def validate_unknown_keys(raw: Mapping[str, str]) -> None:
     """Refuse keys that are not options, ``properties.*`` or the chosen formats' ``<prefix>.*``
     (Flink: "Unsupported options found for 'upsert-kafka'. ..."), then the ``properties.*`` keys
     the connector manages itself (key/value (de)serializers)."""
-    prefixes = _format_prefixes(raw)
-    unknown = sorted(
-        k
-        for k in raw
-        if k not in OPTIONS_BY_KEY
-        and not k.startswith(PROPERTIES_PREFIX)
-        and not any(k.startswith(p) for p in prefixes)
-    )
-    if unknown:
-        supported = sorted(
-            [o.key for o in OPTIONS] + ["properties.*"] + [f"{p}*" for p in prefixes]
-        )
-        raise _fail(
-            f"Unsupported options found for '{IDENTIFIER}'.\n\n"
-            f"Unsupported options:\n\n" + "\n".join(unknown) + "\n\n"
-            "Supported options:\n\n" + "\n".join(supported),
-            unknown[0],
-        )
+    validate_unsupported_options(IDENTIFIER, raw, OPTIONS, [PROPERTIES_PREFIX, *_format_prefixes(raw)])
     for key in REFUSED_PROPERTIES:
         if key in raw:
             raise _fail(
@@ -168,13 +152,7 @@ def validate_required_keys(raw: Mapping[str, str]) -> None:
 
 
 def _parse(raw: Mapping[str, str], key: str) -> Any:
-    opt = OPTIONS_BY_KEY[key]
-    if key not in raw:
-        return opt.default
-    try:
-        return opt.parse(raw[key])
-    except ValueError as exc:
-        raise _fail(f"Could not parse value '{raw[key]}' for key '{key}'. {exc}", key) from None
+    return OPTIONS_BY_KEY[key].get(raw)
 
 
 def parse_values(raw: Mapping[str, str]) -> dict[str, Any]:

@@ -38,7 +38,13 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from changelake.connectors.errors import OptionValidationError
-from changelake.connectors.kafka._options import Option, parse_str, prefixed, validate_keys, validate_required
+from changelake.connectors.options import (
+    ConfigOption,
+    key,
+    prefixed,
+    validate_required_options,
+    validate_unsupported_options,
+)
 from changelake.connectors.kafka.sink_options import (
     ADD_TABLE_ID_HEADER,
     AUTO_CREATE,
@@ -74,9 +80,9 @@ IGNORED_PREFIX = "aliyun.kafka."
 #: librdkafka partitioners that place a non-null key as Kafka's Java client does (murmur2).
 MURMUR2_PARTITIONERS = (LIBRDKAFKA_PARTITIONER, "murmur2")
 
-TYPE = Option("type", parse_str, IDENTIFIER, "Connector identifier, 'upsert-kafka'.")
+TYPE = key("type").string_type().default_value(IDENTIFIER).with_description("Connector identifier, 'upsert-kafka'.")
 
-INGESTION_OPTIONS: tuple[Option[Any], ...] = (
+INGESTION_OPTIONS: tuple[ConfigOption[Any], ...] = (
     TYPE, NAME, DELIVERY_GUARANTEE, ADD_TABLE_ID_HEADER, TRANSACTIONAL_ID_PREFIX, OFFSETS_TOPIC, AUTO_CREATE,
     TOPIC_PARTITIONS, TOPIC_REPLICATION, FLUSH_TIMEOUT,
 )
@@ -140,8 +146,8 @@ class UpsertKafkaIngestionOptions:
                 ``properties.enable.idempotence=false``, ``properties.transactional.id``).
         """
         text = {str(k): ("" if v is None else (str(v).lower() if isinstance(v, bool) else str(v))) for k, v in raw.items()}
-        validate_keys(IDENTIFIER, text, INGESTION_OPTIONS, (PROPERTIES_PREFIX, IGNORED_PREFIX))
-        validate_required(text, ["properties.bootstrap.servers"])
+        validate_unsupported_options(IDENTIFIER, text, INGESTION_OPTIONS, (PROPERTIES_PREFIX, IGNORED_PREFIX))
+        validate_required_options(text, ["properties.bootstrap.servers"])
         if TYPE.get(text) != IDENTIFIER:
             raise OptionValidationError(f"Option 'type' must be '{IDENTIFIER}', got '{text['type']}'", option="type")
         validate_properties(text)

@@ -16,9 +16,19 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
-from changelake.connectors.options import DeliveryGuarantee, parse_duration, parse_partition_offsets
+from changelake.connectors.options import (
+    ConfigOption,
+    DeliveryGuarantee,
+    ValueFieldsInclude,
+    choices,
+    parse_duration,
+    parse_duration_option,
+    parse_enum,
+    parse_int,
+    parse_partition_offsets,
+)
 
 __all__ = [
     "IDENTIFIER",
@@ -41,13 +51,6 @@ __all__ = [
 
 #: The connector identifier (value of the ``connector`` option).
 IDENTIFIER = "upsert-kafka"
-
-
-class ValueFieldsInclude(enum.Enum):
-    """Which columns the message value holds (Flink ``ValueFieldsStrategy``)."""
-
-    ALL = "ALL"  #: every physical column, key columns included
-    EXCEPT_KEY = "EXCEPT_KEY"  #: every column except the primary-key columns
 
 
 class BoundedMode(enum.Enum):
@@ -90,6 +93,11 @@ REFUSED_PROPERTIES = (
 
 # -- parsers ------------------------------------------------------------------------------------
 
+def parse_topics(text: str) -> tuple[str, ...]:
+    """``a;b`` -> ``("a", "b")`` (empty entries dropped)."""
+    return tuple(t.strip() for t in str(text).split(";") if t.strip())
+
+
 def parse_specific_offsets(text: str, key: str = "scan.bounded.specific-offsets") -> dict[int, int]:
     """Parse ``partition:0,offset:42;partition:1,offset:300`` into ``{0: 42, 1: 300}``.
 
@@ -100,73 +108,15 @@ def parse_specific_offsets(text: str, key: str = "scan.bounded.specific-offsets"
     return parse_partition_offsets(text, key)
 
 
-def _parse_int(text: str) -> int:
-    try:
-        return int(str(text).strip())
-    except ValueError:
-        raise ValueError(f"expected an integer, got {text!r}") from None
-
-
-def _parse_str(text: str) -> str:
-    return str(text)
-
-
-def _parse_topics(text: str) -> tuple[str, ...]:
-    return tuple(t.strip() for t in str(text).split(";") if t.strip())
-
-
-def _enum_parser(cls: type[enum.Enum]) -> Callable[[str], Any]:
-    def parse(text: str) -> Any:
-        # case-insensitive, as Flink's ConfigurationUtils.convertToEnum
-        for member in cls:
-            if str(member.value).lower() == str(text).strip().lower():
-                return member
-        expected = ", ".join(str(m.value) for m in cls)
-        raise ValueError(f"Could not parse value for enum {cls.__name__}. Expected one of: [{expected}]")
-
-    return parse
-
-
 # -- declaration ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ConfigOption:
-    """One WITH option.
-
-    Attributes:
-        key: the option key as written in the WITH clause.
-        type: human-readable type ("String", "Integer", "Duration", or the enum values).
-        default: the default (typed), or None.
-        unit: unit of numbers/durations ("ms", "rows") or None.
-        description: what it does.
-        parse: raw string -> typed value; raises ValueError with the rule.
-        required: must be present.
-        scope: "both", "source" or "sink".
-        origin: "flink", "alibaba" (the seed's variant) or "changelake" (this project's own).
-    """
-
-    key: str
-    type: str
-    default: Any
-    unit: str | None
-    description: str
-    parse: Callable[[str], Any] = field(default=_parse_str, repr=False, compare=False)
-    required: bool = False
-    scope: str = "both"
-    origin: str = "flink"
-
-
-def _choices(cls: type[enum.Enum]) -> str:
-    return "Enum: " + " | ".join(str(m.value) for m in cls)
-
-
-OPTIONS: tuple[ConfigOption, ...] = (
+OPTIONS: tuple[ConfigOption[Any], ...] = (
     # ---- connector --------------------------------------------------------------------------
     ConfigOption("connector", "String", None, None, "Must be 'upsert-kafka'.", required=True),
     ConfigOption("topic", "List<String>", None, None,
                  "Topic name(s), separated by ';'. With several topics a sink row names its topic in "
-                 "metadata['topic']. Exclusive with 'topic-pattern'.", _parse_topics),
+                 "metadata['topic']. Exclusive with 'topic-pattern'.", parse_topics),
     ConfigOption("topic-pattern", "String", None, None,
                  "Java/Python regex of topic names to read (full match); a sink row names its topic in "
                  "metadata['topic'], which must match. Exclusive with 'topic'."),
@@ -180,49 +130,49 @@ OPTIONS: tuple[ConfigOption, ...] = (
                  "Insert-only format of the message value. Required unless 'format' is set.", required=True),
     ConfigOption("format", "String", None, None,
                  "Alias of 'value.format' (Alibaba's upsert-kafka); set only one of the two.", origin="alibaba"),
-    ConfigOption("value.fields-include", _choices(ValueFieldsInclude), ValueFieldsInclude.ALL, None,
+    ConfigOption("value.fields-include", choices(ValueFieldsInclude), ValueFieldsInclude.ALL, None,
                  "ALL: the value holds every column; EXCEPT_KEY: every column but the key columns.",
-                 _enum_parser(ValueFieldsInclude)),
+                 parse_enum(ValueFieldsInclude)),
     ConfigOption("key.fields-prefix", "String", None, None,
                  "Prefix of the key columns' names in the table, stripped in the key format. "
                  "Requires value.fields-include = EXCEPT_KEY."),
     # ---- sink ---------------------------------------------------------------------------------
     ConfigOption("sink.parallelism", "Integer", None, None,
                  "Parallelism of the sink (informational: one changelake sink writes from one process).",
-                 _parse_int, scope="sink"),
+                 parse_int(), scope="sink"),
     ConfigOption("sink.buffer-flush.max-rows", "Integer", 0, "rows",
                  "Max distinct keys buffered before a flush; 0 disables. Buffering needs both buffer "
-                 "options > 0. Only the latest record per key is written.", _parse_int, scope="sink"),
+                 "options > 0. Only the latest record per key is written.", parse_int(), scope="sink"),
     ConfigOption("sink.buffer-flush.interval", "Duration", timedelta(0), "ms",
                  "Flush the buffer this often ('1 s', '500ms', '2 min', '1 h'; a bare number is ms); 0 "
-                 "disables. Buffering needs both buffer options > 0.", parse_duration, scope="sink"),
-    ConfigOption("sink.delivery-guarantee", _choices(DeliveryGuarantee), DeliveryGuarantee.AT_LEAST_ONCE, None,
+                 "disables. Buffering needs both buffer options > 0.", parse_duration_option, scope="sink"),
+    ConfigOption("sink.delivery-guarantee", choices(DeliveryGuarantee), DeliveryGuarantee.AT_LEAST_ONCE, None,
                  "none: no wait; at-least-once: flush waits for acks and raises on errors; exactly-once: "
                  "Kafka transactions (needs sink.transactional-id-prefix).",
-                 _enum_parser(DeliveryGuarantee), scope="sink"),
+                 parse_enum(DeliveryGuarantee), scope="sink"),
     ConfigOption("sink.transactional-id-prefix", "String", None, None,
                  "Prefix of the producer's transactional.id with exactly-once (unique per job; at most "
                  "64000 bytes UTF-8).", scope="sink"),
     # ---- source -------------------------------------------------------------------------------
-    ConfigOption("scan.bounded.mode", _choices(BoundedMode), BoundedMode.UNBOUNDED, None,
+    ConfigOption("scan.bounded.mode", choices(BoundedMode), BoundedMode.UNBOUNDED, None,
                  "Where a bounded read stops; the source always starts at the earliest offset.",
-                 _enum_parser(BoundedMode), scope="source"),
+                 parse_enum(BoundedMode), scope="source"),
     ConfigOption("scan.bounded.specific-offsets", "String", None, None,
                  "End offsets for specific-offsets mode: 'partition:0,offset:42;partition:1,offset:300' "
                  "(exclusive; partitions not listed are not read). Single topic only.", scope="source"),
     ConfigOption("scan.bounded.timestamp-millis", "Long", None, "ms",
-                 "End timestamp for timestamp mode, ms since epoch (exclusive).", _parse_int, scope="source"),
-    ConfigOption("scan.null-key.mode", _choices(NullKeyMode), NullKeyMode.FAIL, None,
+                 "End timestamp for timestamp mode, ms since epoch (exclusive).", parse_int(), scope="source"),
+    ConfigOption("scan.null-key.mode", choices(NullKeyMode), NullKeyMode.FAIL, None,
                  "A record with a null key: fail (SourceError with topic/partition/offset) or skip and "
                  "count it. Flink drops such records silently.",
-                 _enum_parser(NullKeyMode), scope="source", origin="changelake"),
-    ConfigOption("scan.changelog-mode", _choices(ChangelogModeOption), ChangelogModeOption.UPSERT, None,
+                 parse_enum(NullKeyMode), scope="source", origin="changelake"),
+    ConfigOption("scan.changelog-mode", choices(ChangelogModeOption), ChangelogModeOption.UPSERT, None,
                  "upsert: emit +I/+U/-D; retract: also -U(previous row) before each +U (Flink's "
                  "ChangelogNormalize with update-before).",
-                 _enum_parser(ChangelogModeOption), scope="source", origin="changelake"),
+                 parse_enum(ChangelogModeOption), scope="source", origin="changelake"),
 )
 
-OPTIONS_BY_KEY: dict[str, ConfigOption] = {o.key: o for o in OPTIONS}
+OPTIONS_BY_KEY: dict[str, ConfigOption[Any]] = {o.key: o for o in OPTIONS}
 
 
 def describe_options() -> str:

@@ -241,13 +241,13 @@ def test_format_and_value_format_together():
 @pytest.mark.parametrize(
     "key,value,expected",
     [
-        ("value.fields-include", "SOME", "Could not parse value 'SOME' for key 'value.fields-include'. Could not parse value for enum ValueFieldsInclude. Expected one of: [ALL, EXCEPT_KEY]"),
-        ("sink.delivery-guarantee", "twice", "Could not parse value 'twice' for key 'sink.delivery-guarantee'. Could not parse value for enum DeliveryGuarantee. Expected one of: [none, at-least-once, exactly-once]"),
+        ("value.fields-include", "SOME", "Could not parse value 'SOME' for key 'value.fields-include'. Expected one of: [ALL, EXCEPT_KEY]"),
+        ("sink.delivery-guarantee", "twice", "Could not parse value 'twice' for key 'sink.delivery-guarantee'. Expected one of: [none, at-least-once, exactly-once]"),
         ("scan.bounded.mode", "forever", "Expected one of: [unbounded, latest-offset, group-offsets, timestamp, specific-offsets]"),
         ("scan.null-key.mode", "maybe", "Expected one of: [fail, skip]"),
         ("scan.changelog-mode", "x", "Expected one of: [upsert, retract]"),
-        ("sink.buffer-flush.max-rows", "ten", "Could not parse value 'ten' for key 'sink.buffer-flush.max-rows'. expected an integer, got 'ten'"),
-        ("sink.buffer-flush.interval", "1 fortnight", "Could not parse value '1 fortnight' for key 'sink.buffer-flush.interval'. unknown time unit 'fortnight'"),
+        ("sink.buffer-flush.max-rows", "ten", "Could not parse value 'ten' for key 'sink.buffer-flush.max-rows'. Expected an integer."),
+        ("sink.buffer-flush.interval", "1 fortnight", "Could not parse value '1 fortnight' for key 'sink.buffer-flush.interval'. Expected a duration such as '30 s' or '500ms': unknown time unit 'fortnight'"),
         ("sink.buffer-flush.interval", "soon", "expected a duration such as '500 ms'"),
         ("sink.parallelism", "0", "Option 'sink.parallelism' must be >= 1, got 0."),
         ("scan.bounded.timestamp-millis", "-5", "Option 'scan.bounded.timestamp-millis' must be >= 0 (ms since epoch), got -5."),
