@@ -26,7 +26,17 @@ class OptionValidationError(ConnectorError):
 
 
 class SinkFlushError(ConnectorError):
-    """Records could not be delivered to Kafka (names topic and partition when known)."""
+    """Records could not be delivered to Kafka (names topic and partition when known).
+
+    Attributes:
+        topic, partition: where the first failed record was going, or None.
+        failed: how many records failed (0 when the error is not about delivery).
+    """
+
+    def __init__(self, message: str, *, topic: str | None = None, partition: int | None = None,
+                 failed: int = 0) -> None:
+        self.topic, self.partition, self.failed = topic, partition, failed
+        super().__init__(message)
 
 
 class SourceError(ConnectorError):

@@ -26,10 +26,11 @@ from __future__ import annotations
 import logging
 from typing import Any, Mapping
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+
 from confluent_kafka.admin import AdminClient
 
 from changelake.connectors.errors import SinkFlushError
+from changelake.connectors.kafka.producer import KafkaProducer, admin_config
 from changelake.connectors.kafka.topics import TopicCreator
 from changelake.connectors.kafka_common import with_logger
 
@@ -71,17 +72,18 @@ class DeadLetterQueue:
         self.sent = 0
         self._properties = {k: v for k, v in properties.items() if not k.startswith(_CONSUMER_ONLY)}
         self._timeout_s = timeout_s
-        self._producer: Producer | None = None
-        self._errors: list[str] = []
+        self._producer: KafkaProducer | None = None
 
-    def _open(self) -> Producer:
+    def _open(self) -> KafkaProducer:
         if self._producer is None:
-            admin = AdminClient(with_logger(dict(self._properties)))
+            admin = AdminClient(with_logger(admin_config(self._properties)))
             TopicCreator(admin, 1, 1, self._timeout_s).ensure([self.topic])
             conf: dict[str, Any] = dict(self._properties)
             conf.setdefault("acks", "all")
             conf.setdefault("enable.idempotence", "true")
-            self._producer = Producer(with_logger(conf))
+            producer = KafkaProducer(conf, queue_timeout_s=self._timeout_s)
+            producer.open(self._timeout_s)
+            self._producer = producer
         return self._producer
 
     def send(self, *, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None,
@@ -102,21 +104,17 @@ class DeadLetterQueue:
         ]
         if table:
             context.append((DLQ_HEADERS[5], table))
-        all_headers: list[tuple[str, str | bytes | None]] = [(k, v) for k, v in headers or []]
+        all_headers: list[tuple[str, bytes]] = [(k, v) for k, v in headers or []]
         all_headers += [(k, v.encode("utf-8")) for k, v in context]
         try:
-            producer.produce(self.topic, key=key, value=value, headers=all_headers, on_delivery=self._on_delivery)
-        except (BufferError, KafkaException) as exc:
+            producer.produce(self.topic, key, value, headers=all_headers)
+        except SinkFlushError as exc:
             raise SinkFlushError(f"cannot copy the record at topic {topic!r} partition {partition} offset {offset} "
-                                 f"to dead-letter topic {self.topic!r}: {exc}") from exc
+                                 f"to dead-letter topic {self.topic!r}: {exc}", topic=self.topic) from exc
         producer.poll(0)
         self.sent += 1
         log.warning("copied the bad record at topic %r partition %d offset %d to dead-letter topic %r: %s",
                     topic, partition, offset, self.topic, error)
-
-    def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
-        if err is not None:
-            self._errors.append(err.str())
 
     def flush(self) -> None:
         """Wait until every copied record is acknowledged.
@@ -126,16 +124,10 @@ class DeadLetterQueue:
         """
         if self._producer is None:
             return
-        left = self._producer.flush(self._timeout_s)
-        if self._errors or left:
-            errors, self._errors = self._errors, []
-            raise SinkFlushError(f"dead-letter topic {self.topic!r}: {left} record(s) unacknowledged after "
-                                 f"{self._timeout_s:g} s; errors: {errors[:3]}")
+        self._producer.flush(self._timeout_s)  # SinkFlushError names the dead-letter topic
 
     def close(self) -> None:
         """Flush (best effort) and drop the producer. Idempotent."""
         producer, self._producer = self._producer, None
         if producer is not None:
-            left = producer.flush(self._timeout_s)
-            if left:
-                log.warning("%d dead-letter record(s) undelivered when closing", left)
+            producer.close(self._timeout_s)  # logs records left undelivered

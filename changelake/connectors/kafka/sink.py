@@ -71,7 +71,8 @@ from changelake.connectors.kafka.sink_options import (
     ValueFormat,
 )
 from changelake.connectors.kafka.topics import TopicCreator, TopicNamer
-from changelake.connectors.kafka_common import client_logger, require_broker, unavailable_error, with_logger
+from changelake.connectors.kafka.producer import KafkaProducer, admin_config
+from changelake.connectors.kafka_common import require_broker, unavailable_error, with_logger
 
 __all__ = ["KafkaPipelineSink", "read_stored_position", "OFFSETS_TOPIC_CONFIG"]
 
@@ -79,20 +80,6 @@ log = logging.getLogger(__name__)
 
 #: config of the offsets topic (compacted, as Kafka Connect's offset storage topic)
 OFFSETS_TOPIC_CONFIG = {"cleanup.policy": "compact"}
-
-_ADMIN_KEYS = ("bootstrap.servers", "security.protocol", "client.id")
-
-
-def _client_config(properties: Mapping[str, str], drop_producer_only: bool = False) -> dict[str, Any]:
-    conf: dict[str, Any] = dict(properties)
-    if drop_producer_only:
-        for key in list(conf):
-            if key.startswith(("acks", "enable.idempotence", "linger", "batch", "compression", "partitioner",
-                               "transaction", "retries", "max.in.flight", "delivery.timeout",
-                               "message.timeout", "queue.buffering", "request.required.acks")):
-                conf.pop(key)
-    return conf
-
 
 class KafkaPipelineSink:
     """Writes change events to Kafka as Flink CDC's Kafka pipeline sink, and stores source positions.
@@ -118,14 +105,12 @@ class KafkaPipelineSink:
             self.options = KafkaSinkOptions.from_options(options, pipeline_name)
         self.pipeline_name = pipeline_name
         self._namer = TopicNamer(self.options.topic, self.options.topic_mapping)
-        self._producer: Producer | None = None
+        self._producer: KafkaProducer | None = None
         self._admin: AdminClient | None = None
         self._creator: TopicCreator | None = None
         self._formats: dict[tuple[TableId, Schema | None], Any] = {}
         #: id(schema) -> (schema, table, format): the per-event lookup without hashing the schema
         self._formats_by_id: dict[int, tuple[Schema | None, TableId, Any]] = {}
-        self._errors: list[SinkFlushError] = []
-        self._in_txn = False
         self._records_since_commit = 0
         self._schemas_sent: set[str] = set()  # fingerprints durably in the schema topic
         self._schemas_pending: set[str] = set()  # written in the open transaction
@@ -137,6 +122,11 @@ class KafkaPipelineSink:
     @property
     def exactly_once(self) -> bool:
         return self.options.delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE
+
+    @property
+    def producer(self) -> Producer:
+        """The underlying confluent-kafka Producer (after :meth:`open`). Raises SinkFlushError before."""
+        return self._require_open().client
 
     def open(self) -> None:
         """Connect: AdminClient, offsets topic, producer; with exactly-once ``init_transactions()``
@@ -152,7 +142,7 @@ class KafkaPipelineSink:
             return
         opts = self.options
         timeout_s = opts.flush_timeout.total_seconds()
-        admin_conf = _client_config(opts.properties, drop_producer_only=True)
+        admin_conf = admin_config(opts.properties)
         self._admin = AdminClient(with_logger(admin_conf))
         if opts.auto_create_topics or self.exactly_once:
             require_broker(self._admin, admin_conf, timeout_s)
@@ -172,15 +162,9 @@ class KafkaPipelineSink:
             # Kafka's Java producer (>= 3.0) is idempotent by default, so retries keep per-partition
             # order; do the same unless the user opts out (ApsaraMQ needs enable.idempotence=false).
             conf.setdefault("enable.idempotence", "true")
-        conf["error_cb"] = self._on_client_error
-        self._producer = Producer(with_logger(conf))
-        if self.exactly_once:
-            try:
-                self._producer.init_transactions(timeout_s)
-            except KafkaException as exc:
-                raise SinkFlushError(
-                    f"cannot initialise transactions for transactional.id {opts.transactional_id_prefix!r}: {exc}"
-                ) from exc
+        producer = KafkaProducer(conf, queue_timeout_s=timeout_s)
+        producer.open(timeout_s)
+        self._producer = producer
 
     def close(self) -> None:
         """Abort an uncommitted transaction (exactly-once) or flush (otherwise), then disconnect.
@@ -193,16 +177,9 @@ class KafkaPipelineSink:
         if producer is None:
             return
         try:
-            if self._in_txn:
-                try:
-                    producer.abort_transaction(self.options.flush_timeout.total_seconds())
-                except KafkaException as exc:
-                    log.warning("abort of the open transaction failed on close: %s", exc)
-                self._in_txn = False
-            else:  # a clean close delivers what is queued, also with 'none' (which only skips waiting at commit)
-                left = producer.flush(self.options.flush_timeout.total_seconds())
-                if left:
-                    log.warning("%d record(s) still undelivered when closing the Kafka pipeline sink", left)
+            # aborts an open transaction; otherwise delivers what is queued, also with 'none'
+            # (which only skips waiting at commit)
+            producer.close(self.options.flush_timeout.total_seconds())
         finally:
             self._admin = None
             self._creator = None
@@ -234,9 +211,9 @@ class KafkaPipelineSink:
             EncodeError: a value cannot be encoded by the format.
         """
         producer = self._require_open()
-        self._raise_delivery_errors()
-        if self.exactly_once and not self._in_txn and events:
-            self._begin()
+        producer.raise_delivery_errors()
+        if self.exactly_once and events:
+            producer.begin()
         for event in events:
             if event.op is Op.TRUNCATE:
                 for topic, key, value, headers, partition in self._truncate_records(producer, event):
@@ -247,7 +224,7 @@ class KafkaPipelineSink:
         producer.poll(0)
 
     def _truncate_records(
-        self, producer: Producer, event: DataChangeEvent
+        self, producer: KafkaProducer, event: DataChangeEvent
     ) -> list[tuple[str, bytes, bytes, list[tuple[str, bytes]], int | None]]:
         """A truncate as the changelog format writes it (debezium-json ``t``, canal-json
         ``TRUNCATE``), keyed ``{"TableId": ...}``; with ``hash-by-key`` it goes to every partition
@@ -268,7 +245,7 @@ class KafkaPipelineSink:
         headers = self._headers(event.table) + self._schema_headers(producer, event)
         if opts.partition_strategy is PartitionStrategy.ALL_TO_ZERO:
             return [(topic, key, value, headers, 0)]
-        metadata = producer.list_topics(topic, timeout=opts.flush_timeout.total_seconds())
+        metadata = producer.client.list_topics(topic, timeout=opts.flush_timeout.total_seconds())
         partitions = sorted(metadata.topics[topic].partitions)
         return [(topic, key, value, headers, p) for p in partitions]
 
@@ -346,7 +323,7 @@ class KafkaPipelineSink:
         headers.extend((k, v.encode("utf-8")) for k, v in self.options.custom_headers)
         return headers
 
-    def _schema_headers(self, producer: Producer, event: DataChangeEvent) -> list[tuple[str, bytes]]:
+    def _schema_headers(self, producer: KafkaProducer, event: DataChangeEvent) -> list[tuple[str, bytes]]:
         """``changelake.schema.id`` / ``changelake.schema.topic`` for an event with a schema; the
         schema record is produced first when this sink has not written it yet (joining the open
         transaction under exactly-once). ``[]`` without a schema or ``sink.schema-topic``."""
@@ -369,52 +346,16 @@ class KafkaPipelineSink:
                 self._schemas_sent.add(fingerprint)
         return [(SCHEMA_ID_HEADER, fingerprint.encode("ascii")), (SCHEMA_TOPIC_HEADER, topic.encode("utf-8"))]
 
-    def _produce(self, producer: Producer, topic: str, key: bytes, value: bytes | None,
+    def _produce(self, producer: KafkaProducer, topic: str, key: bytes, value: bytes | None,
                  headers: list[tuple[str, bytes]], partition: int | None = None, counted: bool = True) -> None:
-        kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": self._on_delivery}
-        if headers:
-            kwargs["headers"] = headers
-        if partition is not None:
-            kwargs["partition"] = partition
-        elif self.options.partition_strategy is PartitionStrategy.ALL_TO_ZERO:
-            kwargs["partition"] = 0
-        deadline = time.monotonic() + self.options.flush_timeout.total_seconds()
-        while True:
-            try:
-                producer.produce(topic, **kwargs)
-                break
-            except BufferError:
-                if time.monotonic() > deadline:
-                    raise SinkFlushError(f"producer queue full for {self.options.flush_timeout} writing to "
-                                         f"topic {topic!r}") from None
-                producer.poll(0.1)
-            except KafkaException as exc:
-                raise SinkFlushError(f"cannot produce to topic {topic!r}: {exc}") from exc
+        if partition is None and self.options.partition_strategy is PartitionStrategy.ALL_TO_ZERO:
+            partition = 0
+        producer.produce(topic, key, value, partition=partition, headers=headers)
         if counted:
             self.metrics["records"] += 1
         if value is None:
             self.metrics["tombstones"] += 1
         self._records_since_commit += 1
-
-    def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
-        if err is not None:
-            part = msg.partition() if msg is not None else None
-            topic = msg.topic() if msg is not None else None
-            e = SinkFlushError(f"delivery to topic {topic!r} partition {part} failed: {err.str()}")
-            e.topic, e.partition = topic, part  # type: ignore[attr-defined]
-            self._errors.append(e)
-
-    def _on_client_error(self, err: KafkaError) -> None:
-        # to the client logger, whose filter keeps a broker outage from repeating this every second
-        client_logger().warning("kafka client error: %s", err)
-
-    def _raise_delivery_errors(self) -> None:
-        if self._errors:
-            first, more = self._errors[0], len(self._errors) - 1
-            self._errors.clear()
-            if more:
-                first.args = (f"{first.args[0]} (and {more} more failed records)",)
-            raise first
 
     # -- commit ----------------------------------------------------------------------------------
     def commit(self, position: Mapping[str, Any]) -> None:
@@ -435,38 +376,19 @@ class KafkaPipelineSink:
         value = json.dumps(dict(position), sort_keys=True, separators=(",", ":"), default=str).encode("utf-8")
         key = self.pipeline_name.encode("utf-8")
         if self.exactly_once:
-            if not self._in_txn:
-                self._begin()
+            producer.begin()
             self._produce(producer, opts.offsets_topic, key, value, [], partition=0)
             try:
-                producer.commit_transaction(timeout_s)
-            except KafkaException as exc:
-                self._abort_after_failure(producer, timeout_s)
-                del producer  # the raised error's traceback must not keep the client alive
-                err = exc.args[0] if exc.args else None
-                fenced = isinstance(err, KafkaError) and err.code() in (
-                    KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH
-                )
-                hint = (
-                    f"; another instance of pipeline {self.pipeline_name!r} (same transactional id) has taken "
-                    "over and this one must stop (its open transaction was aborted)"
-                    if fenced
-                    else ""
-                )
-                raise SinkFlushError(f"commit of the transaction of {opts.transactional_id_prefix!r} failed: "
-                                     f"{exc}{hint}") from exc
+                producer.commit(timeout_s)  # aborts on failure; names a fenced producer
             except BaseException:
-                self._schemas_pending.clear()
+                self._schemas_pending.clear()  # aborted with the transaction
                 raise
-            finally:
-                self._in_txn = False
             self._schemas_sent |= self._schemas_pending
             self._schemas_pending.clear()
-            self._raise_delivery_errors()
         elif opts.delivery_guarantee is DeliveryGuarantee.AT_LEAST_ONCE:
-            self._flush(producer, timeout_s)
+            producer.flush(timeout_s)
             self._produce(producer, opts.offsets_topic, key, value, [], partition=0)
-            self._flush(producer, timeout_s)
+            producer.flush(timeout_s)
         else:
             self._produce(producer, opts.offsets_topic, key, value, [], partition=0)
             producer.poll(0)
@@ -479,36 +401,10 @@ class KafkaPipelineSink:
         """Abort the open transaction (exactly-once): its records are never visible to
         read_committed consumers. A no-op otherwise."""
         producer = self._require_open()
-        if self._in_txn:
-            producer.abort_transaction(self.options.flush_timeout.total_seconds())
-            self._in_txn = False
-            self._errors.clear()
-            self._schemas_pending.clear()
-
-    def _begin(self) -> None:
-        assert self._producer is not None
-        try:
-            self._producer.begin_transaction()
-        except KafkaException as exc:
-            raise SinkFlushError(f"cannot begin a transaction for {self.options.transactional_id_prefix!r}: "
-                                 f"{exc}") from exc
-        self._in_txn = True
-
-    def _abort_after_failure(self, producer: Producer, timeout_s: float) -> None:
+        producer.abort(self.options.flush_timeout.total_seconds())
         self._schemas_pending.clear()
-        try:
-            producer.abort_transaction(timeout_s)
-        except KafkaException as exc:  # fatal errors: the producer must be recreated by reopening
-            log.error("abort after a failed commit failed: %s", exc)
-            self._producer = None
 
-    def _flush(self, producer: Producer, timeout_s: float) -> None:
-        remaining = producer.flush(timeout_s)
-        self._raise_delivery_errors()
-        if remaining:
-            raise SinkFlushError(f"{remaining} record(s) not acknowledged within {timeout_s:g} s")
-
-    def _require_open(self) -> Producer:
+    def _require_open(self) -> KafkaProducer:
         if self._producer is None:
             raise SinkFlushError("the Kafka pipeline sink is not open; call open() first")
         return self._producer
@@ -539,7 +435,7 @@ def read_stored_position(properties: Mapping[str, str], offsets_topic: str, pipe
         KafkaUnavailableError: no broker answered within ``timeout_s`` seconds (names
             ``bootstrap.servers``).
     """
-    conf = _client_config(properties, drop_producer_only=True)
+    conf = admin_config(properties)
     conf.update({
         "group.id": f"changelake-position-reader-{pipeline_name}",
         "enable.auto.commit": False,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 from typing import Any, Iterable
 
-from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Producer, TopicPartition
 
 from changelake.changelog.errors import UnsupportedChangelogError
 from changelake.changelog.event import DataChangeEvent, Op
@@ -21,7 +21,7 @@ from changelake.changelog.row import ChangelogRow
 from changelake.changelog.rowkind import RowKind
 from changelake.changelog.schema import Schema, TableId
 from changelake.connectors.errors import ConnectorError, SinkFlushError
-from changelake.connectors.kafka_common import require_broker, with_logger
+from changelake.connectors.kafka.producer import KafkaProducer
 from changelake.connectors.kafka_table.options import DeliveryGuarantee, KafkaTableOptions, SinkPartitioner
 
 __all__ = ["KafkaTableSink", "LIBRDKAFKA_PARTITIONER"]
@@ -90,11 +90,9 @@ class KafkaTableSink:
         self.table_name = table_name
         self.topic = options.topic
         self._external_producer = producer
-        self._producer: Producer | None = None
+        self._producer: KafkaProducer | None = None
         self._drop: frozenset[RowKind] = frozenset()
-        self._errors: list[tuple[str, int | None, str]] = []
         self._rr: itertools.cycle[int] | None = None
-        self._in_txn = False
         self.records_written = 0
         self.merge_updates = merge_updates and hasattr(value_format, "encode_event")
         self._pending_before: ChangelogRow | None = None
@@ -147,18 +145,11 @@ class KafkaTableSink:
         if self._producer is not None:
             return self
         if self._external_producer is not None:
-            self._producer = self._external_producer
+            self._producer = KafkaProducer({}, client=self._external_producer, queue_timeout_s=10.0)
             return self
-        conf = self.producer_config()
-        producer = Producer(with_logger(conf))
-        if self.options.sink_delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE:
-            require_broker(producer, conf, 30)
+        producer = KafkaProducer(self.producer_config(), queue_timeout_s=10.0)
+        producer.open(30)
         self._producer = producer
-        if self.options.sink_delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE:
-            try:
-                self._producer.init_transactions(30)
-            except KafkaException as exc:
-                raise ConnectorError(f"cannot initialise transactions for sink topic {self.topic!r}: {exc}") from exc
         return self
 
     def __enter__(self) -> "KafkaTableSink":
@@ -169,6 +160,11 @@ class KafkaTableSink:
 
     @property
     def producer(self) -> Producer:
+        """The underlying confluent-kafka Producer (after :meth:`open`)."""
+        return self._kafka.client
+
+    @property
+    def _kafka(self) -> KafkaProducer:
         if self._producer is None:
             raise ConnectorError(f"sink for topic {self.topic!r} is not open; call open() first")
         return self._producer
@@ -179,23 +175,15 @@ class KafkaTableSink:
         if self._producer is None:
             return
         try:
-            if self._in_txn:
+            if self._producer.in_transaction:
                 self._pending_before = None
             else:
                 self._drain_pending()
-            if self._external_producer is None:
-                if self._in_txn:
-                    self.abort_transaction()
-                else:
-                    self._producer.flush(30)
+            self._producer.close(30)  # aborts an open transaction, else flushes (an adopted producer: neither)
         finally:
             self._producer = None
 
     # -- writing ----------------------------------------------------------------------------------
-    def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
-        if err is not None:
-            self._errors.append((msg.topic(), msg.partition(), str(err)))
-
     def _partition(self) -> int | None:
         p = self.options.sink_partitioner
         if p is SinkPartitioner.DEFAULT:
@@ -203,7 +191,7 @@ class KafkaTableSink:
         if p is SinkPartitioner.FIXED:
             return 0
         if self._rr is None:
-            md = self.producer.list_topics(self.topic, timeout=10)
+            md = self._kafka.client.list_topics(self.topic, timeout=10)
             t = md.topics.get(self.topic)
             n = len(t.partitions) if t is not None and t.partitions else 1
             self._rr = itertools.cycle(range(n))
@@ -273,20 +261,10 @@ class KafkaTableSink:
             self._write_row(pending)
 
     def _produce(self, key: bytes | None, value: bytes | None) -> None:
-        producer = self.producer
-        kwargs: dict[str, Any] = {"on_delivery": self._on_delivery}
-        part = self._partition()
-        if part is not None:
-            kwargs["partition"] = part
-        for _ in range(100):
-            try:
-                producer.produce(self.topic, value=value, key=key, **kwargs)
-                self.records_written += 1
-                producer.poll(0)
-                return
-            except BufferError:
-                producer.poll(0.1)
-        raise SinkFlushError(f"local producer queue for topic {self.topic!r} stayed full for 10 s")
+        producer = self._kafka
+        producer.produce(self.topic, key, value, partition=self._partition())
+        self.records_written += 1
+        producer.poll(0)
 
     def write_all(self, rows: Iterable[ChangelogRow]) -> int:
         """Write every row (see :meth:`write`); returns how many were given."""
@@ -302,30 +280,22 @@ class KafkaTableSink:
         Raises:
             SinkFlushError: a record failed (names topic and partition) or the timeout (s) passed.
         """
+        producer = self._kafka
         try:
             self._drain_pending()
             if self.options.sink_delivery_guarantee is DeliveryGuarantee.NONE:
-                self.producer.poll(0)
+                producer.poll(0)
                 return
-            left = self.producer.flush(timeout_s)
-            if left:
-                raise SinkFlushError(f"{left} record(s) to topic {self.topic!r} not acknowledged after {timeout_s} s")
-            self._raise_delivery_errors()
+            producer.flush(timeout_s)
         finally:
-            self._errors.clear()
-
-    def _raise_delivery_errors(self) -> None:
-        if self._errors:
-            topic, part, err = self._errors[0]
-            raise SinkFlushError(f"delivery to topic {topic!r} partition {part} failed: {err} ({len(self._errors)} record(s))")
+            producer.clear_errors()
 
     # -- transactions (exactly-once) ----------------------------------------------------------------
     def begin_transaction(self) -> None:
         """Start a Kafka transaction (exactly-once only). Raises ConnectorError otherwise."""
         if self.options.sink_delivery_guarantee is not DeliveryGuarantee.EXACTLY_ONCE:
             raise ConnectorError(f"sink for topic {self.topic!r} is not exactly-once; no transactions")
-        self.producer.begin_transaction()
-        self._in_txn = True
+        self._kafka.begin()
 
     def commit_transaction(
         self,
@@ -340,29 +310,21 @@ class KafkaTableSink:
         Raises:
             SinkFlushError: a record failed, or the commit failed (the transaction is aborted).
         """
-        p = self.producer
+        producer = self._kafka
         try:
             self._drain_pending()
-            p.flush(timeout_s)
-            self._raise_delivery_errors()
-            if offsets:
-                p.send_offsets_to_transaction(offsets, group_metadata, timeout_s)
-            p.commit_transaction(timeout_s)
-        except (KafkaException, SinkFlushError) as exc:
-            self._errors.clear()
+            producer.flush(timeout_s)
+            producer.commit(timeout_s, offsets=offsets, group_metadata=group_metadata)
+        except SinkFlushError as exc:
             try:
-                p.abort_transaction(timeout_s)
-            except KafkaException:
+                producer.abort(timeout_s)  # a no-op when commit() already aborted
+            except SinkFlushError:
                 pass
-            self._in_txn = False
-            raise SinkFlushError(f"transaction on topic {self.topic!r} failed and was aborted: {exc}") from exc
-        self._in_txn = False
+            raise SinkFlushError(f"transaction on topic {self.topic!r} failed and was aborted: {exc}",
+                                 topic=exc.topic, partition=exc.partition, failed=exc.failed) from exc
 
     def abort_transaction(self, timeout_s: float = 60.0) -> None:
         """Abort the open transaction: none of its records become visible to read_committed readers."""
-        self._errors.clear()
         self._pending_before = None
-        if self._in_txn:
-            self.producer.abort_transaction(timeout_s)
-            self._in_txn = False
+        self._kafka.abort(timeout_s)
 

@@ -34,17 +34,17 @@ from __future__ import annotations
 import logging
 import re
 import threading
-import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
-from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Producer, TopicPartition
 
 from changelake.changelog.row import ChangelogRow
 from changelake.changelog.rowkind import UPSERT, RowKind
 from changelake.changelog.schema import Schema
 from changelake.connectors.errors import ConnectorError, SinkFlushError
-from changelake.connectors.kafka_common import ensure_topics, require_broker, with_logger
+from changelake.connectors.kafka.producer import KafkaProducer, admin_config
+from changelake.connectors.kafka_common import ensure_topics
 from changelake.connectors.metrics import SinkMetrics
 from changelake.connectors.upsert_kafka import formats_bridge
 from changelake.connectors.upsert_kafka.buffer import ReducingBuffer
@@ -109,15 +109,12 @@ class UpsertKafkaSink:
         self.flush_timeout_s = flush_timeout_s
         self.metrics = metrics or SinkMetrics()
         self._pattern = re.compile(options.topic_pattern) if options.topic_pattern else None
-        self._producer: Producer | None = None
+        self._producer: KafkaProducer | None = None
         self._key_format: Any = None
         self._value_format: Any = None
         self._encode_key: Callable[[ChangelogRow], bytes | None] | None = None
         self._encode_value: Callable[[ChangelogRow], bytes | None] | None = None
         self._buffer: ReducingBuffer[KafkaRecord] | None = None
-        self._errors: list[tuple[str, int, KafkaError]] = []
-        self._errors_lock = threading.Lock()
-        self._in_transaction = False
         self._timer: threading.Thread | None = None
         self._timer_stop = threading.Event()
         self._timer_error: BaseException | None = None
@@ -200,22 +197,11 @@ class UpsertKafkaSink:
             return self
         self.build_formats()
         conf = self.producer_config()
-        checked = False
         if self.create_topics and self.options.topics:
-            admin_conf = {k: v for k, v in conf.items() if k not in _PRODUCER_ONLY}
-            ensure_topics(admin_conf, self.options.topics, self.topic_partitions, COMPACT_TOPIC_CONFIG)
-            checked = True
-        producer = Producer(with_logger(conf))
-        if self.guarantee is DeliveryGuarantee.EXACTLY_ONCE and not checked:
-            require_broker(producer, conf, self.flush_timeout_s)
+            ensure_topics(admin_config(conf), self.options.topics, self.topic_partitions, COMPACT_TOPIC_CONFIG)
+        producer = KafkaProducer(conf, metrics=self.metrics, queue_timeout_s=self.flush_timeout_s)
+        producer.open(self.flush_timeout_s)
         self._producer = producer
-        if self.guarantee is DeliveryGuarantee.EXACTLY_ONCE:
-            try:
-                self._producer.init_transactions(self.flush_timeout_s)
-            except KafkaException as exc:
-                raise SinkFlushError(
-                    f"cannot initialise transactions for transactional.id {self.transactional_id!r}: {exc}"
-                ) from exc
         if self.options.buffering_enabled:
             self._buffer = ReducingBuffer(
                 self._emit_buffered, self.options.sink_buffer_flush_max_rows, self.options.buffer_flush_interval_ms
@@ -237,6 +223,10 @@ class UpsertKafkaSink:
     @property
     def producer(self) -> Producer:
         """The underlying confluent-kafka Producer (after :meth:`open`)."""
+        return self._kafka.client
+
+    @property
+    def _kafka(self) -> KafkaProducer:
         if self._producer is None:
             raise ConnectorError("the upsert-kafka sink is not open; call open() first")
         return self._producer
@@ -253,14 +243,11 @@ class UpsertKafkaSink:
             self._timer.join(timeout=5)
             self._timer = None
         try:
-            if self.guarantee is DeliveryGuarantee.EXACTLY_ONCE:
-                if self._in_transaction:
-                    log.warning("closing exactly-once sink %s with an open transaction: aborting it", self.transactional_id)
-                    self._safe_abort()
-            else:
-                if self._buffer is not None:
-                    self._buffer.flush()
-                self._producer.flush(self.flush_timeout_s)
+            if self._producer.in_transaction:
+                log.warning("closing exactly-once sink %s with an open transaction: aborting it", self.transactional_id)
+            elif self._buffer is not None and self.guarantee is not DeliveryGuarantee.EXACTLY_ONCE:
+                self._buffer.flush()
+            self._producer.close(self.flush_timeout_s)  # aborts an open transaction, else flushes
         finally:
             self._producer = None
 
@@ -318,7 +305,7 @@ class UpsertKafkaSink:
         parts = self._serialize(row)
         if parts is None:
             return
-        if self.guarantee is DeliveryGuarantee.EXACTLY_ONCE and not self._in_transaction:
+        if self.guarantee is DeliveryGuarantee.EXACTLY_ONCE and not self.in_transaction:
             self.begin_transaction()
         if self._buffer is not None:
             record = KafkaRecord(*parts)
@@ -342,36 +329,9 @@ class UpsertKafkaSink:
         self._produce_parts(record.topic, record.key, record.value, record.timestamp_ms)
 
     def _produce_parts(self, topic: str, key: bytes, value: bytes | None, timestamp_ms: int | None) -> None:
-        producer = self.producer
-        on_delivery = self._on_delivery
-        while True:
-            try:
-                if timestamp_ms is None:
-                    producer.produce(topic, value, key, on_delivery=on_delivery)
-                else:
-                    producer.produce(topic, value, key, on_delivery=on_delivery, timestamp=timestamp_ms)
-                break
-            except BufferError:
-                producer.poll(0.1)  # local queue full: serve delivery reports, then retry
-            except KafkaException as exc:
-                raise SinkFlushError(f"cannot produce to topic {topic!r}: {exc}") from exc
-        self.metrics.record_out(1, len(key) + len(value or b""))
+        producer = self._kafka
+        producer.produce(topic, key, value, timestamp_ms=timestamp_ms)
         producer.poll(0)
-
-    def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
-        if err is not None:
-            self.metrics.record_error()
-            with self._errors_lock:
-                self._errors.append((msg.topic(), msg.partition(), err))
-
-    def _raise_delivery_errors(self) -> None:
-        with self._errors_lock:
-            errors, self._errors = self._errors, []
-        if errors:
-            topic, partition, err = errors[0]
-            raise SinkFlushError(
-                f"{len(errors)} record(s) could not be delivered; first: topic {topic!r} partition {partition}: {err.str()}"
-            )
 
     # -- flushing ----------------------------------------------------------------------------------
     def flush(self, timeout_s: float | None = None) -> None:
@@ -381,19 +341,11 @@ class UpsertKafkaSink:
         self._raise_timer_error()
         if self._buffer is not None:
             self._buffer.flush()
-        producer = self.producer
+        producer = self._kafka
         if self.guarantee is DeliveryGuarantee.NONE:
             producer.poll(0)
             return
-        start = time.monotonic()
-        remaining = producer.flush(self.flush_timeout_s if timeout_s is None else timeout_s)
-        self.metrics.record_send_time((time.monotonic() - start) * 1000.0)
-        self._raise_delivery_errors()
-        if remaining:
-            raise SinkFlushError(
-                f"{remaining} record(s) to {list(self.options.topics) or self.options.topic_pattern} not acknowledged "
-                f"within {self.flush_timeout_s if timeout_s is None else timeout_s} s"
-            )
+        producer.flush(self.flush_timeout_s if timeout_s is None else timeout_s)
 
     def _timer_loop(self) -> None:
         assert self._buffer is not None
@@ -418,13 +370,7 @@ class UpsertKafkaSink:
     def begin_transaction(self) -> None:
         """Begin a Kafka transaction (exactly-once only). Raises ConnectorError otherwise."""
         self._require_eos("begin_transaction()")
-        if self._in_transaction:
-            return
-        try:
-            self.producer.begin_transaction()
-        except KafkaException as exc:
-            raise SinkFlushError(f"cannot begin transaction {self.transactional_id!r}: {exc}") from exc
-        self._in_transaction = True
+        self._kafka.begin()
 
     def commit_transaction(
         self,
@@ -434,32 +380,17 @@ class UpsertKafkaSink:
         """Flush the buffer, add consumed ``offsets`` (next offsets to read, for
         consume-transform-produce; needs the consumer's ``consumer_group_metadata()``) and commit.
 
-        Raises SinkFlushError; an abortable failure aborts the transaction first, so the caller
-        can rewind its input and retry."""
+        Raises SinkFlushError (the transaction is aborted first, so the caller can rewind its
+        input and retry); ConnectorError for ``offsets`` without ``group_metadata``."""
         self._require_eos("commit_transaction()")
         self._raise_timer_error()
-        if not self._in_transaction:
-            self.begin_transaction()
-        producer = self.producer
-        start = time.monotonic()
-        try:
-            if self._buffer is not None:
-                self._buffer.flush()
-            if offsets:
-                if group_metadata is None:
-                    raise ConnectorError("commit_transaction(offsets=...) needs the consumer's group_metadata")
-                producer.send_offsets_to_transaction(list(offsets), group_metadata, self.flush_timeout_s)
-            producer.commit_transaction(self.flush_timeout_s)
-        except KafkaException as exc:
-            err = exc.args[0] if exc.args else None
-            if err is not None and getattr(err, "txn_requires_abort", lambda: False)():
-                self._safe_abort()
-            raise SinkFlushError(f"cannot commit transaction {self.transactional_id!r}: {exc}") from exc
-        finally:
-            with self._errors_lock:
-                self._errors.clear()
-        self._in_transaction = False
-        self.metrics.record_send_time((time.monotonic() - start) * 1000.0)
+        producer = self._kafka
+        producer.begin()
+        if offsets and group_metadata is None:
+            raise ConnectorError("commit_transaction(offsets=...) needs the consumer's group_metadata")
+        if self._buffer is not None:
+            self._buffer.flush()
+        producer.commit(self.flush_timeout_s, offsets=offsets, group_metadata=group_metadata)
 
     def abort_transaction(self) -> None:
         """Drop the buffer's pending records and abort the open transaction (its records are
@@ -467,46 +398,9 @@ class UpsertKafkaSink:
         self._require_eos("abort_transaction()")
         if self._buffer is not None:
             self._buffer.discard()
-        if not self._in_transaction:
-            return
-        try:
-            self.producer.abort_transaction(self.flush_timeout_s)
-        except KafkaException as exc:
-            raise SinkFlushError(f"cannot abort transaction {self.transactional_id!r}: {exc}") from exc
-        finally:
-            with self._errors_lock:
-                self._errors.clear()
-        self._in_transaction = False
-
-    def _safe_abort(self) -> None:
-        try:
-            self.producer.abort_transaction(self.flush_timeout_s)
-        except KafkaException as exc:
-            log.warning("abort of transaction %s failed: %s", self.transactional_id, exc)
-        self._in_transaction = False
+        self._kafka.abort(self.flush_timeout_s)
 
     @property
     def in_transaction(self) -> bool:
         """True between begin and commit/abort."""
-        return self._in_transaction
-
-
-#: Producer-only keys not passed to the AdminClient that creates topics.
-_PRODUCER_ONLY = frozenset(
-    {
-        "partitioner",
-        "enable.idempotence",
-        "transactional.id",
-        "transaction.timeout.ms",
-        "acks",
-        "linger.ms",
-        "batch.size",
-        "compression.type",
-        "retries",
-        "max.in.flight.requests.per.connection",
-        "queue.buffering.max.messages",
-        "queue.buffering.max.ms",
-        "delivery.timeout.ms",
-        "message.timeout.ms",
-    }
-)
+        return self._producer is not None and self._producer.in_transaction

@@ -162,7 +162,7 @@ def test_exactly_once_zombie_is_fenced_and_restart_neither_loses_nor_duplicates(
     zombie.write(inserts(table, range(3, 6)))
     zombie.commit({"pos": 6})
     zombie.write(inserts(table, range(6, 9)))  # this batch's transaction is never committed
-    assert zombie._producer is not None and zombie._producer.flush(10) == 0  # the records did reach the broker
+    assert zombie.producer.flush(10) == 0  # the records did reach the broker
 
     restarted = KafkaPipelineSink(opts, pipeline_name=name)
     restarted.open()  # init_transactions fences the zombie and aborts its open transaction
@@ -215,7 +215,7 @@ _CRASHING_WRITER = textwrap.dedent(
     sink.write([ev(i) for i in range(0, 50)])
     sink.commit({"pos": 50})
     sink.write([ev(i) for i in range(50, 80)])
-    sink._producer.flush(10)
+    sink.producer.flush(10)
     print("mid-batch", flush=True)
     sys.stdin.read()  # wait to be killed
     """
