@@ -5,10 +5,10 @@ Public entry points:
 - :class:`KafkaPipelineSink` / :class:`KafkaSinkOptions` (Flink CDC ``sink: {type: kafka}``);
 - :class:`KafkaPipelineSource` / :class:`KafkaSourceOptions` / :class:`SourceRecord` (Alibaba's Kafka
   YAML source);
-- :func:`encode_key` (Flink CDC record keys) and :class:`TopicNamer` (topic per table).
+- :class:`TopicNamer` (topic per table). Record keys and values are encoded by
+  :mod:`changelake.formats` (keys: :mod:`changelake.formats.table_id_key`).
 """
 
-from changelake.connectors.kafka.keys import encode_key, encode_key_for_row
 from changelake.connectors.kafka.sink import KafkaPipelineSink, read_stored_position
 from changelake.connectors.kafka.sink_options import (
     DeliveryGuarantee,
@@ -36,7 +36,5 @@ __all__ = [
     "TopicCreator",
     "TopicNamer",
     "ValueFormat",
-    "encode_key",
-    "encode_key_for_row",
     "read_stored_position",
 ]

@@ -52,6 +52,9 @@ PRODUCER_ONLY_KEYS = (
     "transaction", "retries", "max.in.flight", "delivery.timeout", "message.timeout", "queue.buffering",
 )
 
+#: Delivery reports of records an abort discarded on purpose (not failures).
+_PURGED_CODES = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
+
 #: Error codes meaning another producer with the same transactional.id took over.
 _FENCED_CODES = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
 
@@ -146,8 +149,8 @@ class KafkaProducer:
 
     def close(self, timeout_s: float = 30.0) -> int:
         """Abort an open transaction, else deliver what is queued (up to ``timeout_s`` seconds);
-        then release the Producer (an adopted one stays open). Idempotent; never raises for
-        delivery failures (they are logged).
+        then release the Producer (an adopted one stays open). Idempotent; never raises (failures,
+        e.g. of a producer fenced by a newer instance, are logged).
 
         Returns:
             The number of records still undelivered (0 after an abort).
@@ -163,7 +166,10 @@ class KafkaProducer:
                 except KafkaException as exc:
                     log.warning("abort of the open transaction of %r failed on close: %s", self.transactional_id, exc)
             elif not self._adopted:
-                left = client.flush(timeout_s)
+                try:
+                    left = client.flush(timeout_s)
+                except KafkaException as exc:  # a fatal producer (fenced): nothing more can be sent
+                    log.warning("flush on close of the Kafka producer failed: %s", exc)
                 if left:
                     log.warning("%d record(s) still undelivered when closing the Kafka producer", left)
         finally:
@@ -217,7 +223,7 @@ class KafkaProducer:
         self.client.poll(timeout_s)
 
     def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
-        if err is None:
+        if err is None or err.code() in _PURGED_CODES:  # purged by an abort: discarded, not failed
             return
         self.metrics.record_error()
         topic = msg.topic() if msg is not None else None
@@ -361,6 +367,8 @@ class KafkaProducer:
             raise SinkFlushError(f"cannot abort the transaction of {self.transactional_id!r}: {exc}") from exc
         finally:
             self._in_transaction = False
+            self._topics.clear()
+            self.clear_errors()  # reports served during the abort belong to the discarded records
 
     def _abort_quietly(self, timeout_s: float) -> None:
         self.clear_errors()
@@ -369,6 +377,7 @@ class KafkaProducer:
         except KafkaException as exc:  # fatal (fenced): the producer must be recreated
             log.warning("abort of the transaction of %r failed: %s", self.transactional_id, exc)
         self._in_transaction = False
+        self.clear_errors()
 
 
 def _log_client_error(err: KafkaError) -> None:

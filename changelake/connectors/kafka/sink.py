@@ -4,7 +4,7 @@ Record construction follows Flink CDC's Kafka pipeline sink (``PipelineKafkaReco
 
 - topic per table (:mod:`.topics`): ``topic`` option, else the first matching
   ``sink.tableId-to-topic.mapping`` selector, else ``db.table``; missing topics are created;
-- key (:mod:`.keys`): ``{"TableId":"db.table",<pk columns>}`` (before-image for deletes);
+- key (:mod:`changelake.formats.table_id_key`): ``{"TableId":"db.table",<pk columns>}`` (before-image for deletes);
 - value: the value format's ``encode_event`` (debezium-json, canal-json); for plain ``json`` the
   after-row for c/r/u and a tombstone (null value) for d, so the topic is an upsert topic (an
   update that changes the primary key first writes a tombstone for the old key);
@@ -55,8 +55,8 @@ from changelake.changelog.row import ChangelogRow
 from changelake.changelog.rowkind import RETRACT, RowKind
 from changelake.changelog.schema import Schema, TableId
 from changelake.connectors.errors import SinkFlushError
-from changelake.connectors.kafka._formats import create_format
-from changelake.connectors.kafka.keys import encode_key_for_row
+from changelake.formats import create_format
+from changelake.formats.table_id_key import encode_table_key
 from changelake.connectors.kafka.schemas import (
     SCHEMA_ID_HEADER,
     SCHEMA_TOPIC_CONFIG,
@@ -241,7 +241,7 @@ class KafkaPipelineSink:
         topic = self.topic_for(event.table)
         if opts.auto_create_topics and self._creator is not None:
             self._creator.ensure([topic])
-        key = encode_key_for_row(str(event.table), None, None, opts.key_format)
+        key = encode_table_key(str(event.table), None, None, opts.key_format)
         headers = self._headers(event.table) + self._schema_headers(producer, event)
         if opts.partition_strategy is PartitionStrategy.ALL_TO_ZERO:
             return [(topic, key, value, headers, 0)]
@@ -259,12 +259,12 @@ class KafkaPipelineSink:
         if self._producer is not None:
             headers = headers + self._schema_headers(self._producer, event)
         key_row = event.before if event.op is Op.DELETE else event.after
-        key = encode_key_for_row(table_text, event.schema, key_row, opts.key_format)
+        key = encode_table_key(table_text, event.schema, key_row, opts.key_format)
         if (
             event.op is Op.UPDATE
             and opts.value_format is not ValueFormat.JSON
             and event.before is not None
-            and encode_key_for_row(table_text, event.schema, event.before, opts.key_format) != key
+            and encode_table_key(table_text, event.schema, event.before, opts.key_format) != key
         ):
             # As Debezium: an update that changes the primary key is a delete of the old key
             # (keyed, and so partitioned, by the old key) followed by a create of the new one.
@@ -278,7 +278,7 @@ class KafkaPipelineSink:
                 return [(topic, key, None, headers)]
             out: list[tuple[str, bytes, bytes | None, list[tuple[str, bytes]]]] = []
             if event.op is Op.UPDATE and event.before is not None:
-                old_key = encode_key_for_row(table_text, event.schema, event.before, opts.key_format)
+                old_key = encode_table_key(table_text, event.schema, event.before, opts.key_format)
                 if old_key != key:
                     out.append((topic, old_key, None, headers))
             value = fmt.encode(ChangelogRow.insert(dict(event.after or {}), event.table))

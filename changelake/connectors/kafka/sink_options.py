@@ -30,6 +30,7 @@ from typing import Any, Mapping
 from changelake.connectors.options import DeliveryGuarantee
 from changelake.changelog.selectors import SelectorError, Selectors, split_unescaped
 from changelake.connectors.errors import OptionValidationError
+from changelake.formats.table_id_key import KeyFormat
 from changelake.connectors.options import (
     ConfigOption,
     key,
@@ -60,13 +61,6 @@ class ValueFormat(enum.Enum):
     DEBEZIUM_JSON = "debezium-json"
     CANAL_JSON = "canal-json"
     JSON = "json"  # after-row for c/r/u, tombstone for d (an upsert topic)
-
-
-class KeyFormat(enum.Enum):
-    """``key.format``: ``{"TableId":…, <pk>…}`` as compact JSON or as a CSV line (Flink CDC KeyFormat)."""
-
-    JSON = "json"
-    CSV = "csv"
 
 
 class PartitionStrategy(enum.Enum):

@@ -52,11 +52,11 @@ from changelake.changelog.event import DataChangeEvent, Op
 from changelake.changelog.schema import Schema, TableId
 from changelake.connectors.errors import RecordError, SourceError
 from changelake.connectors.kafka.dead_letter import DeadLetterQueue
-from changelake.connectors.kafka._formats import create_format
 from changelake.connectors.kafka.schemas import SchemaResolver, schema_header
 from changelake.connectors.kafka.sink_options import ValueFormat
 from changelake.connectors.kafka.source_options import BoundedMode, KafkaSourceOptions, StartupMode
 from changelake.connectors.kafka_common import unavailable_error, with_logger
+from changelake.formats import create_format
 from changelake.formats.errors import DecodeError
 
 __all__ = ["SourceRecord", "KafkaPipelineSource", "TopicPartitionKey"]

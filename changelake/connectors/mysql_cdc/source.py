@@ -2,8 +2,9 @@
 
 Example::
 
-    source = MySqlSource({"hostname": "127.0.0.1", "port": "3306", "username": "cdc",
-                          "password": secret, "tables": "shop.\\\\.*", "server-id": "5400-5404"})
+    source = find_factory("mysql").create_source(      # or MySqlSource(validate_options({...}))
+        {"hostname": "127.0.0.1", "port": "3306", "username": "cdc", "password": secret,
+         "tables": "shop.\\\\.*", "server-id": "5400-5404"}, ConnectorContext("orders"))
     source.open()
     try:
         while not source.caught_up():
@@ -56,7 +57,8 @@ class MySqlSource:
     """Change events of the captured tables: an initial snapshot (``op`` r), then the binlog (c/u/d/t).
 
     Args:
-        options: validated options, or raw option strings (validated by the factory).
+        options: validated options (:func:`~changelake.connectors.mysql_cdc.factory.validate_options`
+            builds them from raw option strings).
         start_position: a position stored from an earlier run (``event.position`` of the last
             event written); None starts as ``scan.startup.mode`` says.
 
@@ -70,11 +72,7 @@ class MySqlSource:
     #: row kinds this source produces (Flink's ChangelogMode.all()).
     changelog_mode: frozenset[RowKind] = RETRACT
 
-    def __init__(self, options: MySqlSourceOptions | Mapping[str, Any], start_position: Mapping[str, Any] | None = None) -> None:
-        if not isinstance(options, MySqlSourceOptions):
-            from changelake.connectors.mysql_cdc.factory import validate_options
-
-            options = validate_options(options)
+    def __init__(self, options: MySqlSourceOptions, start_position: Mapping[str, Any] | None = None) -> None:
         self.options = options
         self._start = SourcePosition.from_dict(start_position) if start_position else None
         tables = start_position.get("tables") if start_position else None

@@ -9,7 +9,8 @@ from typing import Any
 
 import pymysql
 from changelake.changelog.event import DataChangeEvent
-from changelake.connectors.mysql_cdc import MySqlSource
+from changelake.connectors.mysql_cdc import MySqlSource, validate_options
+from changelake.connectors.mysql_cdc.options import MySqlSourceOptions
 from changelake.formats.json_values import dumps, to_json_value
 
 
@@ -27,14 +28,15 @@ def run_sql(params: dict, database: str | None, *statements: str) -> None:
         conn.close()
 
 
-def source_options(params: dict, database: str, tables: str = "t", **extra: str) -> dict[str, str]:
+def source_options(params: dict, database: str, tables: str = "t", **extra: str) -> MySqlSourceOptions:
+    """Validated options of a source reading ``database.tables`` (``extra``: more raw options)."""
     opts = {
         "hostname": params["host"], "port": str(params["port"]), "username": params["user"],
         "password": params["password"], "tables": f"{database}.{tables}", "server-id": "5400-5499",
         "heartbeat.interval": "1s",
     }
     opts.update(extra)
-    return opts
+    return validate_options(opts)
 
 
 def drain(source: MySqlSource, timeout_s: float = 60.0, max_events: int = 1000) -> list[DataChangeEvent]:

@@ -98,9 +98,12 @@ def test_specific_offset_needs_file_and_pos():
         validate_options({**BASE, "scan.startup.mode": "specific-offset", "scan.startup.specific-offset.file": "f.000001"})
 
 
-def test_source_accepts_raw_options_and_validates_them():
+def test_the_factory_validates_raw_options_before_building_the_source():
+    from changelake.connectors.registry import ConnectorContext, find_factory
+
     with pytest.raises(OptionValidationError, match="Unsupported options found for 'mysql'"):
-        MySqlSource({**BASE, "nope": "1"})
+        find_factory("mysql").create_source({**BASE, "nope": "1"}, ConnectorContext("p"))
+    assert isinstance(find_factory("mysql").create_source(BASE, ConnectorContext("p")), MySqlSource)
 
 
 # ---- selectors -----------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Topic naming (topic > mapping > db.table) and Flink CDC record keys, byte for byte."""
+"""Flink CDC record keys of the Kafka pipeline sink (formats/table_id_key.py), byte for byte."""
 
 import datetime
 import decimal
@@ -8,12 +8,10 @@ import pytest
 from changelake.changelog.event import DataChangeEvent, Op
 from changelake.changelog.schema import Schema, TableId
 from changelake.changelog.types import DataType, TypeRoot
-from changelake.connectors.kafka.keys import encode_key
-from changelake.connectors.kafka.sink_options import KeyFormat, parse_topic_mapping
-from changelake.connectors.kafka.topics import TopicNamer
+from changelake.formats.table_id_key import KeyFormat
+from changelake.formats.table_id_key import encode_event_key as encode_key
 
 CUSTOMERS = TableId("kafka_test", "customers")
-PRODUCTS = TableId("kafka_test", "products")
 SCHEMA = Schema.of(
     [
         ("id", DataType(TypeRoot.INT, nullable=False)),
@@ -26,23 +24,6 @@ SCHEMA = Schema.of(
 )
 BEFORE = {"id": 4, "name": "John", "address": "New York", "phone_number": "2222", "age": 12}
 AFTER = {**BEFORE, "phone_number": "1234"}
-
-
-def test_default_topic_is_db_dot_table():
-    assert TopicNamer(None, ()).topic_for(CUSTOMERS) == "kafka_test.customers"
-    assert TopicNamer(None, ()).topic_for(TableId(None, "orders")) == "orders"
-
-
-def test_mapping_first_match_wins_and_unmatched_falls_back():
-    namer = TopicNamer(None, parse_topic_mapping(r"kafka_test.customers:customers;kafka_test.\.*:everything"))
-    assert namer.topic_for(CUSTOMERS) == "customers"
-    assert namer.topic_for(PRODUCTS) == "everything"
-    assert namer.topic_for(TableId("other", "x")) == "other.x"
-
-
-def test_topic_option_overrides_mapping():
-    namer = TopicNamer("inventory", parse_topic_mapping("kafka_test.customers:customers"))
-    assert namer.topic_for(CUSTOMERS) == "inventory"
 
 
 def test_key_bytes_of_the_seed_update_are_flink_cdc_bytes():
