@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Literal, Mapping, TypeVar
 
 from changelake.connectors.errors import OptionValidationError
+from changelake.connectors.options import ConfigOption
 
 __all__ = ["ConnectorContext", "Endpoint", "ConnectorFactory", "FACTORY_MODULES", "find_factory", "identifiers", "supported_pairs"]
 
@@ -55,8 +56,10 @@ class Endpoint(Generic[O, C]):
     """One side (source or sink) of a connector: its option keys, validation and builder.
 
     Attributes:
-        required: option keys that must be present.
-        optional: the other supported keys; a trailing ``*`` marks a prefix (``properties.*``).
+        required: option keys that must be present (declared as :class:`ConfigOption` or keys;
+            stored as keys, sorted).
+        optional: the other supported keys, likewise; a trailing ``*`` marks a prefix
+            (``properties.*``).
         validate: raw options -> typed options; the package's own checks. Raises
             OptionValidationError ("Unsupported options found for '<identifier>'" lists the
             unsupported and the supported keys).
@@ -68,11 +71,16 @@ class Endpoint(Generic[O, C]):
             partitioned sink; a positioned source feeds any sink.
     """
 
-    required: tuple[str, ...]
-    optional: tuple[str, ...]
+    required: tuple[str | ConfigOption[Any], ...]
+    optional: tuple[str | ConfigOption[Any], ...]
     validate: Callable[[Mapping[str, Any], ConnectorContext], O]
     build: Callable[[O, ConnectorContext], C]
     partitioned: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("required", "optional"):
+            keys = [o.key if isinstance(o, ConfigOption) else str(o) for o in getattr(self, name)]
+            object.__setattr__(self, name, tuple(sorted(dict.fromkeys(keys), key=lambda k: (k.endswith("*"), k))))
 
     def create(self, raw: Mapping[str, Any], context: ConnectorContext) -> C:
         """Validate ``raw``, then build. Raises OptionValidationError."""

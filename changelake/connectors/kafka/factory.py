@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping
 
-from changelake.connectors.kafka.sink_options import IDENTIFIER, PROPERTIES_PREFIX, SINK_OPTIONS, KafkaSinkOptions
+from changelake.connectors.kafka.sink_options import (
+    BOOTSTRAP_SERVERS,
+    IDENTIFIER,
+    PROPERTIES_PREFIX,
+    SINK_OPTIONS,
+    KafkaSinkOptions,
+)
 from changelake.connectors.kafka.source_options import SOURCE_OPTIONS, KafkaSourceOptions
 from changelake.connectors.registry import ConnectorContext, ConnectorFactory, Endpoint
 
@@ -19,7 +25,6 @@ if TYPE_CHECKING:
 
 __all__ = ["FACTORY", "consumer_group"]
 
-_BOOTSTRAP = PROPERTIES_PREFIX + "bootstrap.servers"
 _FORMAT_PREFIX = "<value.format>.*"
 
 
@@ -52,15 +57,15 @@ def _build_sink(options: KafkaSinkOptions, context: ConnectorContext) -> "KafkaP
 FACTORY = ConnectorFactory(
     IDENTIFIER,
     source=Endpoint(
-        required=(_BOOTSTRAP,),
-        optional=(*sorted(o.key for o in SOURCE_OPTIONS), PROPERTIES_PREFIX + "*", _FORMAT_PREFIX),
+        required=(BOOTSTRAP_SERVERS,),
+        optional=(*SOURCE_OPTIONS, PROPERTIES_PREFIX + "*", _FORMAT_PREFIX),
         validate=_validate_source,
         build=_build_source,
         partitioned=True,
     ),
     sink=Endpoint(
-        required=(_BOOTSTRAP,),
-        optional=(*sorted(o.key for o in SINK_OPTIONS), PROPERTIES_PREFIX + "*", _FORMAT_PREFIX),
+        required=(BOOTSTRAP_SERVERS,),
+        optional=(*SINK_OPTIONS, PROPERTIES_PREFIX + "*", _FORMAT_PREFIX),
         validate=_validate_sink,
         build=_build_sink,
     ),

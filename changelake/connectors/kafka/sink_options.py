@@ -70,6 +70,8 @@ class PartitionStrategy(enum.Enum):
     HASH_BY_KEY = "hash-by-key"  # murmur2(key bytes) as Kafka's Java client
 
 
+BOOTSTRAP_SERVERS = key(PROPERTIES_PREFIX + "bootstrap.servers").string_type().required().with_description(
+    "Comma-separated host:port list of Kafka brokers.")
 VALUE_FORMAT = key("value.format").enum_type(ValueFormat).default_value(ValueFormat.DEBEZIUM_JSON).with_description(
     "Format of record values: debezium-json (default), canal-json or json.")
 KEY_FORMAT = key("key.format").enum_type(KeyFormat).default_value(KeyFormat.JSON).with_description(
@@ -224,7 +226,7 @@ class KafkaSinkOptions:
         assert value_format is not None and key_format is not None
         validate_unsupported_options(IDENTIFIER, raw, SINK_OPTIONS,
                                      (PROPERTIES_PREFIX, key_format.value + ".", value_format.value + "."))
-        validate_required_options(raw, ["properties.bootstrap.servers"])
+        validate_required_options(raw, [BOOTSTRAP_SERVERS])
         if TYPE.get(raw) != IDENTIFIER:
             raise OptionValidationError(f"Option 'type' must be '{IDENTIFIER}', got '{raw['type']}'", option="type")
         props = prefixed(raw, PROPERTIES_PREFIX)

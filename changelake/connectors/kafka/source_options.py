@@ -41,7 +41,7 @@ from changelake.connectors.options import (
     validate_required_options,
     validate_unsupported_options,
 )
-from changelake.connectors.kafka.sink_options import IDENTIFIER, ValueFormat
+from changelake.connectors.kafka.sink_options import BOOTSTRAP_SERVERS, IDENTIFIER, ValueFormat
 
 __all__ = ["StartupMode", "BoundedMode", "InferenceStrategy", "KafkaSourceOptions", "SOURCE_OPTIONS", "parse_specific_offsets"]
 
@@ -171,7 +171,7 @@ class KafkaSourceOptions:
         assert value_format is not None
         fmt_prefix = value_format.value + "."
         validate_unsupported_options(IDENTIFIER, raw, SOURCE_OPTIONS, (PROPERTIES_PREFIX, fmt_prefix))
-        validate_required_options(raw, ["properties.bootstrap.servers"])
+        validate_required_options(raw, [BOOTSTRAP_SERVERS])
         if TYPE.get(raw) != IDENTIFIER:
             raise OptionValidationError(f"Option 'type' must be '{IDENTIFIER}', got '{raw['type']}'", option="type")
         fmt_opts = prefixed(raw, fmt_prefix)

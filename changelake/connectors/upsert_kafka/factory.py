@@ -34,6 +34,7 @@ from changelake.connectors.options import validate_delivery_guarantee as _valida
 from changelake.connectors.options import validate_unsupported_options
 from changelake.connectors.registry import ConnectorContext, ConnectorFactory, Endpoint
 from changelake.connectors.upsert_kafka.ingestion_options import IDENTIFIER as _INGESTION_IDENTIFIER
+from changelake.connectors.kafka.sink_options import BOOTSTRAP_SERVERS
 from changelake.connectors.upsert_kafka.ingestion_options import INGESTION_OPTIONS, UpsertKafkaIngestionOptions
 from changelake.connectors.kafka_common import PROPERTIES_PREFIX, client_properties
 from changelake.connectors.upsert_kafka import formats_bridge
@@ -479,8 +480,8 @@ def _build_ingestion(options: UpsertKafkaIngestionOptions, context: ConnectorCon
 FACTORY = ConnectorFactory(
     _INGESTION_IDENTIFIER,
     sink=Endpoint(
-        required=(PROPERTIES_PREFIX + "bootstrap.servers",),
-        optional=(*sorted(o.key for o in INGESTION_OPTIONS), PROPERTIES_PREFIX + "*"),
+        required=(BOOTSTRAP_SERVERS,),
+        optional=(*INGESTION_OPTIONS, PROPERTIES_PREFIX + "*"),
         validate=_validate_ingestion,
         build=_build_ingestion,
     ),

@@ -47,6 +47,7 @@ from changelake.connectors.options import (
 )
 from changelake.connectors.kafka.sink_options import (
     ADD_TABLE_ID_HEADER,
+    BOOTSTRAP_SERVERS,
     AUTO_CREATE,
     DELIVERY_GUARANTEE,
     FLUSH_TIMEOUT,
@@ -147,7 +148,7 @@ class UpsertKafkaIngestionOptions:
         """
         text = {str(k): ("" if v is None else (str(v).lower() if isinstance(v, bool) else str(v))) for k, v in raw.items()}
         validate_unsupported_options(IDENTIFIER, text, INGESTION_OPTIONS, (PROPERTIES_PREFIX, IGNORED_PREFIX))
-        validate_required_options(text, ["properties.bootstrap.servers"])
+        validate_required_options(text, [BOOTSTRAP_SERVERS])
         if TYPE.get(text) != IDENTIFIER:
             raise OptionValidationError(f"Option 'type' must be '{IDENTIFIER}', got '{text['type']}'", option="type")
         validate_properties(text)

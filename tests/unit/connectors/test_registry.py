@@ -87,3 +87,16 @@ def test_supported_pairs_any_positioned_source_with_any_sink_and_kafka_into_lake
         ("kafka", "iceberg"), ("kafka", "paimon"),
         ("mysql", "iceberg"), ("mysql", "kafka"), ("mysql", "paimon"), ("mysql", "upsert-kafka"),
     ]
+
+
+def test_kafka_factories_declare_their_options_as_config_options() -> None:
+    from changelake.connectors.kafka.sink_options import SINK_OPTIONS
+    from changelake.connectors.kafka.source_options import SOURCE_OPTIONS
+    from changelake.connectors.upsert_kafka.ingestion_options import INGESTION_OPTIONS
+
+    for identifier, role, declared in (("kafka", "sink", SINK_OPTIONS), ("kafka", "source", SOURCE_OPTIONS),
+                                       ("upsert-kafka", "sink", INGESTION_OPTIONS)):
+        endpoint = find_factory(identifier).endpoint(role)  # type: ignore[arg-type]
+        assert endpoint.required == ("properties.bootstrap.servers",)
+        assert {o.key for o in declared} <= set(endpoint.optional)
+        assert "properties.*" in endpoint.optional
