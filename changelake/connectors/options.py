@@ -35,6 +35,7 @@ __all__ = [
     "OptionBuilder",
     "validate_unsupported_options",
     "validate_required_options",
+    "validate_topic_or_pattern",
     "prefixed",
     "parse_bool",
     "parse_int",
@@ -513,3 +514,16 @@ def validate_required_options(raw: Mapping[str, Any], required: Iterable[ConfigO
             "One or more required options are missing.\n\nMissing required options are:\n\n" + "\n".join(missing),
             option=missing[0],
         )
+
+
+def validate_topic_or_pattern(has_topic: bool, has_pattern: bool) -> None:
+    """Exactly one of ``topic`` / ``topic-pattern``, as Flink's ``KafkaConnectorOptionsUtil.validateTopic``.
+
+    Raises:
+        OptionValidationError: "Option 'topic' and 'topic-pattern' shouldn't be set together." or
+            "Either 'topic' or 'topic-pattern' must be set." (``option`` is ``topic``).
+    """
+    if has_topic and has_pattern:
+        raise OptionValidationError("Option 'topic' and 'topic-pattern' shouldn't be set together.", option="topic")
+    if not has_topic and not has_pattern:
+        raise OptionValidationError("Either 'topic' or 'topic-pattern' must be set.", option="topic")

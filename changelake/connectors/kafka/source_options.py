@@ -39,6 +39,7 @@ from changelake.connectors.options import (
     key,
     prefixed,
     validate_required_options,
+    validate_topic_or_pattern,
     validate_unsupported_options,
 )
 from changelake.connectors.kafka.sink_options import BOOTSTRAP_SERVERS, IDENTIFIER, ValueFormat
@@ -222,11 +223,8 @@ def _format_flag(option: ConfigOption[bool], fmt_opts: dict[str, str], fmt_prefi
 
 
 def validate_topics(topics: tuple[str, ...], pattern: str | None) -> None:
-    """Exactly one of ``topic`` / ``topic-pattern`` (messages as Flink's KafkaConnectorOptionsUtil)."""
-    if topics and pattern:
-        raise OptionValidationError("Option 'topic' and 'topic-pattern' shouldn't be set together.", option="topic")
-    if not topics and not pattern:
-        raise OptionValidationError("Either 'topic' or 'topic-pattern' must be set.", option="topic")
+    """Exactly one of ``topic`` / ``topic-pattern`` (:func:`validate_topic_or_pattern`)."""
+    validate_topic_or_pattern(bool(topics), bool(pattern))
 
 
 def validate_dead_letter(topic: str | None, ignore_parse_errors: bool, fmt_prefix: str) -> None:

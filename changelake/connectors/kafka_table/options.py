@@ -22,6 +22,7 @@ from changelake.connectors.options import (
     key,
     parse_partition_offsets,
     validate_required_options,
+    validate_topic_or_pattern,
     validate_unsupported_options,
 )
 from changelake.connectors.options import validate_delivery_guarantee as _validate_delivery_guarantee
@@ -281,10 +282,7 @@ def validate_required(raw: Mapping[str, str]) -> None:
 
 def validate_topics(opts: KafkaTableOptions, *, for_sink: bool) -> None:
     """Exactly one of 'topic'/'topic-pattern' (Flink's messages); a sink needs one topic."""
-    if opts.topics and opts.topic_pattern:
-        raise OptionValidationError("Option 'topic' and 'topic-pattern' shouldn't be set together.", option="topic")
-    if not opts.topics and not opts.topic_pattern:
-        raise OptionValidationError("Either 'topic' or 'topic-pattern' must be set.", option="topic")
+    validate_topic_or_pattern(bool(opts.topics), bool(opts.topic_pattern))
     if for_sink:
         _ = opts.topic
 

@@ -31,7 +31,11 @@ from changelake.changelog.schema import Schema
 from changelake.changelog.state import KeyStateStore
 from changelake.connectors.errors import OptionValidationError
 from changelake.connectors.options import validate_delivery_guarantee as _validate_delivery_guarantee
-from changelake.connectors.options import validate_unsupported_options
+from changelake.connectors.options import (
+    validate_required_options,
+    validate_topic_or_pattern,
+    validate_unsupported_options,
+)
 from changelake.connectors.registry import ConnectorContext, ConnectorFactory, Endpoint
 from changelake.connectors.upsert_kafka.ingestion_options import IDENTIFIER as _INGESTION_IDENTIFIER
 from changelake.connectors.kafka.sink_options import BOOTSTRAP_SERVERS
@@ -133,20 +137,10 @@ def validate_unknown_keys(raw: Mapping[str, str]) -> None:
 def validate_required_keys(raw: Mapping[str, str]) -> None:
     """Refuse a missing ``connector``, ``properties.bootstrap.servers``, ``key.format`` or
     ``value.format`` (``format`` counts as ``value.format``), with Flink's FactoryUtil message."""
-    missing = []
-    for o in OPTIONS:
-        if not o.required:
-            continue
-        present = o.key in raw and str(raw[o.key]).strip() != ""
-        if o.key == "value.format":
-            present = present or ("format" in raw and str(raw["format"]).strip() != "")
-        if not present:
-            missing.append(o.key)
-    if missing:
-        raise _fail(
-            "One or more required options are missing.\n\nMissing required options are:\n\n" + "\n".join(missing),
-            missing[0],
-        )
+    present = dict(raw)
+    if not str(raw.get("value.format") or "").strip():
+        present["value.format"] = raw.get("format") or ""
+    validate_required_options(present, [o for o in OPTIONS if o.required])
 
 
 # -- stage 3: values -----------------------------------------------------------------------------------
@@ -258,10 +252,7 @@ def validate_value_format_alias(raw: Mapping[str, str]) -> None:
 
 def validate_topics(raw: Mapping[str, str]) -> None:
     """Exactly one of ``topic`` / ``topic-pattern`` (Flink's messages)."""
-    if "topic" in raw and "topic-pattern" in raw:
-        raise _fail("Option 'topic' and 'topic-pattern' shouldn't be set together.", "topic-pattern")
-    if "topic" not in raw and "topic-pattern" not in raw:
-        raise _fail("Either 'topic' or 'topic-pattern' must be set.", "topic")
+    validate_topic_or_pattern("topic" in raw, "topic-pattern" in raw)
 
 
 def validate_primary_key(schema: Schema) -> None:
