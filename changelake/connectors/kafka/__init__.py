@@ -5,10 +5,12 @@ Public entry points:
 - :class:`KafkaPipelineSink` / :class:`KafkaSinkOptions` (Flink CDC ``sink: {type: kafka}``);
 - :class:`KafkaPipelineSource` / :class:`KafkaSourceOptions` / :class:`SourceRecord` (Alibaba's Kafka
   YAML source);
-- :class:`TopicNamer` (topic per table). Record keys and values are encoded by
-  :mod:`changelake.formats` (keys: :mod:`changelake.formats.table_id_key`).
+- :class:`KafkaProducer` (the producer every Kafka sink writes with) and :class:`TopicNamer`
+  (topic per table). Record keys and values are encoded by :mod:`changelake.formats` (keys:
+  :mod:`changelake.formats.table_id_key`).
 """
 
+from changelake.connectors.kafka.producer import KafkaProducer
 from changelake.connectors.kafka.sink import KafkaPipelineSink, read_stored_position
 from changelake.connectors.kafka.sink_options import (
     DeliveryGuarantee,
@@ -26,6 +28,7 @@ __all__ = [
     "DeliveryGuarantee",
     "KafkaPipelineSink",
     "KafkaPipelineSource",
+    "KafkaProducer",
     "KafkaSinkOptions",
     "KafkaSourceOptions",
     "KeyFormat",
