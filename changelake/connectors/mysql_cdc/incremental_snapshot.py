@@ -348,35 +348,44 @@ class IncrementalSnapshotReader:
         sql = f"SELECT {select_list(table)} FROM {name}" + (" WHERE " + " AND ".join(conds) if conds else "")
         conn = slot.connection()
         lw = master_status(conn)
-        rows: dict[tuple[Any, ...], dict[str, Any]] = {}
+        listed: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
         columns = table.columns
-        idx = [i for k in key_columns for i, c in enumerate(columns) if c.name == k]
+        names = [c.name for c in columns]
+        idx = [names.index(k) for k in key_columns]
+        # the SQL range is the chunk's, except after a row emitted part-way (checked per row)
+        check = chunk.start is not None and not chunk.start_inclusive
         cur = conn.cursor(pymysql.cursors.SSCursor)
         try:
-            cur.execute(sql, params)
+            cur.execute(sql + " ORDER BY " + ", ".join(quote(k) for k in key_columns), params)
             while True:
                 batch = cur.fetchmany(self._fetch)
                 if not batch:
                     break
-                kept = len(rows)
+                kept = len(listed)
                 for raw in batch:
                     try:
-                        row = {c.name: convert(c, v) for c, v in zip(columns, raw)}
+                        values = [convert(c, v) for c, v in zip(columns, raw)]
                     except ValueError as exc:
                         raise SourceError(f"snapshot of {chunk.table}: {exc}") from exc
-                    key = tuple(row[columns[i].name] for i in idx)
-                    if chunk.contains(key):
-                        rows[key] = row
-                self._count(len(rows) - kept)
+                    key = tuple([values[i] for i in idx])
+                    if check and not chunk.contains(key):
+                        continue
+                    listed.append((key, dict(zip(names, values))))
+                self._count(len(listed) - kept)
         finally:
             cur.close()
         hw = master_status(conn)
-        applied = -1  # no back-fill
-        if hw != lw:
-            before = len(rows)
-            applied = self._backfill(slot.server_id, table, key_columns, chunk, lw, hw, rows)
-            self._count(len(rows) - before)
-        return ChunkResult(chunk, sorted(rows.items(), key=lambda kv: kv[0]), hw, applied)
+        if hw == lw:  # nothing committed while reading: the rows are the chunk at hw
+            # in key order as Python compares (marks compare so); the server's order is the same for
+            # the chunk key, maybe not for a further string key column: timsort on near-sorted rows is O(n)
+            listed.sort(key=_first)
+            return ChunkResult(chunk, listed, hw, -1)
+        rows = dict(listed)
+        del listed
+        before = len(rows)
+        applied = self._backfill(slot.server_id, table, key_columns, chunk, lw, hw, rows)
+        self._count(len(rows) - before)
+        return ChunkResult(chunk, sorted(rows.items(), key=_first), hw, applied)
 
     def _count(self, n: int) -> None:
         with self._lock:
@@ -461,10 +470,11 @@ class IncrementalSnapshotReader:
             name = res.chunk.table
             table = self._schemas[name]
             take = res.rows[self._index:self._index + (max_events - len(out))]
+            self._index += len(take)
+            hw_file, hw_pos, tid, schema = res.hw.file, res.hw.pos, table.table_id, table.schema
             for key, row in take:
-                self._index += 1
-                mark = [[encode_value(v) for v in key], True, res.hw.file, res.hw.pos]
-                out.append(DataChangeEvent(table.table_id, Op.READ, None, row, table.schema, 0, self._position([name, mark])))
+                end = list(key) if all(type(v) is int for v in key) else [encode_value(v) for v in key]
+                out.append(DataChangeEvent(tid, Op.READ, None, row, schema, 0, self._position([name, [end, True, hw_file, hw_pos]])))
             if self._index >= len(res.rows):
                 self._finish_chunk(res)
         return out
@@ -480,13 +490,14 @@ class IncrementalSnapshotReader:
         self._current = None
         self.chunks_done += 1
         if end is None:  # the table's last chunk
+            # a new list (never changed in place): earlier positions keep sharing the old one
             self._remaining = [t for t in self._remaining if t != name]
 
     def _position(self, current: list[Any] | None) -> dict[str, Any]:
         assert self.binlog_position is not None
         b = self.binlog_position
         return {"phase": "snapshot", "file": b.file, "pos": b.pos, "row": 0,
-                "snapshot": {"tables": list(self._remaining), "after_key": None,
+                "snapshot": {"tables": self._remaining, "after_key": None,
                              "marks": {"tables": self._marks_json, "current": current}}}
 
     def progress(self) -> SnapshotProgress:
@@ -496,6 +507,10 @@ class IncrementalSnapshotReader:
     def binlog_filter(self) -> WatermarkFilter:
         """The watermarks of every table snapshotted (this run and before a restart)."""
         return WatermarkFilter(self._marks)
+
+
+def _first(item: tuple[tuple[Any, ...], dict[str, Any]]) -> tuple[Any, ...]:
+    return item[0]
 
 
 def _apply(ev: DataChangeEvent, key_columns: tuple[str, ...], chunk: Chunk,

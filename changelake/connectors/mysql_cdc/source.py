@@ -283,7 +283,11 @@ class MySqlSource:
                     flt = self._snapshot.binlog_filter()
                     if resume is not None and resume.watermarks:
                         flt = WatermarkFilter({**marks_from_json(resume.watermarks), **flt.tables})
-                    binlog_pos = flt.min_hw or binlog_pos
+                    if flt.min_hw is not None and all(str(t) in flt.tables for t in self._tables):
+                        # every captured table was snapshotted: nothing before the smallest hw is emitted
+                        binlog_pos = flt.min_hw
+                    # else (newly added tables, resumed): from the stored position, which the other
+                    # tables have streamed up to; the filter holds back only the snapshotted tables' rows
                     watermarks = flt.to_json() if flt.active else None
                     snap = self._snapshot
                     self.snapshot_stats = {"chunks": snap.chunks_done, "backfilled_changes": snap.backfilled_changes,
