@@ -450,7 +450,13 @@ class IncrementalSnapshotReader:
         out: list[DataChangeEvent] = []
         while len(out) < max_events and self._remaining:
             if self._current is None:
-                self._fill()
+                try:
+                    self._fill()  # the splitter's boundary queries run here
+                except Exception as exc:
+                    if is_connection_loss(exc):
+                        raise SnapshotInterruptedError(table=self._remaining[0], after_key=None,
+                                                       cause=f"{type(exc).__name__}: {exc}") from exc
+                    raise
                 if not self._pending:  # every chunk emitted
                     self._remaining = []
                     break
