@@ -14,6 +14,12 @@ Example::
 
 Restart with ``MySqlSource(options, start_position=<last stored event.position>)``: the source
 continues exactly after that event (snapshot progress or binlog transaction + row).
+
+The snapshot is MariaDB's consistent snapshot (:mod:`~changelake.connectors.mysql_cdc.snapshot`),
+or with ``scan.incremental.snapshot.enabled`` Flink CDC's incremental snapshot
+(:mod:`~changelake.connectors.mysql_cdc.incremental_snapshot`); after the latter, the binlog is
+filtered by the chunks' high watermarks until the largest one is passed
+(:mod:`~changelake.connectors.mysql_cdc.watermarks`).
 """
 
 from __future__ import annotations
