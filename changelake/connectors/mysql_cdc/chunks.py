@@ -13,6 +13,12 @@ chunk. Boundaries are produced lazily (one chunk ahead), never by loading the ke
   keys (``SELECT MAX(k) FROM (SELECT k ... WHERE k >= ? ORDER BY k LIMIT n)``); when that equals
   the start (a run of equal chunk keys) the next larger key is taken.
 
+Before the last, unbounded chunk is produced, the table's current maximum is read again: rows
+inserted above the maximum while the snapshot ran are split into further chunks (query-based), so
+the last chunk holds about ``chunk.size`` rows too instead of every insert at the end of the key
+space (the memory problem Flink CDC's ``scan.incremental.snapshot.unbounded-chunk-first.enabled``
+works around by reading that chunk first).
+
 A chunk resumed after a restart may start *after* a full ordering key (the last row emitted
 before the restart); its rows are then filtered by :meth:`Chunk.contains`.
 """
@@ -114,14 +120,14 @@ class ChunkSplitter:
             factor = distribution_factor(int(lo), int(hi), queries.approximate_row_count())
             if self.lower_bound <= factor <= self.upper_bound:
                 step = max(1, int(self.chunk_size * factor))
-                yield from self._even(table, int(lo), int(hi), step, start, start_inclusive)
+                yield from self._even(table, queries, int(lo), int(hi), step, start, start_inclusive)
                 return
         yield from self._by_query(table, queries, lo, hi, start, start_inclusive)
 
-    def _even(self, table: str, lo: int, hi: int, step: int, start: tuple[Any, ...] | None,
+    def _even(self, table: str, queries: ChunkQueries, lo: int, hi: int, step: int, start: tuple[Any, ...] | None,
               start_inclusive: bool) -> Iterator[Chunk]:
         if hi - lo + 1 <= step:
-            yield Chunk(table, 0, start, start_inclusive, None)
+            yield from self._by_query(table, queries, lo, hi, start, start_inclusive)
             return
         index, end = 0, lo + step
         yield Chunk(table, index, start, start_inclusive, end)
@@ -129,19 +135,27 @@ class ChunkSplitter:
             index += 1
             nxt = end + step
             if nxt > hi:
-                yield Chunk(table, index, (end,), True, None)
+                # the tail: rows inserted above the max since the split began are split too
+                yield from self._by_query(table, queries, end, hi, (end,), True, index)
                 return
             yield Chunk(table, index, (end,), True, nxt)
             end = nxt
 
     def _by_query(self, table: str, queries: ChunkQueries, lo: Any, hi: Any, start: tuple[Any, ...] | None,
-                  start_inclusive: bool) -> Iterator[Chunk]:
-        index, chunk_start, inclusive, at = 0, start, start_inclusive, lo
+                  start_inclusive: bool, index: int = 0) -> Iterator[Chunk]:
+        chunk_start, inclusive, at = start, start_inclusive, lo
         while True:
             end = queries.next_chunk_max(at, self.chunk_size)
             if end is not None and end == at:  # a run of equal chunk keys: the chunk takes it whole
                 end = queries.min_greater(at)
-            if end is None or end >= hi:  # the rest (and rows inserted above the max) in one chunk
+            if end is not None and end >= hi:
+                # about to close with the unbounded chunk: rows inserted above the max since the
+                # split began would all land in it, so its size is checked against the table now
+                # (the last chunk stays about chunk.size rows, as other chunks)
+                _, fresh = queries.min_max(at)
+                if fresh is not None and fresh > hi:
+                    hi = fresh
+            if end is None or end >= hi:  # the rest (and rows inserted later above the max) in one chunk
                 yield Chunk(table, index, chunk_start, inclusive, None)
                 return
             yield Chunk(table, index, chunk_start, inclusive, end)

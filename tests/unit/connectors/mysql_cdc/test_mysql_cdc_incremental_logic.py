@@ -66,11 +66,11 @@ def _covers_once(chunks: list[Chunk], keys: list) -> None:
 
 
 # -- splitter --------------------------------------------------------------------------------------
-def test_dense_integer_keys_are_split_evenly_without_queries():
+def test_dense_integer_keys_are_split_evenly_with_boundary_queries_only_for_the_tail():
     keys = list(range(1, 10_001))
     q = ListQueries(keys)
     chunks = list(ChunkSplitter(1000).split("d.t", q, integral=True))
-    assert q.calls == 0
+    assert q.calls == 1  # the last chunk's MAX query
     assert [c.end for c in chunks[:3]] == [1001, 2001, 3001] and len(chunks) == 10
     _covers_once(chunks, keys + [0, -5, 10_001, 10**9])  # rows inserted outside [min, max] too
 
@@ -102,6 +102,31 @@ def test_a_factor_below_the_lower_bound_is_split_by_queries():
     _covers_once(chunks, sorted(set(keys)))
     # a run of equal chunk keys longer than the chunk size stays in one chunk
     assert sum(c.contains((1,)) for c in chunks) == 1
+
+
+class GrowingQueries(ListQueries):
+    """Rows are inserted above the max right after the split read MIN/MAX (a writer during the snapshot)."""
+
+    def __init__(self, keys: list, inserted: list) -> None:
+        super().__init__(keys)
+        self.inserted = inserted
+
+    def min_max(self, start):
+        out = super().min_max(start)
+        self.keys = sorted(self.keys + self.inserted)
+        self.inserted = []
+        return out
+
+
+@pytest.mark.parametrize("keys", [list(range(1, 1001)), list(range(1, 1001)) + [10**12]])  # even, by query
+def test_rows_inserted_above_the_max_during_the_split_do_not_pile_up_in_the_last_chunk(keys):
+    q = GrowingQueries(keys, list(range(2 * 10**12, 2 * 10**12 + 550)))
+    chunks = list(ChunkSplitter(100).split("d.t", q, integral=True))
+    everything = q.keys
+    sizes = [sum(c.contains((k,)) for k in everything) for c in chunks]
+    assert sum(sizes) == len(everything) == len(keys) + 550
+    assert max(sizes) <= 101 and sizes[-1] <= 100, sizes
+    _covers_once(chunks, everything)
 
 
 def test_decimal_keys_are_split_by_queries():
