@@ -69,6 +69,20 @@ def _int(raw: Mapping[str, Any], key: str, minimum: int, default: int | None = N
     return number
 
 
+def _float(raw: Mapping[str, Any], key: str, default: float) -> float:
+    """A float option (Flink's Double), > 0. Raises OptionValidationError naming the key and value."""
+    value = raw.get(key)
+    if value is None:
+        return default
+    try:
+        out = float(str(value).strip())
+    except ValueError:
+        raise OptionValidationError(f"Could not parse value '{value}' for key '{key}'.", option=key) from None
+    if not out > 0 or out != out or out == float("inf"):
+        raise OptionValidationError(f"The value of option '{key}' must be a positive number, but is {value}", option=key)
+    return out
+
+
 def _bool(raw: Mapping[str, Any], key: str, default: bool) -> bool:
     value = raw.get(key)
     if value is None:
@@ -168,6 +182,9 @@ def validate_options(raw: Mapping[str, Any]) -> MySqlSourceOptions:
         chunk_key_columns=ChunkKeyColumn.parse_all(str(raw["scan.incremental.snapshot.chunk.key-column"])) if raw.get("scan.incremental.snapshot.chunk.key-column") else (),
         snapshot_fetch_size=_int(raw, "scan.snapshot.fetch.size", 2, 1024) or 1024,
         chunk_size=_int(raw, "scan.incremental.snapshot.chunk.size", 2, 8096) or 8096,
+        incremental_snapshot_enabled=_bool(raw, "scan.incremental.snapshot.enabled", False),
+        chunk_key_factor_upper_bound=_float(raw, "chunk-key.even-distribution.factor.upper-bound", 1000.0),
+        chunk_key_factor_lower_bound=_float(raw, "chunk-key.even-distribution.factor.lower-bound", 0.05),
         heartbeat_interval=parse_duration(str(raw["heartbeat.interval"]), "heartbeat.interval") if raw.get("heartbeat.interval") is not None else MySqlSourceOptions.__dataclass_fields__["heartbeat_interval"].default,  # type: ignore[arg-type]
         connect_timeout=parse_duration(str(raw["connect.timeout"]), "connect.timeout") if raw.get("connect.timeout") is not None else MySqlSourceOptions.__dataclass_fields__["connect_timeout"].default,  # type: ignore[arg-type]
     )
@@ -175,6 +192,12 @@ def validate_options(raw: Mapping[str, Any]) -> MySqlSourceOptions:
         raise OptionValidationError(f"The value of option 'port' must be <= 65535, but is {opts.port}", option="port")
     if opts.heartbeat_interval.total_seconds() <= 0:
         raise OptionValidationError(f"The value of option 'heartbeat.interval' must be > 0, but is {raw.get('heartbeat.interval')}", option="heartbeat.interval")
+    if opts.chunk_key_factor_lower_bound > opts.chunk_key_factor_upper_bound:
+        raise OptionValidationError(
+            f"The value of option 'chunk-key.even-distribution.factor.lower-bound' ({opts.chunk_key_factor_lower_bound}) "
+            f"must not be larger than 'chunk-key.even-distribution.factor.upper-bound' ({opts.chunk_key_factor_upper_bound})",
+            option="chunk-key.even-distribution.factor.lower-bound",
+        )
     validate_startup(mode, opts.specific_offset_file, opts.specific_offset_pos, opts.specific_offset_gtid_set,
                      opts.startup_timestamp_millis)
     if opts.specific_offset_gtid_set:

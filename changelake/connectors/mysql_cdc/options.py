@@ -147,6 +147,9 @@ class MySqlSourceOptions:
     chunk_key_columns: tuple[ChunkKeyColumn, ...] = field(default=(), metadata=_opt("scan.incremental.snapshot.chunk.key-column", "Snapshot chunk key per table ('db.t_[0-9]+:col1;db2.\\.*:col2'); default the primary key. A column outside the primary key orders the snapshot by (column, primary key); a table without primary key is read in ranges of that column."))
     snapshot_fetch_size: int = field(default=1024, metadata=_opt("scan.snapshot.fetch.size", "Rows fetched per round trip while snapshotting. Default 1024."))
     chunk_size: int = field(default=8096, metadata=_opt("scan.incremental.snapshot.chunk.size", "Rows per snapshot chunk (one SELECT ... LIMIT). Default 8096."))
+    incremental_snapshot_enabled: bool = field(default=False, metadata=_opt("scan.incremental.snapshot.enabled", "Read the snapshot as Flink CDC's incremental snapshot: key-range chunks, each read at low/high watermarks and back-filled from the binlog, up to one chunk reader per 'server-id' of the range in parallel, joined to the binlog by the chunks' high watermarks. Default false (Flink CDC: true): the default is MariaDB's lock-free consistent snapshot, exact in one transaction without a binlog read per chunk; the incremental snapshot needs a primary key with an integer or DECIMAL chunk key."))
+    chunk_key_factor_upper_bound: float = field(default=1000.0, metadata=_opt("chunk-key.even-distribution.factor.upper-bound", "Incremental snapshot: an integer chunk key whose distribution factor ((max - min + 1) / row count) is at most this is split evenly by value, else by queries. Default 1000.0."))
+    chunk_key_factor_lower_bound: float = field(default=0.05, metadata=_opt("chunk-key.even-distribution.factor.lower-bound", "Incremental snapshot: ... and at least this. Default 0.05."))
     heartbeat_interval: timedelta = field(default=timedelta(seconds=30), metadata=_opt("heartbeat.interval", "Interval at which the server sends heartbeats on an idle binlog. Default 30s."))
     connect_timeout: timedelta = field(default=timedelta(seconds=30), metadata=_opt("connect.timeout", "Timeout to connect to the server. Default 30s."))
 
@@ -159,6 +162,15 @@ class MySqlSourceOptions:
             "password": self.password,
             "connect_timeout": max(1, int(self.connect_timeout.total_seconds())),
         }
+
+    def snapshot_parallelism(self) -> int:
+        """Chunk readers of the incremental snapshot: the size of an explicitly set ``server-id``
+        range (at most 16), 1 with the default range. As in Flink CDC, each reader needs its own
+        server id (Flink CDC: the range must be at least the source parallelism); Pipeline 1 has no
+        separate source parallelism, so the range size is it."""
+        if self.server_id == ServerIdRange(5400, 6400):
+            return 1
+        return min(16, self.server_id.end - self.server_id.start + 1)
 
     def chunk_key_column(self, table_id: Any) -> str | None:
         """The configured chunk key column of ``table_id`` (first matching rule), or None."""

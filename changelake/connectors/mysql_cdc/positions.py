@@ -23,6 +23,14 @@ before the resume point, so their ``XA COMMIT`` can still be published exactly o
 
 ``tables`` lists the tables still to read, the first being in progress; ``after_key`` holds the
 primary-key values (MySQL text form; bytes as ``{"hex": ...}``) of the last row emitted from it.
+
+With ``scan.incremental.snapshot.enabled`` the snapshot progress carries ``marks`` instead of
+``after_key``: per table, the chunk key columns and the key ranges already emitted, each with the
+high watermark (binlog position) it was read at (see
+:mod:`~changelake.connectors.mysql_cdc.watermarks` for the shape). After the snapshot, until the
+largest high watermark is passed, binlog positions carry the same structure as ``watermarks``
+(binlog events of rows below a chunk's high watermark are not emitted, as Flink CDC's
+``BinlogSplitReader.shouldEmit``). Both are kept as JSON here and parsed where used.
 """
 
 from __future__ import annotations
@@ -80,6 +88,9 @@ class SnapshotProgress:
 
     tables: tuple[str, ...]
     after_key: tuple[Any, ...] | None = None
+    #: incremental snapshot only: ``{"db.t": {"key": [...], "marks": [...]}}`` (JSON, see
+    #: :mod:`~changelake.connectors.mysql_cdc.watermarks`); None for the consistent snapshot.
+    marks: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, order=True)
@@ -107,6 +118,9 @@ class SourcePosition:
     binlog: BinlogPosition
     snapshot: SnapshotProgress | None = None
     xa_prepared: tuple[PreparedXa, ...] = ()
+    #: binlog phase after an incremental snapshot, until its largest high watermark is passed:
+    #: the chunk high watermarks (same JSON as ``SnapshotProgress.marks``); else None.
+    watermarks: Mapping[str, Any] | None = None
 
     @property
     def phase(self) -> str:
@@ -120,6 +134,10 @@ class SourcePosition:
                 "tables": list(self.snapshot.tables),
                 "after_key": encode_key(list(self.snapshot.after_key)) if self.snapshot.after_key is not None else None,
             }
+            if self.snapshot.marks is not None:
+                out["snapshot"]["marks"] = self.snapshot.marks
+        if self.watermarks is not None:
+            out["watermarks"] = self.watermarks
         if self.xa_prepared:
             out["xa_prepared"] = [{"xid": x.xid, "file": x.file, "pos": x.pos} for x in self.xa_prepared]
         return out
@@ -133,11 +151,17 @@ class SourcePosition:
             progress = None
             if data.get("phase", "binlog") == "snapshot" and snap is not None:
                 key = snap.get("after_key")
-                progress = SnapshotProgress(tuple(snap["tables"]), tuple(decode_key(list(key))) if key is not None else None)
+                marks = snap.get("marks")
+                if marks is not None and not isinstance(marks, Mapping):
+                    raise TypeError("snapshot.marks must be an object")
+                progress = SnapshotProgress(tuple(snap["tables"]), tuple(decode_key(list(key))) if key is not None else None, marks)
             xa = tuple(sorted(PreparedXa(str(x["file"]), int(x["pos"]), str(x["xid"])) for x in data.get("xa_prepared", ())))
+            watermarks = data.get("watermarks")
+            if watermarks is not None and not isinstance(watermarks, Mapping):
+                raise TypeError("watermarks must be an object")
         except (KeyError, TypeError, ValueError) as exc:
             raise SourceError(f"stored MySQL source position {dict(data)!r} is not valid: {exc}") from exc
-        return cls(binlog, progress, xa)
+        return cls(binlog, progress, xa, watermarks)
 
     def with_binlog(self, binlog: BinlogPosition) -> "SourcePosition":
         return replace(self, binlog=binlog)

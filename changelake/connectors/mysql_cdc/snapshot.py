@@ -16,6 +16,10 @@ source state after P2, but a consumer may briefly see an older version of such a
 both as ``r`` and as ``c``. This is the at-least-once-per-key behaviour of Flink CDC with
 ``scan.incremental.snapshot.backfill.skip=true``; an uninterrupted snapshot is exact. A table
 without primary key is read in one pass and restarted from its beginning after a restart.
+
+This is the default. ``scan.incremental.snapshot.enabled`` = true reads Flink CDC's way instead
+(:mod:`~changelake.connectors.mysql_cdc.incremental_snapshot`): chunks at low/high watermarks,
+in parallel, exact across restarts too, on any server with a binlog.
 """
 
 from __future__ import annotations
@@ -237,17 +241,7 @@ class SnapshotReader:
         else:
             where = (f"({q} IS NULL OR {q} <= %s)" if after is None else f"{start} AND {q} <= %s")
             params = params + [_key_param(table, column, boundary)]
-        cur = self._conn.cursor(pymysql.cursors.SSCursor)
-        try:
-            cur.execute(f"SELECT {select_list(table)} FROM {name} WHERE {where}", params)
-            while True:
-                batch = cur.fetchmany(self._fetch)
-                if not batch:
-                    break
-                for row in batch:
-                    yield table, row
-        finally:
-            cur.close()
+        yield from self._stream(table, f"SELECT {select_list(table)} FROM {name} WHERE {where}", params)
 
     def _chunk_rows(self, table: TableSchema, after_key: tuple[Any, ...] | None) -> Iterator[tuple[TableSchema, tuple[Any, ...]]]:
         pk, ranged = self._keys.get(str(table.table_id), (table.primary_key, False))
@@ -266,6 +260,10 @@ class SnapshotReader:
                     ors.append("(" + " AND ".join(terms) + ")")
                 sql += " WHERE " + " OR ".join(ors)
             sql += " ORDER BY " + ", ".join(quote(k) for k in pk) + f" LIMIT {int(self._chunk)}"
+        yield from self._stream(table, sql, params)
+
+    def _stream(self, table: TableSchema, sql: str, params: list[Any]) -> Iterator[tuple[TableSchema, tuple[Any, ...]]]:
+        """The rows of one chunk query, fetched ``fetch_size`` at a time with an unbuffered cursor."""
         cur = self._conn.cursor(pymysql.cursors.SSCursor)
         try:
             cur.execute(sql, params)

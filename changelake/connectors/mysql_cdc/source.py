@@ -15,6 +15,12 @@ Example::
 
 Restart with ``MySqlSource(options, start_position=<last stored event.position>)``: the source
 continues exactly after that event (snapshot progress or binlog transaction + row).
+
+The snapshot is MariaDB's consistent snapshot (:mod:`~changelake.connectors.mysql_cdc.snapshot`),
+or with ``scan.incremental.snapshot.enabled`` Flink CDC's incremental snapshot
+(:mod:`~changelake.connectors.mysql_cdc.incremental_snapshot`); after the latter, the binlog is
+filtered by the chunks' high watermarks until the largest one is passed
+(:mod:`~changelake.connectors.mysql_cdc.watermarks`).
 """
 
 from __future__ import annotations
@@ -46,7 +52,9 @@ from changelake.connectors.mysql_cdc.preflight import (
 from changelake.connectors.mysql_cdc.schema_tracker import SchemaTracker, TableSchema, list_tables, load_table_schema
 from changelake.connectors.mysql_cdc.reader_process import ProcessBinlogReader, ReaderConfig
 from changelake.connectors.mysql_cdc.selectors import CapturedTables
+from changelake.connectors.mysql_cdc.incremental_snapshot import IncrementalSnapshotReader, new_progress
 from changelake.connectors.mysql_cdc.snapshot import SnapshotReader, text_connection
+from changelake.connectors.mysql_cdc.watermarks import WatermarkFilter, marks_from_json
 
 __all__ = ["MySqlSource"]
 
@@ -78,7 +86,9 @@ class MySqlSource:
         tables = start_position.get("tables") if start_position else None
         self._start_tables: tuple[str, ...] | None = tuple(str(t) for t in tables) if isinstance(tables, list) else None
         self._ctl: Any = None
-        self._snapshot: SnapshotReader | None = None
+        self._snapshot: SnapshotReader | IncrementalSnapshotReader | None = None
+        #: binlog phase after an incremental snapshot: Flink CDC's shouldEmit by chunk high watermarks.
+        self._filter: WatermarkFilter | None = None
         self._reader: BinlogReader | ProcessBinlogReader | None = None
         self._position: SourcePosition | None = self._start
         self._consumed: tuple[tuple[str, int], int] | None = None
@@ -94,6 +104,9 @@ class MySqlSource:
         self._resume_after_snapshot: SourcePosition | None = None
         self._metadata = _MetadataColumns(options.metadata_list) if options.metadata_list else None
         self._hint_conn: Any = None
+        #: after an incremental snapshot: chunks, backfills (chunks whose watermarks differed),
+        #: backfilled_changes, peak_buffered_rows, parallelism (for logs and tests).
+        self.snapshot_stats: dict[str, int] = {}
 
     def __repr__(self) -> str:
         return f"MySqlSource(options={self.options!r}, position={self.position!r})"
@@ -172,7 +185,8 @@ class MySqlSource:
             self._check_binlog_exists(start.binlog)
             progress = start.snapshot
             if new_tables:  # the snapshot is not finished: the new tables join it
-                progress = SnapshotProgress(progress.tables + tuple(t for t in new_tables if t not in progress.tables), progress.after_key)
+                progress = SnapshotProgress(progress.tables + tuple(t for t in new_tables if t not in progress.tables), progress.after_key,
+                                            progress.marks)
             if start.xa_prepared:  # a newly-added-table snapshot interrupted: keep the prepared XA groups
                 self._resume_after_snapshot = replace(start, snapshot=None)
             self._start_snapshot(progress, start.binlog)
@@ -186,11 +200,11 @@ class MySqlSource:
                 log.info("scan.newly-added-table.enabled: snapshotting newly added tables %s, then streaming from %s",
                          new_tables, start.binlog)
                 self._resume_after_snapshot = start
-                self._start_snapshot(SnapshotProgress(tuple(new_tables)), start.binlog)
+                self._start_snapshot(self._new_progress(tuple(new_tables)), start.binlog)
             else:
                 self._start_binlog(start)
         elif mode in (StartupMode.INITIAL, StartupMode.SNAPSHOT):
-            self._start_snapshot(SnapshotProgress(tuple(str(t) for t in self._tables)), None)
+            self._start_snapshot(self._new_progress(tuple(str(t) for t in self._tables)), None)
         elif mode is StartupMode.LATEST_OFFSET:
             self._start_binlog(self._master_status())
         elif mode is StartupMode.EARLIEST_OFFSET:
@@ -267,23 +281,45 @@ class MySqlSource:
             if self._snapshot.done:
                 binlog_pos = self._snapshot.binlog_position
                 assert binlog_pos is not None
+                watermarks = None
+                if isinstance(self._snapshot, IncrementalSnapshotReader):
+                    # the binlog from the smallest high watermark, filtered by the chunks' hws
+                    flt = self._snapshot.binlog_filter()
+                    if resume is not None and resume.watermarks:
+                        flt = WatermarkFilter({**marks_from_json(resume.watermarks), **flt.tables})
+                    if flt.min_hw is not None and all(str(t) in flt.tables for t in self._tables):
+                        # every captured table was snapshotted: nothing before the smallest hw is emitted
+                        binlog_pos = flt.min_hw
+                    # else (newly added tables, resumed): from the stored position, which the other
+                    # tables have streamed up to; the filter holds back only the snapshotted tables' rows
+                    watermarks = flt.to_json() if flt.active else None
+                    snap = self._snapshot
+                    self.snapshot_stats = {"chunks": snap.chunks_done, "backfilled_changes": snap.backfilled_changes,
+                                           "backfills": snap.backfills, "peak_buffered_rows": snap.peak_buffered_rows,
+                                           "parallelism": snap.parallelism}
+                    log.info("incremental snapshot done: %d chunks, %d binlog changes back-filled, at most %d rows "
+                             "buffered; binlog from %s", self._snapshot.chunks_done, self._snapshot.backfilled_changes,
+                             self._snapshot.peak_buffered_rows, binlog_pos)
                 self._known.update(self._snapshot.tables_read)
                 self._snapshot.close()
                 self._snapshot = None
                 if resume is not None:
                     self._resume_after_snapshot = None
-                    self._position = SourcePosition(resume.binlog, None, resume.xa_prepared)
+                    resume = replace(resume, snapshot=None, watermarks=watermarks)
+                    self._position = resume
                     self._start_binlog(resume)
                 else:
-                    self._position = SourcePosition(binlog_pos)
+                    self._position = SourcePosition(binlog_pos, None, (), watermarks)
                     if self.options.scan_startup_mode is StartupMode.SNAPSHOT:
                         self._finished = True
                     else:
-                        self._start_binlog(binlog_pos)
+                        self._start_binlog(self._position)
             if events:
                 return self._metadata.apply(events) if self._metadata else events
         if self._reader is None:
             return []
+        if self._filter is not None:
+            return self._poll_filtered(max_events, timeout_s)
         out: list[DataChangeEvent] = []
         seen = self._known_ids
         last_event: DataChangeEvent | None = None
@@ -301,6 +337,37 @@ class MySqlSource:
                 self._consumed = (binlog_file_index(item.file), item.next_pos)
         if last_event is not None:
             self._position = SourcePosition.from_dict(last_event.position)
+        return self._metadata.apply(out) if self._metadata and out else out
+
+    def _poll_filtered(self, max_events: int, timeout_s: float) -> list[DataChangeEvent]:
+        """:meth:`poll` while the chunk high watermarks filter the binlog (Flink CDC's
+        ``BinlogSplitReader.shouldEmit``): positions carry the watermarks until the largest hw is
+        passed, so a restart keeps filtering."""
+        flt = self._filter
+        assert flt is not None and self._reader is not None
+        out: list[DataChangeEvent] = []
+        for kind, item in self._reader.take(max_events, timeout_s):
+            if kind == "event":
+                if item.table not in self._known_ids:
+                    self._known_ids.add(item.table)
+                    self._known.add(str(item.table))
+                kept = flt.apply(item)
+                wm = flt.to_json() if flt.active else None
+                pos = SourcePosition.from_dict(item.position)
+                self._position = replace(pos, watermarks=wm)
+                if kept:
+                    position = dict(item.position)
+                    if wm is not None:
+                        position["watermarks"] = wm
+                    out.extend(replace(e, position=position) for e in kept)
+            elif kind == "progress":
+                assert isinstance(item, Progress)
+                flt.passed(item.file, item.next_pos)
+                self._position = replace(item.position, watermarks=flt.to_json() if flt.active else None)
+                self._consumed = (binlog_file_index(item.file), item.next_pos)
+        if not flt.active:
+            log.info("binlog passed the largest snapshot chunk high watermark; every change is emitted from here on")
+            self._filter = None
         return self._metadata.apply(out) if self._metadata and out else out
 
     def caught_up(self) -> bool:
@@ -387,8 +454,35 @@ class MySqlSource:
                 "'scan.startup.mode' = 'initial'."
             )
 
+    def _new_progress(self, tables: tuple[str, ...]) -> SnapshotProgress:
+        return new_progress(tables) if self.options.incremental_snapshot_enabled else SnapshotProgress(tables)
+
+    def _free_server_ids(self, n: int) -> list[int]:
+        """``n`` ids of the ``server-id`` range for the chunk readers: the chosen id first, then
+        others no replica uses (fewer if the range has fewer free)."""
+        assert self._server_id is not None
+        used = set(self._used_server_ids())
+        ids = [self._server_id] + [i for i in self.options.server_id.ids() if i != self._server_id and i not in used]
+        return ids[:max(1, n)]
+
     def _start_snapshot(self, progress: SnapshotProgress, binlog_pos: BinlogPosition | None) -> None:
         o = self.options
+        if progress.marks is not None:  # incremental (a stored incremental snapshot resumes as one)
+            ids = self._free_server_ids(o.snapshot_parallelism())
+            self._snapshot = IncrementalSnapshotReader(
+                o.connection_kwargs(), progress, o.chunk_size, o.snapshot_fetch_size, ids, binlog_pos,
+                chunk_key_column=o.chunk_key_column, upper_bound=o.chunk_key_factor_upper_bound,
+                lower_bound=o.chunk_key_factor_lower_bound, include_comments=o.include_comments_enabled,
+                tinyint1_as_boolean=o.treat_tinyint1_as_boolean, backfill_timeout_s=max(30.0, o.connect_timeout.total_seconds()),
+            )
+            try:
+                pos = self._snapshot.open()
+            except Exception:
+                self._snapshot.close()
+                self._snapshot = None
+                raise
+            self._position = SourcePosition(pos, progress)
+            return
         self._snapshot = SnapshotReader(
             o.connection_kwargs(), progress, o.chunk_size, o.snapshot_fetch_size, binlog_pos,
             chunk_key_column=o.chunk_key_column, include_comments=o.include_comments_enabled,
@@ -433,6 +527,7 @@ class MySqlSource:
                 connect_timeout_s=self.options.connect_timeout.total_seconds(), min_ts_ms=min_ts_ms,
             )
         self._reader = reader
+        self._filter = WatermarkFilter(marks_from_json(begin.watermarks)) if begin.watermarks else None
         reader.start()
         if self._position is None or self._position.snapshot is not None:
             self._position = begin if isinstance(start, SourcePosition) else SourcePosition(pos)
