@@ -8,8 +8,11 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
-from platform_defs.pipelines import job_name, load_structure, pipeline_files
-from resources.connections import IcebergCatalogResource, KafkaResource, pipeline_env
+from assets.keys import job_name
+from changelake.pipeline.files import load_structure, pipeline_files
+from resources.binding import bind
+from resources.iceberg import IcebergCatalogResource
+from resources.kafka import KafkaResource
 
 __all__ = ["MaintenanceConfig", "build_maintenance_job", "defs"]
 
@@ -33,10 +36,9 @@ def build_maintenance_job(path: Path) -> dg.JobDefinition:
     def maintain_op(context: dg.OpExecutionContext, config: MaintenanceConfig, kafka: KafkaResource,
                     lake: IcebergCatalogResource) -> dg.Output[None]:
         from changelake.connectors.iceberg.maintenance import MaintenanceOptions
-        from changelake.pipeline.definition import load_pipeline
         from changelake.pipeline.maintenance import maintain_pipeline_lake
 
-        defn = load_pipeline(path, env=pipeline_env(kafka, lake))
+        defn = bind(path, kafka=kafka, lake=lake)
         results = maintain_pipeline_lake(defn, MaintenanceOptions(
             max_snapshot_age_ms=config.max_snapshot_age_ms, min_snapshots_to_keep=config.min_snapshots_to_keep,
             orphan_older_than_ms=config.orphan_older_than_ms, min_input_files=config.min_input_files))

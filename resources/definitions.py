@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dagster as dg
 
-from resources.connections import IcebergCatalogResource, KafkaResource, MySqlResource
+from resources.iceberg import IcebergCatalogResource
+from resources.kafka import KafkaResource
+from resources.mysql import MySqlResource
 from resources.lake_io import LakeIOManager
 from resources.pageviews import PageviewsTopics
 from resources.upsert_kafka import UpsertKafkaResource

@@ -78,7 +78,7 @@ def _use_lake(lake: str) -> str:
     returns the name of that pipeline."""
     import shutil
 
-    from platform_defs.pipelines import load_structure, pipeline_files
+    from changelake.pipeline.files import load_structure, pipeline_files
 
     pipeline_2 = LAKE_PIPELINES[lake]
     if lake != "iceberg":

@@ -53,29 +53,28 @@ def test_a_broken_or_duplicate_pipeline_file_is_named(tmp_path, monkeypatch):
     import pytest
 
     from changelake.connectors.errors import OptionValidationError
-    from platform_defs import jobs
+    from platform_defs.definitions import build_defs
 
     monkeypatch.setenv("CHANGELAKE_PIPELINES_DIR", str(tmp_path))
     good = "pipeline: {name: p}\nsource: {type: mysql}\nsink: {type: kafka}\n"
     (tmp_path / "a.yaml").write_text(good)
     (tmp_path / "b.yaml").write_text(good)
     with pytest.raises(OptionValidationError, match=r"a.yaml and .*b.yaml both define pipeline.name 'p'"):
-        jobs.defs()
+        build_defs()
     (tmp_path / "b.yaml").write_text("sink: {type: kafka}\n")
     with pytest.raises(OptionValidationError, match=r"pipeline file .*b.yaml: the pipeline definition has no 'source' block"):
-        jobs.defs()
+        build_defs()
 
 
 def test_a_table_the_pipeline_discovered_appears_with_its_check_after_a_reload(tmp_path, monkeypatch):
     """The lake pipeline found a new table at run time (written to its discovery file); reloading
     the code location (services down: no network) shows its asset and key-state check."""
     from changelake.pipeline.discovery import record_tables
-    from platform_defs import jobs
-    from resources import definitions as resources
+    from platform_defs.definitions import build_defs
 
     monkeypatch.setenv("CHANGELAKE_STATE_DIR", str(tmp_path))
     record_tables("kafka-to-iceberg", ["kafka_test.orders_2026"])
-    graph = dg.Definitions.merge(jobs.defs(), resources.defs()).resolve_asset_graph()
+    graph = build_defs().resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
     assert {"lake/kafka_test/orders_2026", "lake/kafka_test/customers"} <= keys
     check_keys = {f"{k.asset_key.to_user_string()}:{k.name}" for k in graph.asset_check_keys}

@@ -100,7 +100,7 @@ def test_lag_sensor_launches_ingestion_only_when_kafka_is_ahead_of_the_lake(
     import yaml
 
     from assets.lake import build_lake_assets
-    from platform_defs.pipelines import load_structure
+    from changelake.pipeline.files import load_structure
     from resources.definitions import defs as resource_defs
     from sensors.pipelines import make_lag_sensor
 
@@ -111,7 +111,7 @@ def test_lag_sensor_launches_ingestion_only_when_kafka_is_ahead_of_the_lake(
     path.write_text(yaml.safe_dump({"pipeline": p2.pipeline, "source": p2.source, "sink": p2.sink,
                                     "transform": p2.transform}))
     lake = build_lake_assets(path, load_structure(path))
-    sensor = make_lag_sensor(lake, path, p2.name)
+    sensor = make_lag_sensor(path, load_structure(path))
 
     run_pipeline(p1, until_caught_up=True)
     with dg.instance_for_test() as instance:
