@@ -79,3 +79,35 @@ def test_a_table_the_pipeline_discovered_appears_with_its_check_after_a_reload(t
     assert {"lake/kafka_test/orders_2026", "lake/kafka_test/customers"} <= keys
     check_keys = {f"{k.asset_key.to_user_string()}:{k.name}" for k in graph.asset_check_keys}
     assert "lake/kafka_test/orders_2026:key_state_matches_mysql" in check_keys
+
+
+def test_a_mysql_to_lake_pipeline_is_its_own_job_with_mysql_lineage(tmp_path, monkeypatch):
+    """pipelines/examples/mysql-to-iceberg.yaml in place of kafka-to-iceberg.yaml: its own job, its
+    lake tables downstream of the MySQL tables (no topic between), the checks that apply."""
+    import shutil
+
+    from changelake.pipeline.files import REPO_ROOT
+    from platform_defs.definitions import build_defs
+
+    shutil.copy(REPO_ROOT / "pipelines" / "mysql-to-kafka.yaml", tmp_path)
+    shutil.copy(REPO_ROOT / "pipelines" / "examples" / "mysql-to-iceberg.yaml", tmp_path)
+    monkeypatch.setenv("CHANGELAKE_PIPELINES_DIR", str(tmp_path))
+    monkeypatch.setenv("CHANGELAKE_STATE_DIR", str(tmp_path / "state"))
+    defs = build_defs()
+    assert {j.name for j in defs.jobs} == {"mysql_to_kafka", "mysql_to_iceberg", "mysql_to_iceberg_lake_maintenance",
+                                           "pageviews_per_region_job"}
+    assert defs.resolve_job_def("mysql_to_iceberg").executor_def.name == "in_process"
+    graph = defs.resolve_asset_graph()
+    for table in ("customers", "products"):
+        lake = graph.get(dg.AssetKey(["lake", "kafka_test", table]))
+        assert lake.parent_keys == {dg.AssetKey(["mysql", "kafka_test", table])}
+        assert "iceberg" in lake.kinds
+    # one binlog position for all tables: materialized together, not one at a time
+    assert not graph.get(dg.AssetKey(["lake", "kafka_test", "customers"])).assets_def.can_subset
+    check_keys = {f"{k.asset_key.to_user_string()}:{k.name}" for k in graph.asset_check_keys}
+    assert {"lake/kafka_test/customers:key_state_matches_mysql", "lake/kafka_test/customers:no_duplicate_primary_keys"} <= check_keys
+    assert "lake/kafka_test/customers:lake_is_fresh" not in check_keys  # measures lag behind Kafka
+    sensors = {s.name for s in defs.sensors}
+    assert {"mysql_to_iceberg_relaunch_if_dead", "mysql_to_iceberg_lake_checks_after_commits"} <= sensors
+    assert "mysql_to_iceberg_lake_on_kafka_lag" not in sensors
+    assert "lake_freshness_checks" not in {j.name for j in defs.jobs}
