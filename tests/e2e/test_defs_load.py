@@ -111,3 +111,21 @@ def test_a_mysql_to_lake_pipeline_is_its_own_job_with_mysql_lineage(tmp_path, mo
     assert {"mysql_to_iceberg_relaunch_if_dead", "mysql_to_iceberg_lake_checks_after_commits"} <= sensors
     assert "mysql_to_iceberg_lake_on_kafka_lag" not in sensors
     assert "lake_freshness_checks" not in {j.name for j in defs.jobs}
+
+
+def test_resources_of_the_code_location_and_the_connectors_they_bind():
+    from resources.binding import connection_options
+    from resources.definitions import defs
+    from resources import IcebergCatalogResource, KafkaResource, MySqlResource
+
+    assert set(defs().resources) == {"mysql", "kafka", "lake", "lake_io_manager", "pageviews_topics", "upsert_kafka",
+                                     "duckdb"}
+    mysql = MySqlResource(host="h", port=1, user="u", password="pw")
+    kafka = KafkaResource(bootstrap_servers="k:9092", properties={"security.protocol": "SSL"})
+    lake = IcebergCatalogResource(uri="sqlite:////tmp/c.db", warehouse="file:///tmp/w")
+    given = dict(mysql=mysql, kafka=kafka, lake=lake)
+    assert connection_options("mysql", **given) == {"hostname": "h", "port": "1", "username": "u", "password": "pw"}
+    assert connection_options("upsert-kafka", **given) == {"properties.bootstrap.servers": "k:9092",
+                                                           "properties.security.protocol": "SSL"}
+    assert connection_options("iceberg", **given)["catalog.properties.uri"] == "sqlite:////tmp/c.db"
+    assert connection_options("paimon", **given) == {}  # no resource holds a Paimon catalog
