@@ -16,20 +16,17 @@ from pathlib import Path
 import dagster as dg
 
 from assets.keys import job_name, lake_asset_key
-from assets.lake import from_mysql, lake_tables
 from changelake.changelog import TableId
 from changelake.pipeline.definition import PipelineDefinition
+from changelake.pipeline.lake_tables import lake_tables
+from changelake.pipeline.naming import FRESHNESS_CHECK, KEY_STATE_CHECK, LAKE_CHECKS, UNIQUE_KEYS_CHECK, lake_checks_of
 from resources.binding import bind
 from resources.iceberg import IcebergCatalogResource
 from resources.kafka import KafkaResource
 from resources.mysql import MySqlResource
 
-__all__ = ["KEY_STATE_CHECK", "UNIQUE_KEYS_CHECK", "FRESHNESS_CHECK", "LAKE_CHECKS", "checks_of", "build_key_state_checks"]
+__all__ = ["KEY_STATE_CHECK", "UNIQUE_KEYS_CHECK", "FRESHNESS_CHECK", "LAKE_CHECKS", "build_key_state_checks"]
 
-KEY_STATE_CHECK = "key_state_matches_mysql"
-UNIQUE_KEYS_CHECK = "no_duplicate_primary_keys"
-FRESHNESS_CHECK = "lake_is_fresh"
-LAKE_CHECKS = (KEY_STATE_CHECK, UNIQUE_KEYS_CHECK, FRESHNESS_CHECK)
 
 #: how long a lake table may stay behind its topic before its freshness check fails
 FRESHNESS_MAX_AGE_S = 300.0
@@ -46,12 +43,6 @@ def _descriptions(table: object) -> dict[str, str]:
     }
 
 
-def checks_of(structure: PipelineDefinition) -> tuple[str, ...]:
-    """The checks of the pipeline's lake tables: all three from Kafka; from MySQL directly no
-    freshness check (it measures the lag behind Kafka)."""
-    return (KEY_STATE_CHECK, UNIQUE_KEYS_CHECK) if from_mysql(structure) else LAKE_CHECKS
-
-
 def build_key_state_checks(path: Path, structure: PipelineDefinition) -> list[dg.AssetChecksDefinition]:
     """The checks of every lake table of the pipeline: one definition per table (its three checks,
     subsettable), so a table that was not materialized does not hold back the others' checks."""
@@ -60,7 +51,7 @@ def build_key_state_checks(path: Path, structure: PipelineDefinition) -> list[dg
 
 def _table_checks(path: Path, structure: PipelineDefinition, table: TableId) -> dg.AssetChecksDefinition:
     asset = lake_asset_key(str(table))
-    names = checks_of(structure)
+    names = lake_checks_of(structure)
     specs = [
         dg.AssetCheckSpec(name, asset=asset, description=_descriptions(table)[name], blocking=False)
         for name in names

@@ -12,8 +12,8 @@ import dagster as dg
 from assets import examples, pageviews
 from assets.checks import build_key_state_checks
 from assets.lake import build_lake_assets, build_lineage_specs
-from changelake.connectors.lake import LAKE_SINK_TYPES
 from changelake.pipeline.files import load_pipelines
+from changelake.pipeline.lake_tables import is_lake
 
 __all__ = ["defs"]
 
@@ -23,7 +23,7 @@ def defs() -> dg.Definitions:
     assets: list = []
     checks: list = []
     for path, structure in pipelines:
-        if structure.sink_type in LAKE_SINK_TYPES:
+        if is_lake(structure):
             assets.append(build_lake_assets(path, structure))
             checks.extend(build_key_state_checks(path, structure))
     assets.extend(build_lineage_specs([s for _, s in pipelines]))

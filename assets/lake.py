@@ -20,79 +20,23 @@ import dagster as dg
 
 from assets.keys import job_name, lake_asset_key, mysql_asset_key, pool_name, topic_asset_key
 from changelake.changelog import TableId
-from changelake.changelog.route import Router, parse_route_rules
-from changelake.changelog.selectors import Selectors
-from changelake.connectors.lake import LAKE_SINK_TYPES
 from changelake.pipeline.definition import PipelineDefinition
-from changelake.pipeline.discovery import discovered_tables
+from changelake.pipeline.lake_tables import captures, from_mysql, is_lake, lake_tables, mysql_table_of
 from resources.binding import bind
 from resources.iceberg import IcebergCatalogResource
 from resources.kafka import KafkaResource
 from resources.mysql import MySqlResource
 
-__all__ = [
-    "LAKE_GROUP", "SOURCES_GROUP", "lake_tables", "captured_tables", "build_lake_assets", "build_lineage_specs",
-    "from_mysql",
-]
+__all__ = ["LAKE_GROUP", "SOURCES_GROUP", "lake_tables", "build_lake_assets", "build_lineage_specs"]
 
 LAKE_GROUP = "lake"
 SOURCES_GROUP = "sources"
-_NAME = r"[A-Za-z0-9_$]+"
-
-
-def from_mysql(structure: PipelineDefinition) -> bool:
-    """True for a pipeline that runs MySQL straight into the lake (no Kafka between)."""
-    return structure.source_type == "mysql" and structure.sink_type in LAKE_SINK_TYPES
-
-
-def captured_tables(structure: PipelineDefinition) -> list[TableId]:
-    """The MySQL tables a ``mysql`` source names literally in ``tables`` (``db.table`` entries
-    without regular-expression characters); patterns such as ``db.\\.*`` are known only at run time."""
-    import re
-
-    out = []
-    for entry in structure.source.get("tables", "").split(","):
-        parts = entry.strip().split(".")
-        if len(parts) == 2 and all(re.fullmatch(_NAME, p) for p in parts):
-            out.append(TableId(parts[0], parts[1]))
-    return out
-
-
-def _routed(structure: PipelineDefinition, table: TableId) -> list[TableId]:
-    """The sink tables of source table ``table`` after the pipeline's ``route`` rules."""
-    return Router(parse_route_rules(structure.route), structure.pipeline.get("route-mode", "ALL_MATCH")).route(table)
-
-
-def lake_tables(structure: PipelineDefinition) -> list[TableId]:
-    """Lake tables of a pipeline: from Kafka, one per topic of its ``topic`` list (topics are named
-    ``db.table``); from MySQL, each table named in ``tables``, routed. Plus the tables the pipeline
-    has found at run time, read from its local discovery file (no network)."""
-    if from_mysql(structure):
-        listed = list(dict.fromkeys(t for s in captured_tables(structure) for t in _routed(structure, s)))
-    else:
-        listed = [TableId.parse(t.strip()) for t in structure.source.get("topic", "").split(";") if t.strip()]
-    return listed + [t for t in discovered_tables(structure.name) if t not in listed]
-
-
-def _mysql_source_of(structure: PipelineDefinition, table: TableId) -> TableId | None:
-    """The MySQL table a MySQL -> lake pipeline writes into lake table ``table``."""
-    for source in captured_tables(structure):
-        if table in _routed(structure, source):
-            return source
-    return table if structure.source.get("tables") and _captures(structure, table) else None
-
-
-def _captures(structure: PipelineDefinition, table: TableId) -> bool:
-    try:
-        return Selectors.parse(structure.source.get("tables", "")).matches(table)
-    except Exception:  # a malformed pattern is reported when that pipeline runs
-        return False
 
 
 def _captured_by(structures: list[PipelineDefinition], table: TableId) -> PipelineDefinition | None:
     """The MySQL -> Kafka pipeline whose ``tables`` pattern captures ``table`` (None if none does)."""
     for s in structures:
-        if s.source_type == "mysql" and s.sink_type not in LAKE_SINK_TYPES and _captures(s, table):
+        if s.source_type == "mysql" and not is_lake(s) and captures(s, table):
             return s
     return None
 
@@ -110,11 +54,11 @@ def build_lineage_specs(structures: list[PipelineDefinition]) -> list[dg.AssetSp
     tables of MySQL -> lake pipelines."""
     specs: dict[dg.AssetKey, dg.AssetSpec] = {}
     for s in structures:
-        if s.sink_type not in LAKE_SINK_TYPES:
+        if not is_lake(s):
             continue
         for table in lake_tables(s):
             if from_mysql(s):
-                source_table = _mysql_source_of(s, table)
+                source_table = mysql_table_of(s, table)
                 if source_table is not None:
                     specs.setdefault(mysql_asset_key(str(source_table)), _mysql_spec(source_table, s.name))
                 continue
@@ -134,7 +78,7 @@ def build_lineage_specs(structures: list[PipelineDefinition]) -> list[dg.AssetSp
 
 def _spec(structure: PipelineDefinition, table: TableId) -> dg.AssetSpec:
     if from_mysql(structure):
-        source = _mysql_source_of(structure, table)
+        source = mysql_table_of(structure, table)
         deps = [mysql_asset_key(str(source))] if source is not None else []
         origin = f"from the binlog of MySQL table `{source or table}`"
     else:

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import dagster as dg
 
-from assets.checks import FRESHNESS_CHECK, checks_of
 from assets.keys import lake_asset_key
-from assets.lake import lake_tables
 from assets.pageviews import PAGEVIEWS_GROUP
-from changelake.connectors.lake import LAKE_SINK_TYPES
 from changelake.pipeline.files import load_pipelines
+from changelake.pipeline.lake_tables import is_lake, lake_tables
+from changelake.pipeline.naming import FRESHNESS_CHECK, lake_checks_of
 from platform_defs.pipelines import build_pipeline_job
 from sensors.definitions import FRESHNESS_JOB
 
@@ -27,7 +26,7 @@ def defs() -> dg.Definitions:
     freshness_checks: list[dg.AssetCheckKey] = []
     for path, structure in load_pipelines():
         jobs.append(build_pipeline_job(path))
-        if structure.sink_type in LAKE_SINK_TYPES and FRESHNESS_CHECK in checks_of(structure):
+        if is_lake(structure) and FRESHNESS_CHECK in lake_checks_of(structure):
             freshness_checks += [dg.AssetCheckKey(lake_asset_key(str(t)), FRESHNESS_CHECK) for t in lake_tables(structure)]
     if freshness_checks:
         jobs.append(dg.define_asset_job(

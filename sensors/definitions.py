@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import dagster as dg
 
-from assets.checks import checks_of
-from assets.keys import job_name
-from assets.lake import from_mysql
-from changelake.connectors.lake import LAKE_SINK_TYPES
 from changelake.pipeline.files import load_pipelines
+from changelake.pipeline.lake_tables import from_mysql, is_lake
+from changelake.pipeline.naming import job_name, lake_checks_of
 from sensors.pipelines import (
     make_bounded_schedule, make_checks_after_commits_sensor, make_freshness_schedule, make_lag_sensor, make_relaunch_sensor,
 )
@@ -32,11 +30,11 @@ def defs() -> dg.Definitions:
     for path, structure in load_pipelines():
         name = job_name(structure)
         sensors.append(make_relaunch_sensor(name, f"run_{name}", structure.name))
-        if structure.sink_type in LAKE_SINK_TYPES:
+        if is_lake(structure):
             if not from_mysql(structure):
                 sensors.append(make_lag_sensor(path, structure))
                 freshness = True
-            sensors.append(make_checks_after_commits_sensor(structure, checks_of(structure)))
+            sensors.append(make_checks_after_commits_sensor(structure, lake_checks_of(structure)))
         else:
             schedules.append(make_bounded_schedule(name, f"run_{name}"))
     if freshness:
