@@ -17,8 +17,8 @@ from typing import Any, Iterator
 
 import dagster as dg
 
-from changelake.pipeline.definition import PipelineDefinition
 from assets.reporting import Reporter
+from changelake.pipeline.definition import PipelineDefinition
 from changelake.pipeline.lock import PipelineLock
 from changelake.services import default_state_dir
 
