@@ -28,7 +28,7 @@ demo: setup
 ## The whole test suite against real Kafka and MariaDB started for the tests (the browser test
 ## in tests/e2e/test_browser.py included; `pytest -m browser` selects it alone).
 test: setup
-	@PYTHONWARNINGS=ignore $(BIN)/dagster definitions validate -w workspace.yaml >/dev/null
+	@PYTHONWARNINGS=ignore $(BIN)/dg check defs >/dev/null
 	@$(BIN)/mypy --strict changelake/changelog changelake/formats changelake/connectors
 	@$(BIN)/pytest -q -p no:cacheprovider
 
@@ -52,8 +52,9 @@ services-up: venv
 services-down: venv
 	@$(BIN)/changelake services down
 
+## Load and validate the code location (dg, from dagster-dg-cli; [tool.dg] in pyproject.toml).
 validate: venv
-	@$(BIN)/dagster definitions validate -w workspace.yaml
+	@$(BIN)/dg check defs
 
 bench: setup
 	@for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

@@ -15,18 +15,18 @@ from pathlib import Path
 
 import dagster as dg
 
-from assets.lake import lake_tables
+from assets.keys import job_name, lake_asset_key
 from changelake.changelog import TableId
-from changelake.pipeline.definition import PipelineDefinition, load_pipeline
-from platform_defs.keys import job_name, lake_asset_key
-from resources.connections import IcebergCatalogResource, KafkaResource, MySqlResource, pipeline_env
+from changelake.pipeline.definition import PipelineDefinition
+from changelake.pipeline.lake_tables import lake_tables
+from changelake.pipeline.naming import FRESHNESS_CHECK, KEY_STATE_CHECK, LAKE_CHECKS, UNIQUE_KEYS_CHECK, lake_checks_of
+from resources.binding import bind
+from resources.iceberg import IcebergCatalogResource
+from resources.kafka import KafkaResource
+from resources.mysql import MySqlResource
 
 __all__ = ["KEY_STATE_CHECK", "UNIQUE_KEYS_CHECK", "FRESHNESS_CHECK", "LAKE_CHECKS", "build_key_state_checks"]
 
-KEY_STATE_CHECK = "key_state_matches_mysql"
-UNIQUE_KEYS_CHECK = "no_duplicate_primary_keys"
-FRESHNESS_CHECK = "lake_is_fresh"
-LAKE_CHECKS = (KEY_STATE_CHECK, UNIQUE_KEYS_CHECK, FRESHNESS_CHECK)
 
 #: how long a lake table may stay behind its topic before its freshness check fails
 FRESHNESS_MAX_AGE_S = 300.0
@@ -51,9 +51,10 @@ def build_key_state_checks(path: Path, structure: PipelineDefinition) -> list[dg
 
 def _table_checks(path: Path, structure: PipelineDefinition, table: TableId) -> dg.AssetChecksDefinition:
     asset = lake_asset_key(str(table))
+    names = lake_checks_of(structure)
     specs = [
         dg.AssetCheckSpec(name, asset=asset, description=_descriptions(table)[name], blocking=False)
-        for name in LAKE_CHECKS
+        for name in names
     ]
     node = re.sub(r"\W", "_", f"{job_name(structure)}_{table}_checks")
 
@@ -65,15 +66,15 @@ def _table_checks(path: Path, structure: PipelineDefinition, table: TableId) -> 
         from changelake.pipeline.lake_checks import check_freshness, check_unique_keys
         from changelake.pipeline.verify import verify_lake_table
 
-        defn = load_pipeline(path, env=pipeline_env(mysql, kafka, lake))
+        defn = bind(path, mysql=mysql, kafka=kafka, lake=lake)
         selected = context.selected_asset_check_keys
-        for name in LAKE_CHECKS:
+        for name in names:
             if dg.AssetCheckKey(asset, name) not in selected:
                 continue
             severity = dg.AssetCheckSeverity.WARN if name == FRESHNESS_CHECK else dg.AssetCheckSeverity.ERROR
             try:
                 if name == KEY_STATE_CHECK:
-                    result = verify_lake_table(defn, table, recheck_after_s=2.0)
+                    result = verify_lake_table(defn, table, mysql=mysql.connection_params(), recheck_after_s=2.0)
                 elif name == UNIQUE_KEYS_CHECK:
                     result = check_unique_keys(defn, table)
                 else:

@@ -5,6 +5,7 @@ and loads it through the lake IO manager (see ``resources.lake_io``)."""
 from typing import Any, Sequence
 
 import dagster as dg
+from dagster_duckdb import DuckDBResource
 
 __all__ = ["ANALYTICS_GROUP", "CUSTOMERS", "customers_by_age_band", "assets"]
 
@@ -17,19 +18,17 @@ CUSTOMERS = dg.AssetKey(["lake", "kafka_test", "customers"])
     kinds={"duckdb"},
     ins={"customers": dg.AssetIn(key=CUSTOMERS, input_manager_key="lake_io_manager")},
 )
-def customers_by_age_band(context: dg.AssetExecutionContext, customers: Any) -> dg.MaterializeResult:
-    """Number of customers per age band (decade), computed in DuckDB from the lake table kafka_test.customers."""
-    import duckdb
-
-    con = duckdb.connect()
-    try:
+def customers_by_age_band(
+    context: dg.AssetExecutionContext, customers: Any, duckdb: DuckDBResource
+) -> dg.MaterializeResult:
+    """Number of customers per age band (decade), computed in DuckDB (the ``duckdb`` resource,
+    dagster-duckdb's DuckDBResource) from the lake table kafka_test.customers."""
+    with duckdb.get_connection() as con:
         con.register("customers", customers)
         rows = con.execute(
             "SELECT coalesce(CAST(age // 10 * 10 AS VARCHAR) || 's', 'unknown') AS band, count(*) AS n "
             "FROM customers GROUP BY 1 ORDER BY 1"
         ).fetchall()
-    finally:
-        con.close()
     return dg.MaterializeResult(metadata={
         "bands": len(rows),
         "customers": sum(n for _, n in rows),

@@ -1,13 +1,15 @@
-"""Lake-table assets and the lineage around them: MySQL tables -> Kafka topics -> lake tables.
+"""Lake-table assets and the lineage around them: MySQL tables -> Kafka topics -> lake tables, or
+MySQL tables -> lake tables for a pipeline that runs ``mysql`` straight into the lake.
 
 * ``mysql/<db>/<table>``: each captured MySQL table, an external asset (kind ``mysql``).
 * ``kafka/<db>/<table>``: each topic, an external asset; Pipeline 1's op reports a materialization
   per commit (records, offsets, position).
-* ``lake/<db>/<table>``: each lake table (Iceberg or Paimon). One asset per table, all of a pipeline's tables in one
-  subsettable definition: materializing a selection ingests those tables' topics up to the end
-  offsets seen at the start, commits, and reports only the tables that changed. The lag sensor
-  launches it; the pipeline's long-running op reports the same assets per commit, with the same
-  metadata.
+* ``lake/<db>/<table>``: each lake table (Iceberg or Paimon). One asset per table, all of a
+  pipeline's tables in one definition. From Kafka it is subsettable: materializing a selection
+  ingests those tables' topics up to the end offsets seen at the start, commits, and reports only
+  the tables that changed. From MySQL it is not: the binlog position is one for all tables, so a
+  materialization runs the whole pipeline until caught up. The lag sensor launches the Kafka kind;
+  the pipeline's long-running op reports the same assets per commit, with the same metadata.
 """
 
 
@@ -16,70 +18,55 @@ from pathlib import Path
 
 import dagster as dg
 
+from assets.keys import job_name, lake_asset_key, mysql_asset_key, pool_name, topic_asset_key
 from changelake.changelog import TableId
-from changelake.changelog.selectors import Selectors
-from changelake.connectors.lake import LAKE_SINK_TYPES
-from changelake.pipeline.definition import PipelineDefinition, load_pipeline
-from changelake.pipeline.discovery import discovered_tables
-from platform_defs.keys import job_name, lake_asset_key, mysql_asset_key, pool_name, topic_asset_key
-from platform_defs.pipelines import load_structure, pipeline_files
-from resources.connections import IcebergCatalogResource, KafkaResource, MySqlResource, pipeline_env
+from changelake.pipeline.definition import PipelineDefinition
+from changelake.pipeline.lake_tables import captures, from_mysql, is_lake, lake_tables, mysql_table_of
+from resources.binding import bind
+from resources.iceberg import IcebergCatalogResource
+from resources.kafka import KafkaResource
+from resources.mysql import MySqlResource
 
-__all__ = ["LAKE_GROUP", "SOURCES_GROUP", "lake_tables", "build_lake_assets", "lake_pipelines", "build_lineage_specs"]
+__all__ = ["LAKE_GROUP", "SOURCES_GROUP", "lake_tables", "build_lake_assets", "build_lineage_specs"]
 
 LAKE_GROUP = "lake"
 SOURCES_GROUP = "sources"
 
 
-def lake_pipelines() -> list[tuple[Path, PipelineDefinition]]:
-    """The (path, structure) of every pipeline whose sink is a lake (Iceberg or Paimon)."""
-    out = []
-    for path in pipeline_files():
-        structure = load_structure(path)
-        if structure.sink_type in LAKE_SINK_TYPES:
-            out.append((path, structure))
-    return out
-
-
-def lake_tables(structure: PipelineDefinition) -> list[TableId]:
-    """Lake tables of a pipeline: one per topic of its ``topic`` list (topics are named ``db.table``),
-    plus the tables the pipeline has found at run time (new topics of a ``topic-pattern``, new tables
-    in a distributed topic), read from its local discovery file (no network)."""
-    topics = [t.strip() for t in structure.source.get("topic", "").split(";") if t.strip()]
-    listed = [TableId.parse(t) for t in topics]
-    return listed + [t for t in discovered_tables(structure.name) if t not in listed]
-
-
 def _captured_by(structures: list[PipelineDefinition], table: TableId) -> PipelineDefinition | None:
-    """The MySQL pipeline whose ``tables`` pattern captures ``table`` (None if none does)."""
+    """The MySQL -> Kafka pipeline whose ``tables`` pattern captures ``table`` (None if none does)."""
     for s in structures:
-        pattern = s.source.get("tables", "")
-        if s.source_type == "mysql" and pattern:
-            try:
-                if Selectors.parse(pattern).matches(table):
-                    return s
-            except Exception:  # a malformed pattern is reported when that pipeline runs
-                continue
+        if s.source_type == "mysql" and not is_lake(s) and captures(s, table):
+            return s
     return None
 
 
+def _mysql_spec(table: TableId, pipeline: str) -> dg.AssetSpec:
+    return dg.AssetSpec(
+        mysql_asset_key(str(table)), group_name=SOURCES_GROUP, kinds={"mysql"},
+        description=f"MySQL table `{table}`, captured from the binlog by pipeline {pipeline}.",
+    )
+
+
 def build_lineage_specs(structures: list[PipelineDefinition]) -> list[dg.AssetSpec]:
-    """External assets for the topics read by Kafka -> Iceberg pipelines and the MySQL tables
-    captured into them (known without touching the network: topics are listed in the YAML)."""
+    """External assets upstream of the lake tables (known without touching the network): the
+    topics read by Kafka -> lake pipelines and the MySQL tables captured into them, and the MySQL
+    tables of MySQL -> lake pipelines."""
     specs: dict[dg.AssetKey, dg.AssetSpec] = {}
     for s in structures:
-        if s.sink_type not in LAKE_SINK_TYPES:
+        if not is_lake(s):
             continue
         for table in lake_tables(s):
+            if from_mysql(s):
+                source_table = mysql_table_of(s, table)
+                if source_table is not None:
+                    specs.setdefault(mysql_asset_key(str(source_table)), _mysql_spec(source_table, s.name))
+                continue
             source = _captured_by(structures, table)
             deps = []
             if source is not None:
-                mkey = mysql_asset_key(str(table))
-                deps.append(mkey)
-                specs.setdefault(mkey, dg.AssetSpec(
-                    mkey, group_name=SOURCES_GROUP, kinds={"mysql"},
-                    description=f"MySQL table `{table}`, captured from the binlog by pipeline {source.name}.",
-                ))
+                deps.append(mysql_asset_key(str(table)))
+                specs.setdefault(deps[0], _mysql_spec(table, source.name))
             tkey = topic_asset_key(str(table))
             writer = f" by pipeline {source.name}" if source is not None else ""
             specs.setdefault(tkey, dg.AssetSpec(
@@ -89,55 +76,68 @@ def build_lineage_specs(structures: list[PipelineDefinition]) -> list[dg.AssetSp
     return list(specs.values())
 
 
+def _spec(structure: PipelineDefinition, table: TableId) -> dg.AssetSpec:
+    if from_mysql(structure):
+        source = mysql_table_of(structure, table)
+        deps = [mysql_asset_key(str(source))] if source is not None else []
+        origin = f"from the binlog of MySQL table `{source or table}`"
+    else:
+        deps, origin = [topic_asset_key(str(table))], f"from Kafka topic `{table}`"
+    return dg.AssetSpec(
+        key=lake_asset_key(str(table)),
+        group_name=LAKE_GROUP,
+        description=f"{structure.sink_type.capitalize()} table `{table}`, upserted by primary key {origin} "
+        f"(pipeline {structure.name}).",
+        kinds={structure.sink_type},
+        deps=deps,
+        skippable=True,
+        tags={"changelake/pipeline": structure.name},
+    )
+
+
 def build_lake_assets(path: Path, structure: PipelineDefinition) -> dg.AssetsDefinition:
-    """One asset per lake table of the pipeline, materializable one at a time or together."""
+    """One asset per lake table of the pipeline; from Kafka materializable one at a time or
+    together, from MySQL all together (one binlog position)."""
     tables = lake_tables(structure)
-    specs = [
-        dg.AssetSpec(
-            key=lake_asset_key(str(t)),
-            group_name=LAKE_GROUP,
-            description=f"{structure.sink_type.capitalize()} table `{t}`, upserted by primary key from Kafka topic `{t}` "
-            f"(pipeline {structure.name}).",
-            kinds={structure.sink_type},
-            deps=[topic_asset_key(str(t))],
-            skippable=True,
-            tags={"changelake/pipeline": structure.name},
-        )
-        for t in tables
-    ]
+    mysql_source = from_mysql(structure)
 
     @dg.multi_asset(
         name=f"{job_name(structure)}_lake",
-        specs=specs,
-        can_subset=True,
+        specs=[_spec(structure, t) for t in tables],
+        can_subset=not mysql_source,
         pool=pool_name(structure),
-        description=f"Ingests the selected lake tables of pipeline {structure.name} up to Kafka's end offsets; "
-        "tables with nothing new are not materialized.",
+        description=(
+            f"Runs pipeline {structure.name} (MySQL -> {structure.sink_type}) until caught up with the binlog"
+            if mysql_source else
+            f"Ingests the selected lake tables of pipeline {structure.name} up to Kafka's end offsets"
+        ) + "; tables with nothing new are not materialized.",
     )
     def lake_assets(
         context: dg.AssetExecutionContext, mysql: MySqlResource, kafka: KafkaResource, lake: IcebergCatalogResource
     ):
+        from assets.reporting import LakeReporter, lake_metadata
         from changelake.pipeline.lock import PipelineLock
         from changelake.pipeline.runner import kafka_lag, run_pipeline
-        from platform_defs.reporting import LakeReporter, lake_metadata
-        from platform_defs.running import state_dir
+        from changelake.services import default_state_dir
 
         selected = [t for t in tables if lake_asset_key(str(t)) in context.selected_asset_keys]
-        defn = load_pipeline(path, env=pipeline_env(mysql, kafka, lake))
-        defn = replace(defn, source={**defn.source, "topic": ";".join(str(t) for t in selected)})
+        defn = bind(path, mysql=mysql, kafka=kafka, lake=lake)
+        if not mysql_source:
+            defn = replace(defn, source={**defn.source, "topic": ";".join(str(t) for t in selected)})
         reporter = LakeReporter(defn, per_commit=False)
         try:
-            with PipelineLock(state_dir(), defn.name, context.run.run_id):
-                stats = run_pipeline(defn, until_caught_up=True, on_batch=reporter.progress.add)
-                positions = kafka_lag(defn)
+            with PipelineLock(default_state_dir(), defn.name, context.run.run_id):
+                stats = run_pipeline(defn, until_caught_up=True, on_batch=reporter.add)
+                positions = {} if mysql_source else kafka_lag(defn)
         finally:
             reporter.close()
         context.log.info(f"pipeline {defn.name}: {stats.metadata()}")
         for table in selected:
             progress = reporter.progress.get(str(table))
-            lag = sum(max(0, end - done) for tp, (done, end) in positions.items() if tp.rpartition("/")[0] == str(table))
+            lag = None if mysql_source else sum(
+                max(0, end - done) for tp, (done, end) in positions.items() if tp.rpartition("/")[0] == str(table))
             if not progress.changed:
-                context.log.info(f"{table}: nothing new on its topic (lag {lag}); not materialized")
+                context.log.info(f"{table}: nothing new (lag {lag}); not materialized")
                 continue
             yield dg.MaterializeResult(asset_key=lake_asset_key(str(table)), metadata=lake_metadata(progress, lag, defn.name))
 

@@ -10,7 +10,7 @@ topic and compares it with the table read back through the upsert-kafka source.
 import dagster as dg
 from pydantic import Field
 
-from resources.connections import KafkaResource
+from resources.kafka import KafkaResource
 from resources.pageviews import PageviewsTopics
 
 __all__ = ["PAGEVIEWS_GROUP", "assets", "checks"]

@@ -1,5 +1,5 @@
 """Iceberg maintenance jobs: one ``<pipeline>_lake_maintenance`` job and a daily schedule (off
-by default) per Kafka -> Iceberg pipeline file. The op runs
+by default) per pipeline file writing Iceberg (from Kafka or MySQL). The op runs
 :func:`changelake.pipeline.maintenance.maintain_pipeline_lake` (compaction, snapshot expiry that
 keeps the resume offsets readable, orphan files); it is safe beside a running pipeline."""
 
@@ -8,8 +8,12 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
-from platform_defs.pipelines import job_name, load_structure, pipeline_files
-from resources.connections import IcebergCatalogResource, KafkaResource, pipeline_env
+from assets.keys import job_name
+from changelake.pipeline.files import load_structure, pipeline_files
+from resources.binding import bind
+from resources.iceberg import IcebergCatalogResource
+from resources.kafka import KafkaResource
+from resources.mysql import MySqlResource
 
 __all__ = ["MaintenanceConfig", "build_maintenance_job", "defs"]
 
@@ -30,13 +34,12 @@ def build_maintenance_job(path: Path) -> dg.JobDefinition:
 
     @dg.op(name=f"maintain_{job_name(structure)}_lake", tags={"kind": "iceberg"},
            description=f"Compacts, expires snapshots and removes orphan files of the lake of '{structure.name}'.")
-    def maintain_op(context: dg.OpExecutionContext, config: MaintenanceConfig, kafka: KafkaResource,
-                    lake: IcebergCatalogResource) -> dg.Output[None]:
+    def maintain_op(context: dg.OpExecutionContext, config: MaintenanceConfig, mysql: MySqlResource,
+                    kafka: KafkaResource, lake: IcebergCatalogResource) -> dg.Output[None]:
         from changelake.connectors.iceberg.maintenance import MaintenanceOptions
-        from changelake.pipeline.definition import load_pipeline
         from changelake.pipeline.maintenance import maintain_pipeline_lake
 
-        defn = load_pipeline(path, env=pipeline_env(kafka, lake))
+        defn = bind(path, mysql=mysql, kafka=kafka, lake=lake)
         results = maintain_pipeline_lake(defn, MaintenanceOptions(
             max_snapshot_age_ms=config.max_snapshot_age_ms, min_snapshots_to_keep=config.min_snapshots_to_keep,
             orphan_older_than_ms=config.orphan_older_than_ms, min_input_files=config.min_input_files))

@@ -9,22 +9,21 @@ resumes where the previous one stopped.
 """
 
 
-import os
 from pathlib import Path
 
 import dagster as dg
 from pydantic import Field
 
-from changelake.connectors.errors import OptionValidationError
-from changelake.pipeline.definition import PipelineDefinition, load_pipeline
-from platform_defs.keys import PIPELINE_TAG, job_name, lake_asset_key, pool_name
-from platform_defs.reporting import reporter_for
+from assets.keys import PIPELINE_TAG, job_name, pool_name
+from assets.reporting import reporter_for
+from changelake.pipeline.files import load_structure
 from platform_defs.running import run_supervised
-from resources.connections import IcebergCatalogResource, KafkaResource, MySqlResource, pipeline_env
+from resources.binding import bind
+from resources.iceberg import IcebergCatalogResource
+from resources.kafka import KafkaResource
+from resources.mysql import MySqlResource
 
-__all__ = ["PipelineRunConfig", "pipeline_files", "job_name", "build_pipeline_job", "load_structure", "lake_asset_key"]
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
+__all__ = ["PipelineRunConfig", "build_pipeline_job"]
 
 
 class PipelineRunConfig(dg.Config):
@@ -35,27 +34,6 @@ class PipelineRunConfig(dg.Config):
     )
     max_duration_s: float | None = Field(default=None, description="Stop after this many seconds (bounded run).")
     batch_size: int = Field(default=2000, description="Change events per batch (one sink commit per batch).")
-
-
-def pipelines_dir() -> Path:
-    return Path(os.environ.get("CHANGELAKE_PIPELINES_DIR", REPO_ROOT / "pipelines"))
-
-
-def pipeline_files() -> list[Path]:
-    """The pipeline YAML files, sorted by name."""
-    return sorted(pipelines_dir().glob("*.yaml"))
-
-
-def load_structure(path: Path) -> PipelineDefinition:
-    """The definition with ``${VAR}`` references unresolved (no secrets needed at load time).
-
-    Raises:
-        OptionValidationError: the file is malformed; the message starts with the file's path.
-    """
-    try:
-        return load_pipeline(path, resolve=False)
-    except OptionValidationError as exc:
-        raise OptionValidationError(f"pipeline file {path}: {exc}", option=exc.option) from exc
 
 
 def build_pipeline_job(path: Path) -> dg.JobDefinition:
@@ -81,7 +59,7 @@ def build_pipeline_job(path: Path) -> dg.JobDefinition:
         kafka: KafkaResource,
         lake: IcebergCatalogResource,
     ):
-        defn = load_pipeline(path, env=pipeline_env(mysql, kafka, lake))
+        defn = bind(path, mysql=mysql, kafka=kafka, lake=lake)
         context.log.info(f"pipeline {defn.name}: {defn.redacted()}")
         yield from run_supervised(
             context, defn, reporter_for(defn), until_caught_up=config.until_caught_up,

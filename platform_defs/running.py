@@ -13,46 +13,18 @@ import contextlib
 import queue
 import signal
 import threading
-import time
 from typing import Any, Iterator
 
 import dagster as dg
 
+from assets.reporting import Reporter
 from changelake.pipeline.definition import PipelineDefinition
-from changelake.pipeline.lock import PipelineLock, probe_lock
-from platform_defs.reporting import Reporter
+from changelake.pipeline.lock import PipelineLock
+from changelake.services import default_state_dir
 
-__all__ = ["run_supervised", "state_dir", "worker_gone"]
+__all__ = ["run_supervised"]
 
 _DONE = object()
-#: seconds a started run may take to reach its op and take the pipeline lock.
-LOCK_GRACE_S = 120.0
-
-
-def state_dir() -> Any:
-    """The changelake state folder (``$CHANGELAKE_STATE_DIR``), where pipeline locks live."""
-    from changelake.services import default_state_dir
-
-    return default_state_dir()
-
-
-def worker_gone(run: dg.DagsterRun, record: dg.RunRecord, pipeline: str) -> str | None:
-    """Why ``run`` (STARTED or CANCELING) is dead, or None: the pipeline's lock is not held
-    although this run took it (or it should have long ago). Run monitoring cannot see a killed
-    worker under the default run launcher; the lock can, on the machine that runs the pipelines.
-    Used by the relaunch sensor and by ``changelake pipeline run`` (so a crash never blocks the
-    next run)."""
-    if run.status not in (dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING):
-        return None
-    held, holder = probe_lock(state_dir(), pipeline)
-    if held:
-        return None
-    if holder is not None and holder.run_id == run.run_id:
-        return f"its run worker (pid {holder.pid} on {holder.host}) is gone: the pipeline lock is no longer held"
-    started = record.start_time or record.create_timestamp.timestamp()
-    if started and time.time() - started > LOCK_GRACE_S:
-        return f"it never took the pipeline lock in {int(LOCK_GRACE_S)} s"
-    return None
 
 
 @contextlib.contextmanager
@@ -114,7 +86,7 @@ def run_supervised(
         finally:
             events.put(_DONE)
 
-    with PipelineLock(state_dir(), defn.name, context.run.run_id), _stop_on_signals(stop, context.log):
+    with PipelineLock(default_state_dir(), defn.name, context.run.run_id), _stop_on_signals(stop, context.log):
         thread = threading.Thread(target=work, name=f"pipeline-{defn.name}", daemon=True)
         thread.start()
         try:

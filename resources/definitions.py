@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import dagster as dg
+from dagster_duckdb import DuckDBResource
 
-from resources.connections import IcebergCatalogResource, KafkaResource, MySqlResource
+from resources.iceberg import IcebergCatalogResource
+from resources.kafka import KafkaResource
+from resources.mysql import MySqlResource
 from resources.lake_io import LakeIOManager
 from resources.pageviews import PageviewsTopics
 from resources.upsert_kafka import UpsertKafkaResource
@@ -23,6 +26,8 @@ def defs() -> dg.Definitions:
             "lake": IcebergCatalogResource(uri=dg.EnvVar("ICEBERG_CATALOG_URI"), warehouse=dg.EnvVar("ICEBERG_WAREHOUSE")),
             "lake_io_manager": LakeIOManager(uri=dg.EnvVar("ICEBERG_CATALOG_URI"), warehouse=dg.EnvVar("ICEBERG_WAREHOUSE")),
             "pageviews_topics": PageviewsTopics(),
+            # DuckDB for assets computing on lake tables (in memory: the lake is the storage)
+            "duckdb": DuckDBResource(database=":memory:"),
             "upsert_kafka": UpsertKafkaResource(bootstrap_servers=dg.EnvVar("KAFKA_BOOTSTRAP_SERVERS")),
         }
     )

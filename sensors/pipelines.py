@@ -11,16 +11,19 @@
   long-running op of a Kafka -> Iceberg pipeline committed to (asset runs evaluate their own).
 """
 
-from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import dagster as dg
 
-from platform_defs.keys import PIPELINE_TAG
-from platform_defs.running import worker_gone
+from changelake.pipeline.definition import PipelineDefinition
+from changelake.pipeline.lake_tables import lake_tables
+from changelake.pipeline.naming import PIPELINE_TAG, job_name, key_path
+from resources.binding import bind
+from resources.iceberg import IcebergCatalogResource
+from resources.kafka import KafkaResource
+from sensors.liveness import worker_gone
 
 __all__ = [
     "make_relaunch_sensor", "make_lag_sensor", "make_bounded_schedule", "make_freshness_schedule",
@@ -39,7 +42,6 @@ RELAUNCHED_FROM_TAG = "changelake/relaunched_from"
 RELAUNCH_ATTEMPT_TAG = "changelake/relaunch_attempt"
 #: consecutive relaunches of a failing pipeline before the sensor gives up (a person looks)
 MAX_RELAUNCHES = 5
-#: a started run whose lock was never taken is presumed dead after this long
 
 
 def _unbounded(run: dg.DagsterRun, op_name: str) -> bool:
@@ -47,31 +49,38 @@ def _unbounded(run: dg.DagsterRun, op_name: str) -> bool:
     return not config.get("until_caught_up") and config.get("max_duration_s") is None
 
 
-def make_relaunch_sensor(job: dg.JobDefinition, op_name: str, pipeline: str | None = None) -> dg.SensorDefinition:
-    """A sensor that relaunches the unbounded run of ``job`` when it died — never one a person stopped."""
-    pipeline = pipeline or job.tags.get(PIPELINE_TAG) or job.name
+def make_relaunch_sensor(
+    job: dg.JobDefinition | str, op_name: str, pipeline: str | None = None
+) -> dg.SensorDefinition:
+    """A sensor that relaunches the unbounded run of ``job`` (a job or its name) when it died —
+    never one a person stopped. ``pipeline``: the pipeline it drives (default: the job's
+    ``changelake/pipeline`` tag, else its name)."""
+    if isinstance(job, str):
+        name, pipeline = job, pipeline or job
+    else:
+        name, pipeline = job.name, pipeline or job.tags.get(PIPELINE_TAG) or job.name
 
     @dg.sensor(
-        name=f"{job.name}_relaunch_if_dead",
-        job=job,
+        name=f"{name}_relaunch_if_dead",
+        job_name=name,
         minimum_interval_seconds=30,
         default_status=dg.DefaultSensorStatus.STOPPED,
         description=(
-            f"Relaunches the long-running run of {job.name} when it died (failed, or its worker was killed); "
+            f"Relaunches the long-running run of {name} when it died (failed, or its worker was killed); "
             "a run terminated by a person is not relaunched. The new run resumes from the stored position."
         ),
     )
     def relaunch(context: dg.SensorEvaluationContext):
-        records = context.instance.get_run_records(dg.RunsFilter(job_name=job.name), limit=1)
+        records = context.instance.get_run_records(dg.RunsFilter(job_name=name), limit=1)
         if not records:
-            return dg.SkipReason(f"no run of {job.name} yet: launch one; this sensor only brings back a run that died")
+            return dg.SkipReason(f"no run of {name} yet: launch one; this sensor only brings back a run that died")
         record = records[0]
         run = record.dagster_run
         if run.status in _ACTIVE:
             why = worker_gone(run, record, pipeline)
             if why is None:
-                return dg.SkipReason(f"{job.name} is running (run {run.run_id})")
-            context.instance.report_run_failed(run, f"run {run.run_id} of {job.name} died: {why}")
+                return dg.SkipReason(f"{name} is running (run {run.run_id})")
+            context.instance.report_run_failed(run, f"run {run.run_id} of {name} died: {why}")
             context.log.info(f"marked run {run.run_id} failed: {why}")
         elif run.status in (dg.DagsterRunStatus.CANCELED, dg.DagsterRunStatus.CANCELING):
             return dg.SkipReason(f"the last run {run.run_id} was stopped by a person: not relaunched")
@@ -81,7 +90,7 @@ def make_relaunch_sensor(job: dg.JobDefinition, op_name: str, pipeline: str | No
             return dg.SkipReason(f"the last run {run.run_id} was a bounded run: not relaunched")
         attempt = int(run.tags.get(RELAUNCH_ATTEMPT_TAG, "0")) + 1
         if attempt > MAX_RELAUNCHES:
-            return dg.SkipReason(f"{job.name} died {MAX_RELAUNCHES} times in a row (last run {run.run_id}): look at its logs")
+            return dg.SkipReason(f"{name} died {MAX_RELAUNCHES} times in a row (last run {run.run_id}): look at its logs")
         return dg.RunRequest(
             run_key=f"relaunch-{run.run_id}",
             run_config={"ops": {op_name: {"config": {"until_caught_up": False}}}},
@@ -91,13 +100,17 @@ def make_relaunch_sensor(job: dg.JobDefinition, op_name: str, pipeline: str | No
     return relaunch
 
 
-def make_lag_sensor(lake_assets: dg.AssetsDefinition, pipeline_path: Path, pipeline: str) -> dg.SensorDefinition:
-    """Materialize the lake tables of ``pipeline`` whose topics hold records past the lake checkpoint."""
-    name = f"{lake_assets.node_def.name}_on_kafka_lag"
+def make_lag_sensor(pipeline_path: Path, structure: PipelineDefinition) -> dg.SensorDefinition:
+    """Materialize the lake tables of the Kafka -> lake pipeline ``structure`` (file
+    ``pipeline_path``) whose topics hold records past the lake checkpoint. Its connections come
+    from the ``kafka`` and ``lake`` resources."""
+    pipeline = structure.name
+    name = f"{job_name(structure)}_lake_on_kafka_lag"
+    keys = [dg.AssetKey(key_path("lake", str(t))) for t in lake_tables(structure)]
 
     @dg.sensor(
         name=name,
-        asset_selection=dg.AssetSelection.assets(lake_assets),
+        asset_selection=dg.AssetSelection.assets(*keys),
         minimum_interval_seconds=30,
         default_status=dg.DefaultSensorStatus.STOPPED,
         description=(
@@ -105,20 +118,14 @@ def make_lag_sensor(lake_assets: dg.AssetsDefinition, pipeline_path: Path, pipel
             "absorbed (only those tables); skips while a run of that pipeline is active."
         ),
     )
-    def on_lag(context: dg.SensorEvaluationContext):
-        import os
-
-        from changelake.pipeline.definition import load_pipeline
-        from changelake.pipeline.runner import kafka_lag
-        from platform_defs.keys import lake_asset_key
-
+    def on_lag(context: dg.SensorEvaluationContext, kafka: KafkaResource, lake: IcebergCatalogResource):
         active = context.instance.get_run_records(
             dg.RunsFilter(tags={PIPELINE_TAG: pipeline}, statuses=_ACTIVE), limit=1
         )
         if active:
             return dg.SkipReason(f"pipeline {pipeline} is running (run {active[0].dagster_run.run_id})")
-        defn = load_pipeline(pipeline_path, env=dict(os.environ))
-        positions = kafka_lag(defn, timeout_s=10.0)
+        defn = bind(pipeline_path, kafka=kafka, lake=lake)
+        positions = kafka.lag(defn, timeout_s=10.0)
         lag: dict[str, int] = {}
         for tp, (done, end) in positions.items():
             topic = tp.rpartition("/")[0]
@@ -130,45 +137,45 @@ def make_lag_sensor(lake_assets: dg.AssetsDefinition, pipeline_path: Path, pipel
         ends = sorted((tp, end) for tp, (_, end) in positions.items())
         return dg.RunRequest(
             run_key=f"{defn.name}:{ends}",
-            asset_selection=[lake_asset_key(t) for t in behind],
+            asset_selection=[dg.AssetKey(key_path("lake", t)) for t in behind],
             tags={PIPELINE_TAG: pipeline, "changelake/lag": str(sum(lag.values()))},
         )
 
     return on_lag
 
 
-def make_bounded_schedule(job: dg.JobDefinition, op_name: str, cron: str = "*/5 * * * *") -> dg.ScheduleDefinition:
-    """A schedule running ``job`` bounded: it stops once caught up."""
+def make_bounded_schedule(job: str, op_name: str, cron: str = "*/5 * * * *") -> dg.ScheduleDefinition:
+    """A schedule running the job named ``job`` bounded: it stops once caught up."""
     return dg.ScheduleDefinition(
-        name=f"{job.name}_every_5_minutes",
-        job=job,
+        name=f"{job}_every_5_minutes",
+        job_name=job,
         cron_schedule=cron,
         run_config={"ops": {op_name: {"config": {"until_caught_up": True}}}},
         default_status=dg.DefaultScheduleStatus.STOPPED,
-        description=f"A bounded run of {job.name} every 5 minutes (until caught up); queued behind a running one.",
+        description=f"A bounded run of {job} every 5 minutes (until caught up); queued behind a running one.",
     )
 
 
-def make_freshness_schedule(job: dg.UnresolvedAssetJobDefinition, cron: str = "*/5 * * * *") -> dg.ScheduleDefinition:
-    """A schedule evaluating the lake tables' freshness checks."""
+def make_freshness_schedule(job: str, cron: str = "*/5 * * * *") -> dg.ScheduleDefinition:
+    """A schedule running the job named ``job`` that evaluates the lake tables' freshness checks."""
     return dg.ScheduleDefinition(
         name="lake_freshness_every_5_minutes",
-        job=job,
+        job_name=job,
         cron_schedule=cron,
         default_status=dg.DefaultScheduleStatus.STOPPED,
         description="Evaluates every lake table's freshness check (red when the lake falls behind Kafka).",
     )
 
 
-def make_checks_after_commits_sensor(
-    lake_assets: dg.AssetsDefinition, continuous_job: str, check_names: tuple[str, ...]
-) -> dg.SensorDefinition:
-    """Run the checks of the lake tables that the long-running op ``continuous_job`` materialized
-    since the last tick (at most one check run per tick; asset runs evaluate their own checks)."""
-    keys = sorted(lake_assets.keys, key=lambda k: k.to_user_string())
+def make_checks_after_commits_sensor(structure: PipelineDefinition, check_names: tuple[str, ...]) -> dg.SensorDefinition:
+    """Run the checks of the lake tables that the long-running op of pipeline ``structure`` (job
+    ``<name>``) materialized since the last tick (at most one check run per tick; asset runs
+    evaluate their own checks)."""
+    keys = sorted((dg.AssetKey(key_path("lake", str(t))) for t in lake_tables(structure)), key=lambda k: k.to_user_string())
+    continuous_job = job_name(structure)
 
     @dg.sensor(
-        name=f"{lake_assets.node_def.name}_checks_after_commits",
+        name=f"{continuous_job}_lake_checks_after_commits",
         asset_selection=dg.AssetSelection.checks_for_assets(*keys),
         minimum_interval_seconds=60,
         default_status=dg.DefaultSensorStatus.RUNNING,

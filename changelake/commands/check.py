@@ -27,9 +27,9 @@ def run_checks(pipeline: Path | None = None) -> tuple[bool, list[dict]]:
     import dagster as dg
 
     from assets.checks import build_key_state_checks
-    from assets.lake import build_lake_assets, lake_pipelines
+    from assets.lake import build_lake_assets
     from changelake.commands.pipeline import QUIET_LOG_LEVEL
-    from platform_defs.pipelines import load_structure
+    from changelake.pipeline.files import lake_pipeline_files, load_structure
     from resources.definitions import defs as resource_defs
 
     from changelake.connectors.lake import LAKE_SINK_TYPES
@@ -40,7 +40,7 @@ def run_checks(pipeline: Path | None = None) -> tuple[bool, list[dict]]:
             raise SystemExit(f"error: pipeline {pipeline} does not write to the lake (sink type {structure.sink_type})")
         pipelines = [(pipeline.resolve(), structure)]
     else:
-        pipelines = lake_pipelines()
+        pipelines = lake_pipeline_files()
     assets, checks = [], []
     for path, structure in pipelines:
         assets.append(build_lake_assets(path, structure))

@@ -78,7 +78,7 @@ def _use_lake(lake: str) -> str:
     returns the name of that pipeline."""
     import shutil
 
-    from platform_defs.pipelines import load_structure, pipeline_files
+    from changelake.pipeline.files import load_structure, pipeline_files
 
     pipeline_2 = LAKE_PIPELINES[lake]
     if lake != "iceberg":
@@ -208,14 +208,10 @@ def run(args: argparse.Namespace) -> int:
     checks = _materialize_lake(defs)
     _print_checks(checks)
 
-    pv_ok = True
-    try:
-        from changelake.demo.pageviews_demo import run_pageviews_demo
-    except ImportError:
-        run_pageviews_demo = None
-    if run_pageviews_demo is not None:
-        _step("5. Page views: PV and UV per region -> upsert-kafka (retract changelog into upsert sink)")
-        pv_ok = run_pageviews_demo(bootstrap, events=args.pageviews)
+    from changelake.commands.pageviews_demo import run_pageviews_demo
+
+    _step("5. Page views: PV and UV per region -> upsert-kafka (retract changelog into upsert sink)")
+    pv_ok = run_pageviews_demo(bootstrap, events=args.pageviews)
 
     _step("Summary")
     ok = _print_summary(checks) and pv_ok and message is not None

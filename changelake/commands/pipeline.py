@@ -33,7 +33,9 @@ def run_pipeline_job(path: Path, until_caught_up: bool, max_duration_s: float | 
     """Execute the pipeline job of ``path`` in-process; returns Dagster's ExecuteInProcessResult."""
     import dagster as dg
 
-    from platform_defs.pipelines import build_pipeline_job, job_name, load_structure
+    from assets.keys import job_name
+    from changelake.pipeline.files import load_structure
+    from platform_defs.pipelines import build_pipeline_job
     from resources.definitions import defs as resource_defs
 
     structure = load_structure(path)
@@ -56,13 +58,13 @@ def active_run_of(path: Path) -> str | None:
     """A message naming the queued or running Dagster run of this pipeline, or None.
 
     A STARTED or CANCELING run whose worker died (its pipeline lock is free, see
-    :func:`platform_defs.running.worker_gone`) does not block: it is marked failed (or canceled)
+    :func:`sensors.liveness.worker_gone`) does not block: it is marked failed (or canceled)
     in the instance, and a note goes to stderr."""
     import dagster as dg
 
-    from platform_defs.keys import PIPELINE_TAG
-    from platform_defs.pipelines import load_structure
-    from platform_defs.running import worker_gone
+    from assets.keys import PIPELINE_TAG
+    from changelake.pipeline.files import load_structure
+    from sensors.liveness import worker_gone
 
     name = load_structure(path).name
     active = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,

@@ -235,11 +235,14 @@ def run_changelog_pipeline(
                     stats.events += len(events)
                     stats.batches += 1
                     per_table: dict[str, int] = {}
+                    per_op: dict[str, dict[str, int]] = {}  # table -> Debezium op (c/r/u/d) -> events
                     for e in out:
                         per_table[str(e.table)] = per_table.get(str(e.table), 0) + 1
                         stats.tables[str(e.table)] = stats.tables.get(str(e.table), 0) + 1
+                        table_ops = per_op.setdefault(str(e.table), {})
+                        table_ops[e.op.value] = table_ops.get(e.op.value, 0) + 1
                     if on_batch:
-                        on_batch({"events": len(events), "tables": per_table, "position": current})
+                        on_batch({"events": len(events), "tables": per_table, "ops": per_op, "position": current})
                 reason = clock.stop_reason(until_caught_up, not events, source.caught_up)
                 if reason:
                     stats.stopped_because = reason

@@ -10,8 +10,8 @@ import pytest
 
 from changelake.commands.pipeline import active_run_of
 from changelake.pipeline.lock import PipelineLock
-from platform_defs.keys import PIPELINE_TAG
-from platform_defs.pipelines import load_structure
+from assets.keys import PIPELINE_TAG
+from changelake.pipeline.files import load_structure
 
 PIPELINE_FILE = Path(__file__).resolve().parents[2] / "pipelines" / "mysql-to-kafka.yaml"
 

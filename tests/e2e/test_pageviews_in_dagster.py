@@ -7,7 +7,7 @@ import uuid
 import dagster as dg
 import pytest
 
-from resources.connections import KafkaResource
+from resources.kafka import KafkaResource
 from resources.pageviews import PageviewsTopics
 
 pytestmark = pytest.mark.integration

@@ -61,10 +61,9 @@ def code_location(request, tmp_path, monkeypatch, mysql_params, kafka_bootstrap,
         "CHANGELAKE_STATE_DIR": str(tmp_path / "state"),
     }.items():
         monkeypatch.setenv(key, value)
-    from platform_defs import jobs
-    from resources import definitions as resources
+    from platform_defs.definitions import build_defs
 
-    return db, dg.Definitions.merge(jobs.defs(), resources.defs())
+    return db, build_defs()
 
 
 @pytest.fixture(autouse=True)

@@ -49,13 +49,16 @@ def test_the_readme_query_runs_as_written(tmp_path):
 
 def test_a_downstream_asset_loads_the_lake_table_through_the_io_manager(tmp_path):
     from assets.examples import CUSTOMERS, customers_by_age_band
+    from dagster_duckdb import DuckDBResource
+
     from resources.lake_io import LakeIOManager
 
     env = _lake(tmp_path)
     result = dg.materialize(
         [dg.AssetSpec(CUSTOMERS), customers_by_age_band],
         selection=[customers_by_age_band],
-        resources={"lake_io_manager": LakeIOManager(uri=env["ICEBERG_CATALOG_URI"], warehouse=env["ICEBERG_WAREHOUSE"])},
+        resources={"lake_io_manager": LakeIOManager(uri=env["ICEBERG_CATALOG_URI"], warehouse=env["ICEBERG_WAREHOUSE"]),
+                   "duckdb": DuckDBResource(database=":memory:")},
         instance=dg.DagsterInstance.ephemeral(),
     )
     assert result.success

@@ -1,4 +1,5 @@
-"""Demo step: materialize the page-views assets (generator -> PV/UV per region) and run the check."""
+"""``changelake demo``'s step 5 (it runs a Dagster job, so it lives with the commands, not in
+``changelake.demo``): materialize the page-views assets (generator -> PV/UV per region) and run the check."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ import dagster as dg
 from changelake.changelog import TableId
 from changelake.pipeline.definition import PipelineDefinition
 from changelake.pipeline.progress import KafkaEndOffsets, LakeProgress, TableProgress, lag_of
-from platform_defs.keys import lake_asset_key, topic_asset_key
+from assets.keys import lake_asset_key, topic_asset_key
 
 __all__ = ["Reporter", "TopicReporter", "LakeReporter", "reporter_for", "lake_metadata"]
 
@@ -109,17 +109,42 @@ class LakeReporter(Reporter):
             namespace = parse_sink_options(defn.options("sink")).namespace
             identifier = lambda t: ".".join(namespace.identifier(TableId.parse(t)))  # noqa: E731
         self.progress = LakeProgress(identifier=identifier, topics_of=lambda t: topics_of_table(defn, TableId.parse(t)))
-        self._probe = KafkaEndOffsets.from_options(defn.options("source"))
+        #: a MySQL -> lake pipeline has one binlog position, no Kafka offsets and no lag in offsets
+        self._from_kafka = defn.source_type == "kafka"
+        self._probe = KafkaEndOffsets.from_options(defn.options("source")) if self._from_kafka else None
         self._per_commit = per_commit
 
-    def lag(self, table: str, offsets: Mapping[str, int]) -> int:
-        """Offsets on the table's topic not yet in ``offsets`` (transaction markers count)."""
+    def lag(self, table: str, offsets: Mapping[str, int]) -> int | None:
+        """Offsets on the table's topic not yet in ``offsets`` (transaction markers count); None
+        when the source is not Kafka."""
         from changelake.pipeline.lake_checks import topics_of_table
 
+        if self._probe is None:
+            return None
         return lag_of(offsets, self._probe.end_offsets(topics_of_table(self.defn, TableId.parse(table))))
 
+    def add(self, batch: Mapping[str, Any]) -> list[TableProgress]:
+        """Fold one ``on_batch`` payload in; the changed tables of this batch. From Kafka the
+        payload carries the lake's commit results (snapshot ids, offsets); from MySQL it carries the
+        events per table and op written with the binlog position (the lake commits them with it)."""
+        if self._from_kafka:
+            return self.progress.add(batch)
+        steps = []
+        for table, ops in (batch.get("ops") or {}).items():
+            step = TableProgress(table, commits=1)
+            step.rows_inserted = int(ops.get("c", 0)) + int(ops.get("r", 0))
+            step.rows_updated = int(ops.get("u", 0))
+            step.rows_deleted = int(ops.get("d", 0))
+            total = self.progress.tables.setdefault(table, TableProgress(table))
+            total.rows_inserted += step.rows_inserted
+            total.rows_updated += step.rows_updated
+            total.rows_deleted += step.rows_deleted
+            total.commits += 1
+            steps.append(step)
+        return steps
+
     def on_batch(self, batch: Mapping[str, Any]) -> list[dg.AssetMaterialization]:
-        steps = self.progress.add(batch)
+        steps = self.add(batch)
         if not self._per_commit:
             return []
         return [
@@ -131,7 +156,8 @@ class LakeReporter(Reporter):
         ]
 
     def close(self) -> None:
-        self._probe.close()
+        if self._probe is not None:
+            self._probe.close()
 
 
 def reporter_for(defn: PipelineDefinition) -> Reporter:

@@ -1,0 +1,75 @@
+"""Where the pipeline YAML files live, and reading one for its structure only.
+
+The Dagster layer (jobs, lake assets, checks, sensors) and the CLI find the pipelines here: every
+``*.yaml`` of ``$CHANGELAKE_PIPELINES_DIR``, else the repository's ``pipelines/`` folder, sorted
+by file name. :func:`load_structure` keeps ``${VAR}`` references unresolved, so listing pipelines
+needs no secret and touches no network (loading Dagster definitions with the services down).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from changelake.connectors.errors import OptionValidationError
+from changelake.pipeline.definition import PipelineDefinition, load_pipeline
+
+__all__ = ["REPO_ROOT", "pipelines_dir", "pipeline_files", "load_structure", "load_pipelines", "lake_pipeline_files"]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def pipelines_dir() -> Path:
+    """``$CHANGELAKE_PIPELINES_DIR``, else ``<repository>/pipelines``."""
+    return Path(os.environ.get("CHANGELAKE_PIPELINES_DIR", REPO_ROOT / "pipelines"))
+
+
+def pipeline_files() -> list[Path]:
+    """The pipeline YAML files (``*.yaml`` of :func:`pipelines_dir`), sorted by name."""
+    return sorted(pipelines_dir().glob("*.yaml"))
+
+
+def load_structure(path: Path) -> PipelineDefinition:
+    """The definition of ``path`` with ``${VAR}`` references unresolved (no secrets needed).
+
+    Raises:
+        OptionValidationError: the file is malformed; the message starts with the file's path.
+        OSError: the file cannot be read.
+    """
+    try:
+        return load_pipeline(path, resolve=False)
+    except OptionValidationError as exc:
+        raise OptionValidationError(f"pipeline file {path}: {exc}", option=exc.option) from exc
+
+
+def lake_pipeline_files() -> list[tuple[Path, PipelineDefinition]]:
+    """(path, structure) of every pipeline file whose sink is a lake (``iceberg``, ``paimon``),
+    whatever its source (``kafka`` or ``mysql`` directly)."""
+    from changelake.connectors.lake import LAKE_SINK_TYPES
+
+    return [(p, s) for p in pipeline_files() for s in [load_structure(p)] if s.sink_type in LAKE_SINK_TYPES]
+
+
+def load_pipelines() -> list[tuple[Path, PipelineDefinition]]:
+    """(path, structure) of every pipeline file, checking that ``pipeline.name`` is unique (names
+    identify stored positions, consumer groups and jobs; ``a-b`` and ``a_b`` collide as job names).
+
+    Raises:
+        OptionValidationError: a malformed file, or two files with the same name (both named).
+    """
+    import re
+
+    seen: dict[str, Path] = {}
+    out = []
+    for path in pipeline_files():
+        structure = load_structure(path)
+        key = re.sub(r"\W", "_", structure.name)
+        if key in seen:
+            raise OptionValidationError(
+                f"pipeline files {seen[key]} and {path} both define pipeline.name '{structure.name}'; names must be "
+                "unique (they identify stored positions and jobs)",
+                option="pipeline.name",
+            )
+        seen[key] = path
+        out.append((path, structure))
+    return out

@@ -1,0 +1,50 @@
+"""Names an orchestrator gives a pipeline's parts, as plain strings (no Dagster import): job
+names, concurrency pools, the run tag, asset key paths and the lake checks' names.
+
+* job ``mysql_to_kafka`` for ``pipeline.name: mysql-to-kafka`` (non-word characters -> ``_``);
+* pool ``pipeline_<job>`` (limit 1: one run per pipeline) and run tag ``changelake/pipeline``;
+* asset key paths ``lake/<db>/<table>``, ``kafka/<db>/<table>``, ``mysql/<db>/<table>``;
+* lake checks ``key_state_matches_mysql``, ``no_duplicate_primary_keys``, ``lake_is_fresh`` (the
+  last one measures the lag behind Kafka, so a MySQL -> lake pipeline has only the first two).
+"""
+
+from __future__ import annotations
+
+import re
+
+from changelake.pipeline.definition import PipelineDefinition
+
+__all__ = [
+    "PIPELINE_TAG", "job_name", "pool_name", "key_path",
+    "KEY_STATE_CHECK", "UNIQUE_KEYS_CHECK", "FRESHNESS_CHECK", "LAKE_CHECKS", "lake_checks_of",
+]
+
+#: run tag naming the pipeline a run drives; the instance config allows one run per value
+PIPELINE_TAG = "changelake/pipeline"
+
+KEY_STATE_CHECK = "key_state_matches_mysql"
+UNIQUE_KEYS_CHECK = "no_duplicate_primary_keys"
+FRESHNESS_CHECK = "lake_is_fresh"
+LAKE_CHECKS = (KEY_STATE_CHECK, UNIQUE_KEYS_CHECK, FRESHNESS_CHECK)
+
+
+def job_name(defn: PipelineDefinition) -> str:
+    """``pipeline.name`` as a job name (``mysql-to-kafka`` -> ``mysql_to_kafka``)."""
+    return re.sub(r"\W", "_", defn.name)
+
+
+def pool_name(defn: PipelineDefinition) -> str:
+    """The concurrency pool of every op or asset that drives pipeline ``defn`` (limit 1)."""
+    return f"pipeline_{job_name(defn)}"
+
+
+def key_path(kind: str, name: str) -> list[str]:
+    """Asset key path of a ``db.table`` name: ``[kind, db, table]`` (characters outside
+    ``[A-Za-z0-9_-]`` in a part replaced by ``_``)."""
+    return [kind, *(re.sub(r"[^A-Za-z0-9_-]", "_", p) for p in str(name).split(".") if p)]
+
+
+def lake_checks_of(defn: PipelineDefinition) -> tuple[str, ...]:
+    """The checks of a lake pipeline's tables: all three when it reads Kafka; without
+    ``lake_is_fresh`` when it reads MySQL directly (no Kafka lag to measure)."""
+    return LAKE_CHECKS if defn.source_type == "kafka" else (KEY_STATE_CHECK, UNIQUE_KEYS_CHECK)

@@ -1,0 +1,29 @@
+"""The resources build their connectors through the registry (no service needed: an Iceberg SQL
+catalog on SQLite; Kafka connectors are built unopened)."""
+
+from __future__ import annotations
+
+import pytest
+
+from changelake.connectors.errors import OptionValidationError
+from resources import IcebergCatalogResource, KafkaResource
+
+
+def test_iceberg_resource_gives_the_catalog_and_an_iceberg_sink_on_it(tmp_path):
+    (tmp_path / "wh").mkdir()
+    lake = IcebergCatalogResource(uri=f"sqlite:///{tmp_path / 'catalog.db'}", warehouse=f"file://{tmp_path / 'wh'}")
+    lake.catalog().create_namespace("shop")
+    assert ("shop",) in lake.catalog().list_namespaces()
+    sink = lake.sink({"table.properties.format-version": "2"}, pipeline="p")
+    assert type(sink).__name__ == "IcebergSink"
+    assert sink.options.catalog_name == "changelake"
+    assert sink.options.catalog_properties["uri"] == lake.uri
+    assert sink.options.table_properties == {"format-version": "2"}
+
+
+def test_kafka_resource_builds_the_pipeline_source_and_refuses_unknown_options():
+    kafka = KafkaResource(bootstrap_servers="127.0.0.1:1", properties={"client.id": "it"})
+    source = kafka.source({"topic": "db.t", "value.format": "debezium-json"}, pipeline="p")  # not opened: no I/O
+    assert type(source).__name__ == "KafkaPipelineSource"
+    with pytest.raises(OptionValidationError, match=r"(?s)Unsupported options.*no\.such"):
+        kafka.sink({"no.such": "1"}, pipeline="p")
