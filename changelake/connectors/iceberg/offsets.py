@@ -21,7 +21,6 @@ from changelake.connectors.lake.offsets import (
     encode_offsets,
     is_replay,
     merge_offsets,
-    split_topic_partition,
     topic_partition,
 )
 
@@ -29,7 +28,6 @@ __all__ = [
     "OFFSETS_PROPERTY",
     "COMMIT_ID_PROPERTY",
     "topic_partition",
-    "split_topic_partition",
     "read_committed_offsets",
     "merge_offsets",
     "is_replay",
