@@ -17,10 +17,10 @@ reports which commits became durable; ``on_batch`` and :class:`RunStats` count t
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from changelake.changelog import DataChangeEvent
+from changelake.connectors.lake.commit_policy import PendingPolls
 from changelake.pipeline.clock import StopClock
 from changelake.pipeline.stage import Stage
 from changelake.pipeline.stats import RunStats
@@ -33,25 +33,6 @@ __all__ = ["BatchCallback", "run_loop"]
 BatchCallback = Callable[[dict[str, Any]], None]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class _Pending:
-    """What was polled since the last durable commit."""
-
-    records: int = 0
-    events: int = 0
-    applied: dict[str, int] = field(default_factory=dict)
-    ops: dict[str, dict[str, int]] = field(default_factory=dict)
-
-    def note(self, records: int, events: int, out: list[DataChangeEvent]) -> None:
-        self.records += records
-        self.events += events
-        for event in out:
-            table = str(event.table)
-            self.applied[table] = self.applied.get(table, 0) + 1
-            by_op = self.ops.setdefault(table, {})
-            by_op[event.op.value] = by_op.get(event.op.value, 0) + 1
 
 
 def run_loop(
@@ -100,7 +81,7 @@ def run_loop(
         else:
             stats.position = stored  # a run that finds nothing new still reports where it stands
         source.open()
-        pending = _Pending()
+        pending = PendingPolls()
 
         def durable(results: list[Any], position: Mapping[str, Any] | None) -> None:
             nonlocal pending
@@ -118,7 +99,7 @@ def run_loop(
                 if on_batch:
                     on_batch({"events": pending.events, "records": pending.records, "tables": dict(pending.applied),
                               "ops": pending.ops, "position": position, "commits": len(results), "results": results})
-                pending = _Pending()
+                pending = PendingPolls()
 
         try:
             committed = stored
@@ -131,7 +112,7 @@ def run_loop(
                 if out:
                     sink.write(out)
                 records = int(getattr(source, "last_records", len(events)))
-                pending.note(records, len(events), out)
+                pending.note(records, len(events), {}, *_per_table(out))
                 stats.events += len(events)
                 results: list[Any] | None = None
                 if current is not None and (events or current != committed):
@@ -163,3 +144,15 @@ def run_loop(
         stats.metrics = dict(getattr(sink, "metrics", {}))
     stats.elapsed_s = clock.elapsed
     return stats
+
+
+def _per_table(events: list[DataChangeEvent]) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    """Change events per sink table, and per sink table and op letter."""
+    applied: dict[str, int] = {}
+    ops: dict[str, dict[str, int]] = {}
+    for event in events:
+        table = str(event.table)
+        applied[table] = applied.get(table, 0) + 1
+        by_op = ops.setdefault(table, {})
+        by_op[event.op.value] = by_op.get(event.op.value, 0) + 1
+    return applied, ops

@@ -20,7 +20,6 @@ stored offsets.
 
 from __future__ import annotations
 
-import time
 from typing import Any, Mapping, Sequence
 
 from changelake.changelog.event import DataChangeEvent, Op
@@ -28,6 +27,7 @@ from changelake.changelog.row import ChangelogRow
 from changelake.changelog.rowkind import RETRACT, RowKind
 from changelake.changelog.schema import Schema, TableId
 from changelake.connectors.base import LakeSink
+from changelake.connectors.lake.commit_policy import CommitPolicy, PendingPolls
 from changelake.connectors.lake.compaction import BatchItem, TruncateMarker
 from changelake.connectors.lake.offsets import topic_partition
 from changelake.errors import PipelineDataError
@@ -60,11 +60,11 @@ class LakeChangelogSink:
     def __init__(self, lake: LakeSink, pipeline: str) -> None:
         self.lake = lake
         self.pipeline = pipeline
-        self._interval_s = float(getattr(lake.options, "commit_interval_s", 10.0))
+        self._policy = CommitPolicy.of(lake.options)
+        self._polls = PendingPolls()  # written since the last lake commit (``since``: the first write)
         self._stored: dict[str, Any] | None = None
         self._pending: dict[str, Any] | None = None  # a position given to commit(), not yet in the lake
         self._uncommitted = False  # events written since the last commit()
-        self._since: float | None = None  # monotonic time of the first write not yet in the lake
         self._open = False
         self.metrics: dict[str, int] = {"events": 0, "commits": 0, "table_commits": 0, "replays_skipped": 0}
 
@@ -131,8 +131,7 @@ class LakeChangelogSink:
         self.metrics["events"] += len(events)
         if events:
             self._uncommitted = True
-            if self._since is None:
-                self._since = time.monotonic()
+            self._polls.note(0, len(events), offsets, {})
 
     def commit(self, position: Mapping[str, Any]) -> list[Any] | None:
         """Everything written so far belongs to ``position``; commit the lake when it is due
@@ -140,7 +139,7 @@ class LakeChangelogSink:
         write). Returns the lake's per-table results when it committed, else None."""
         self._pending = dict(position)
         self._uncommitted = False
-        if self.lake.should_flush() or (self._since is not None and time.monotonic() - self._since >= self._interval_s):
+        if self._policy.due(self._polls, buffer_full=self.lake.should_flush(), polled_nothing=False):
             return self._flush()
         return None
 
@@ -150,7 +149,7 @@ class LakeChangelogSink:
         Returns the lake's per-table results when a commit or a checkpoint happened, else None."""
         if self._pending is None or self._uncommitted:
             return None
-        due = force or self.FLUSH_WHEN_IDLE or (self._since is not None and time.monotonic() - self._since >= self._interval_s)
+        due = force or self._policy.due(self._polls, buffer_full=False, polled_nothing=self.FLUSH_WHEN_IDLE)
         if not due or (self.lake.buffered_rows == 0 and not self._checkpoint_moved()):
             return None
         return self._flush()
@@ -163,7 +162,7 @@ class LakeChangelogSink:
 
     def _flush(self) -> list[Any]:
         results = self.lake.flush()
-        self._since = None
+        self._polls = PendingPolls()
         skipped = sum(1 for r in results if getattr(r, "skipped", False))
         self.metrics["table_commits"] += len(results) - skipped
         self.metrics["replays_skipped"] += skipped
