@@ -195,6 +195,12 @@ class IcebergSink(LakeTableSink):
         self._tables.clear()
         super().close()
 
+    def read_table(self, table_id: TableId, columns: Sequence[str] | None = None) -> pa.Table:
+        """Every current row of the lake table (:func:`changelake.connectors.iceberg.reader.read_table`)."""
+        from changelake.connectors.iceberg.reader import read_table
+
+        return read_table(self.options, table_id, columns)
+
     # -- pipeline properties (checkpoints) -----------------------------------------------------
     def read_pipeline_property(self, key: str) -> str | None:
         """A pipeline property (e.g. a checkpoint) of this lake, None when absent.

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from changelake.connectors.errors import OptionValidationError
+from changelake.connectors.options import parse_duration
 
 __all__ = [
     "CATALOG_PROPERTIES_PREFIX",
@@ -105,12 +106,16 @@ def parse_commit_interval(raw: Mapping[str, Any]) -> float:
     Raises:
         OptionValidationError: not a Flink duration, or not > 0 (names the option and the value).
     """
-    from changelake.connectors.kafka._options import parse_duration
-
     value = raw.get("commit.interval")
     if value is None:
         return DEFAULT_COMMIT_INTERVAL_S
-    seconds = parse_duration(str(value), "commit.interval").total_seconds()
+    try:
+        seconds = parse_duration(str(value)).total_seconds()
+    except ValueError:
+        raise OptionValidationError(
+            f"Could not parse value '{value}' for key 'commit.interval'. Expected a duration such as '30s' or '500ms'.",
+            option="commit.interval",
+        ) from None
     if seconds <= 0:
         raise OptionValidationError(f"'commit.interval' must be > 0; got {value!r}", option="commit.interval")
     return seconds

@@ -77,7 +77,7 @@ class LakeTableSink:
 
     Subclasses set :attr:`CHECKPOINT_KEY` and implement the table format's part: ``_open_catalog``,
     ``table_name``, ``load_table``, ``ensure_table``, ``_read_committed_offsets``,
-    ``_commit_batch``, ``last_commit_ms``, ``read_pipeline_property`` and
+    ``_commit_batch``, ``last_commit_ms``, ``read_table``, ``read_pipeline_property`` and
     ``write_pipeline_property``. ``options`` needs ``commit_max_rows`` (rows) and
     ``commit_interval_s`` (seconds).
 
@@ -146,6 +146,12 @@ class LakeTableSink:
     ) -> tuple[int | None, int, int]:
         """Commit ``batch`` (``items``: the rows it was reduced from) with ``offsets`` as one
         snapshot; returns (snapshot id, rows upserted, keys deleted)."""
+        raise NotImplementedError
+
+    def read_table(self, table_id: TableId, columns: Sequence[str] | None = None) -> Any:
+        """Every current row of the lake table of ``table_id`` as a ``pyarrow.Table`` (a full scan;
+        ``columns`` in that order, None: all). Raises the table format's sink error when the table
+        or a column does not exist."""
         raise NotImplementedError
 
     def read_pipeline_property(self, key: str) -> str | None:

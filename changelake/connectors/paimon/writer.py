@@ -109,6 +109,12 @@ class PaimonSink(LakeTableSink):
     def _not_open(self) -> Exception:
         return PaimonSinkError("PaimonSink is not open; call open() first")
 
+    def read_table(self, table_id: TableId, columns: Sequence[str] | None = None) -> pa.Table:
+        """Every current row of the lake table (:func:`changelake.connectors.paimon.reader.read_table`)."""
+        from changelake.connectors.paimon.reader import read_table
+
+        return read_table(self.options, table_id, columns)
+
     # -- pipeline properties (checkpoints) -----------------------------------------------------
     def read_pipeline_property(self, key: str) -> str | None:
         """A pipeline property (e.g. a checkpoint) of this lake, None when absent: the ``offsets``
