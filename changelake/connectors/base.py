@@ -19,7 +19,10 @@ satisfy (checked by ``tests/unit/connectors/test_registry.py``):
 
 The ``kafka`` source (:class:`~changelake.connectors.kafka.source.KafkaPipelineSource`) is
 partitioned: it polls records with their topic-partition offsets rather than events with one
-position, so the runner pairs it with a :class:`LakeSink` only.
+position, so the runner pairs it with a :class:`LakeSink` only, seen through the same two contracts
+(:class:`~changelake.pipeline.partitioned_source.PartitionedSource` and
+:class:`~changelake.connectors.lake.offsets_sink.LakeOffsetsSink`, whose position is the next
+offset per ``topic/partition``); one runner loop (:mod:`changelake.pipeline.loop`) runs every pair.
 
 Every source and sink declares ``changelog_mode``: the row kinds it produces or accepts (Flink's
 ``ChangelogMode``).

@@ -12,6 +12,7 @@ A restart seeks there and each table skips what its own snapshots say it already
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Mapping
 
 from changelake.changelog.event import DataChangeEvent
@@ -20,6 +21,10 @@ from changelake.connectors.lake.changelog_sink import LakeChangelogSink
 from changelake.errors import PipelineDataError
 
 __all__ = ["LakeOffsetsSink"]
+
+log = logging.getLogger(__name__)
+#: Read-merge-write rounds of a parallel worker's checkpoint store before it gives up (and warns).
+_MERGE_ATTEMPTS = 5
 
 
 class LakeOffsetsSink(LakeChangelogSink):
@@ -30,9 +35,10 @@ class LakeOffsetsSink(LakeChangelogSink):
         lake: an unopened ``IcebergSink`` or ``PaimonSink``.
         pipeline: the pipeline name (names the checkpoint).
         merge: parallel workers share one checkpoint: each store keeps, per partition, the larger
-            of the stored and the own offset. A merge racing another worker's can lose that
-            worker's advance: the checkpoint then lags, which only makes a restart re-read records
-            the tables' own snapshot offsets already skip; it never runs ahead of the lake.
+            of the stored and the own offset, and reads it back: a write that lost a race with
+            another worker's is merged and written again (up to 5 rounds). A checkpoint that still
+            lags only makes a restart re-read records the tables' own snapshot offsets already
+            skip; it never runs ahead of the lake.
 
     Commits when ``commit.max-rows`` rows are buffered, ``commit.interval`` passed since the first
     uncommitted write, the source is idle (the topics are drained for now), or the run stops.
@@ -74,7 +80,15 @@ class LakeOffsetsSink(LakeChangelogSink):
 
     def _store(self, position: dict[str, Any]) -> None:
         offsets: Mapping[str, int] = {k: int(v) for k, v in position.items()}
-        if self.merge:
+        if not self.merge:
+            self.lake.write_checkpoint(self.pipeline, offsets)
+            return
+        # Read-merge-write, then read again: a worker whose write raced another's (and was
+        # overwritten by it) writes its merge again, so no advance stays lost.
+        for _ in range(_MERGE_ATTEMPTS):
             stored = self.lake.read_checkpoint(self.pipeline)
-            offsets = {**stored, **{k: max(v, stored.get(k, 0)) for k, v in offsets.items()}}
-        self.lake.write_checkpoint(self.pipeline, offsets)
+            if all(stored.get(k, -1) >= v for k, v in offsets.items()):
+                return
+            self.lake.write_checkpoint(self.pipeline, {**stored, **{k: max(v, stored.get(k, 0)) for k, v in offsets.items()}})
+        log.warning("pipeline %s: the shared checkpoint kept losing this worker's offsets to other workers' writes; "
+                    "it lags (a restart re-reads records the tables skip)", self.pipeline)
