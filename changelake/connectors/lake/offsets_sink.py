@@ -57,10 +57,13 @@ class LakeOffsetsSink(LakeChangelogSink):
         self.merge = merge
 
     def _load(self) -> None:
-        self._stored = dict(self.lake.read_checkpoint(self.pipeline))
+        # A parallel worker's own view starts empty: it reads the shared checkpoint when the group
+        # assigns it partitions (read_stored), not before joining.
+        self._stored = {} if self.merge else dict(self.lake.read_checkpoint(self.pipeline))
 
     def stored_position(self) -> dict[str, Any] | None:
-        """The offsets of the last completed commit, ``{}`` on the first run."""
+        """The offsets of the last completed commit, ``{}`` on the first run (a parallel worker:
+        its own offsets, ``{}`` until its first commit)."""
         return dict(self._stored or {})
 
     def read_stored(self) -> dict[str, int]:
