@@ -26,7 +26,7 @@ class PageviewsGeneratorConfig(dg.Config):
 @dg.asset(group_name=PAGEVIEWS_GROUP, kinds={"kafka"})
 def pageviews(config: PageviewsGeneratorConfig, kafka: KafkaResource, pageviews_topics: PageviewsTopics) -> dg.MaterializeResult:
     """Kafka topic `pageviews`: page-view events (user_id, page_id, viewtime, user_region) as JSON."""
-    from changelake.examples.pageviews import generate_pageviews, produce_pageviews
+    from changelake.pageviews import generate_pageviews, produce_pageviews
 
     produced = produce_pageviews(
         kafka.bootstrap_servers, pageviews_topics.source_topic, generate_pageviews(config.events, seed=config.seed)
@@ -39,7 +39,7 @@ def pageviews_per_region(
     context: dg.AssetExecutionContext, kafka: KafkaResource, pageviews_topics: PageviewsTopics
 ) -> dg.MaterializeResult:
     """Upsert-kafka table `pageviews_per_region (user_region, pv, uv)`, keyed by region, from topic `pageviews`."""
-    from changelake.examples.pageviews import pageviews_sink_options, run_pageviews_aggregation
+    from changelake.pageviews import pageviews_sink_options, run_pageviews_aggregation
 
     bootstrap = kafka.bootstrap_servers
     options = pageviews_sink_options(
@@ -69,7 +69,7 @@ def pageviews_per_region(
 @dg.asset_check(asset=pageviews_per_region, name="pv_uv_match_duckdb_recomputation")
 def pv_uv_match_duckdb_recomputation(kafka: KafkaResource, pageviews_topics: PageviewsTopics) -> dg.AssetCheckResult:
     """PV/UV per region read back through the upsert-kafka source equal DuckDB's GROUP BY over the raw topic."""
-    from changelake.examples.pageviews import read_pageviews_table, read_upsert_topic_final_state, recompute_pv_uv
+    from changelake.pageviews import read_pageviews_table, read_upsert_topic_final_state, recompute_pv_uv
 
     from changelake.connectors.metrics import SourceMetrics
 

@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from changelake.changelog import ChangelogRow, RowKind  # noqa: E402
 from changelake.connectors.kafka_common import ensure_topics  # noqa: E402
-from changelake.examples.pageviews import (  # noqa: E402
+from changelake.pageviews import (  # noqa: E402
     generate_pageviews,
     pageviews_aggregate,
     pageviews_sink_options,

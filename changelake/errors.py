@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ChangelakeError"]
+__all__ = ["ChangelakeError", "PipelineDataError"]
 
 
 def _rebuild(cls: type["ChangelakeError"], args: tuple[Any, ...], state: dict[str, Any]) -> "ChangelakeError":
@@ -28,3 +28,37 @@ class ChangelakeError(Exception):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild, (type(self), self.args, dict(self.__dict__)))
+
+
+class PipelineDataError(ChangelakeError):
+    """A change event a pipeline cannot apply as it stands: the data, not the options, is wrong
+    (e.g. a table without primary key, a truncate carrying no schema, a row missing a key column).
+
+    The message names what and where, and the fix when there is one (e.g. declare the key with a
+    ``transform`` rule ``primary-keys``). Attributes name where, when known (else None):
+
+    Attributes:
+        pipeline: the pipeline name.
+        table: the table, ``db.table``.
+        column: the column.
+        topic, partition, offset: the Kafka record that carried the event.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        pipeline: str | None = None,
+        table: str | None = None,
+        column: str | None = None,
+        topic: str | None = None,
+        partition: int | None = None,
+        offset: int | None = None,
+    ) -> None:
+        self.pipeline = pipeline
+        self.table = table
+        self.column = column
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        super().__init__(message)

@@ -19,7 +19,10 @@ satisfy (checked by ``tests/unit/connectors/test_registry.py``):
 
 The ``kafka`` source (:class:`~changelake.connectors.kafka.source.KafkaPipelineSource`) is
 partitioned: it polls records with their topic-partition offsets rather than events with one
-position, so the runner pairs it with a :class:`LakeSink` only.
+position, so the runner pairs it with a :class:`LakeSink` only, seen through the same two contracts
+(:class:`~changelake.pipeline.partitioned_source.PartitionedSource` and
+:class:`~changelake.connectors.lake.offsets_sink.LakeOffsetsSink`, whose position is the next
+offset per ``topic/partition``); one runner loop (:mod:`changelake.pipeline.loop`) runs every pair.
 
 Every source and sink declares ``changelog_mode``: the row kinds it produces or accepts (Flink's
 ``ChangelogMode``).
@@ -33,7 +36,7 @@ from changelake.changelog.event import DataChangeEvent
 from changelake.changelog.rowkind import RowKind
 from changelake.changelog.schema import Schema, TableId
 
-__all__ = ["ChangelogSource", "ChangelogSink", "LakeSink"]
+__all__ = ["ChangelogSource", "ChangelogSink", "BufferedSink", "LakeSink"]
 
 
 @runtime_checkable
@@ -80,8 +83,9 @@ class ChangelogSink(Protocol):
     def write(self, events: Sequence[DataChangeEvent]) -> None:
         """Hand over routed and transformed events; durable only after :meth:`commit`."""
 
-    def commit(self, position: Mapping[str, Any]) -> None:
-        """Make the writes so far durable with ``position``, atomically where the sink can."""
+    def commit(self, position: Mapping[str, Any]) -> object:
+        """Make the writes so far durable with ``position``, atomically where the sink can (a
+        :class:`BufferedSink` may only buffer them and say so in its return value)."""
 
     def stored_position(self) -> dict[str, Any] | None:
         """The last committed source position, None on the first run."""
@@ -115,3 +119,39 @@ class LakeSink(Protocol):
 
     def close(self) -> None:
         """Release the catalog; idempotent."""
+
+    @property
+    def buffered_rows(self) -> int:
+        """Rows waiting for :meth:`flush`."""
+
+    def read_pipeline_property(self, key: str) -> str | None:
+        """A pipeline property (e.g. a checkpoint) kept in the lake, None when absent."""
+
+    def write_pipeline_property(self, key: str, value: str) -> None:
+        """Store a pipeline property in the lake."""
+
+    def read_checkpoint(self, pipeline: str) -> dict[str, int]:
+        """The offsets checkpoint of a partitioned-source pipeline, ``{}`` on the first run."""
+
+    def write_checkpoint(self, pipeline: str, offsets: Mapping[str, int]) -> None:
+        """Store the offsets checkpoint of ``pipeline`` (after every table of a batch committed)."""
+
+
+@runtime_checkable
+class BufferedSink(Protocol):
+    """A :class:`ChangelogSink` whose :meth:`commit` may only buffer (the lake sinks behind
+    :class:`~changelake.connectors.lake.changelog_sink.LakeChangelogSink`). The runner asks it to
+    :meth:`flush` when the source is idle and when the run stops, and reports a batch (``on_batch``)
+    only once it is durable.
+    """
+
+    #: True: :meth:`commit` may only buffer (the runner checks this flag, not the methods).
+    buffers_commits: bool
+
+    def commit(self, position: Mapping[str, Any]) -> list[Any] | None:
+        """As :meth:`ChangelogSink.commit`; returns the per-table commit results when the data
+        became durable now, None when it is still buffered."""
+
+    def flush(self, force: bool = True) -> list[Any] | None:
+        """Make what :meth:`commit` covered durable now (``force``) or if due while the source is
+        idle; returns the per-table results when it did, else None."""

@@ -1,6 +1,6 @@
 """Pipeline 2 scaled out on Kafka's consumer groups: ``pipeline.parallelism`` N worker processes.
 
-Each worker is :func:`changelake.pipeline.runner.run_kafka_to_iceberg` with ``worker=True``: it
+Each worker is :func:`changelake.pipeline.runner.run_pipeline` with ``worker=True``: it
 subscribes to the topics in the group ``changelake-<pipeline>``, so Kafka's group coordinator
 spreads the partitions over the workers and moves them when one joins, leaves or dies (after
 ``session.timeout.ms``, 10 s by default here). No coordination of our own:
@@ -60,12 +60,12 @@ def parallelism(defn: PipelineDefinition) -> int:
 
 
 def _worker_main(defn: PipelineDefinition, index: int, kwargs: dict[str, Any], out: Any) -> None:
-    from changelake.pipeline.runner import run_kafka_to_iceberg
+    from changelake.pipeline.runner import run_pipeline
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
-        stats = run_kafka_to_iceberg(
+        stats = run_pipeline(
             defn, stop=stop, worker=True, on_batch=lambda b: out.put(("batch", index, b)), **kwargs
         )
     except BaseException as exc:  # reported to the parent, which raises WorkerError

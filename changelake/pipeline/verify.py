@@ -36,16 +36,13 @@ def read_mysql_table(params: Mapping[str, Any], table: TableId) -> tuple[Any, li
 
 
 def read_lake_table(defn: PipelineDefinition, table: TableId) -> Any:
-    """Every current row of lake table ``table`` of ``defn``'s sink as a ``pyarrow.Table``: a
-    pyiceberg scan (``iceberg``) or a pypaimon read, merged by row kind (``paimon``)."""
-    if defn.sink_type == "paimon":
-        from changelake.connectors.paimon import read_table as read_paimon
+    """Every current row of lake table ``table`` of ``defn``'s sink as a ``pyarrow.Table``, read
+    by the lake sink the registry builds from ``sink.type`` (Iceberg: a pyiceberg scan; Paimon: a
+    pypaimon read, merged by row kind)."""
+    from changelake.connectors.registry import ConnectorContext, find_factory
 
-        return read_paimon(defn.options("sink"), table)
-    from changelake.connectors.iceberg import parse_sink_options
-    from changelake.connectors.iceberg.reader import read_table
-
-    return read_table(parse_sink_options(defn.options("sink")), table)
+    sink = find_factory(defn.sink_type).create_sink(defn.options("sink"), ConnectorContext(defn.name))
+    return sink.read_table(table)
 
 
 class _Result:

@@ -5,7 +5,7 @@ Public API: :class:`IcebergSink` (writer), :func:`parse_sink_options` / :class:`
 :mod:`changelake.connectors.iceberg.types`.
 """
 
-from changelake.connectors.iceberg.compaction import TRUNCATE, TruncateMarker
+from changelake.connectors.lake.compaction import TRUNCATE, TruncateMarker
 from changelake.connectors.iceberg.errors import (
     IcebergCommitError,
     IcebergSinkError,

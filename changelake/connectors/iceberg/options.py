@@ -24,7 +24,20 @@ from typing import Any, Mapping
 
 from changelake.changelog.schema import TableId
 from changelake.connectors.errors import OptionValidationError
-from changelake.connectors.lake.options import COMMIT_INTERVAL_DOC, DEFAULT_COMMIT_INTERVAL_S, parse_commit_interval
+from changelake.connectors.lake.options import (
+    CATALOG_PROPERTIES_PREFIX,
+    DEFAULT_COMMIT_INTERVAL_S,
+    DEFAULT_COMMIT_MAX_ROWS,
+    TABLE_PROPERTIES_PREFIX,
+    check_type,
+    common_option_docs,
+    describe_options,
+    parse_commit_interval,
+    parse_commit_max_rows,
+    prefixed,
+    refuse_unknown_keys,
+    supported_keys,
+)
 
 __all__ = [
     "IDENTIFIER",
@@ -39,30 +52,21 @@ __all__ = [
 
 #: The sink's ``type`` (Flink CDC factory identifier).
 IDENTIFIER = "iceberg"
-CATALOG_PROPERTIES_PREFIX = "catalog.properties."
-TABLE_PROPERTIES_PREFIX = "table.properties."
 #: Namespace used for a TableId without a database.
 DEFAULT_NAMESPACE = "default"
 
-# key -> description; the single declaration of every non-prefix option.
+# key -> description; the single declaration of every non-prefix option (the lake sinks' common
+# keys and this sink's own).
 _OPTION_DOCS: dict[str, str] = {
-    "type": "Sink identifier; must be 'iceberg'.",
-    "name": "Optional display name of the sink.",
+    **common_option_docs(IDENTIFIER),
     "catalog.name": "Name given to the pyiceberg catalog (default 'changelake').",
     "namespace": (
         "Iceberg namespace per source database: either one namespace for every table ('lake') or "
         "'db1:ns1;db2:ns2' (unlisted databases keep their own name). Default: the TableId's "
         "database is the namespace, so the lake table is '<db>.<table>'."
     ),
-    "commit.max-rows": (
-        "Rows buffered by IcebergSink.add before should_flush() is true; each flush commits once "
-        "per table (default 100000, must be > 0)."
-    ),
-    "commit.interval": COMMIT_INTERVAL_DOC,
 }
-SUPPORTED_KEYS: tuple[str, ...] = (*_OPTION_DOCS, CATALOG_PROPERTIES_PREFIX + "*", TABLE_PROPERTIES_PREFIX + "*")
-_DEFAULT_COMMIT_MAX_ROWS = 100_000
-_SECRET_HINTS = ("password", "secret", "token", "credential", "key")
+SUPPORTED_KEYS: tuple[str, ...] = supported_keys(_OPTION_DOCS)
 
 
 @dataclass(frozen=True)
@@ -128,7 +132,7 @@ class IcebergSinkOptions:
     catalog_properties: Mapping[str, str]
     table_properties: Mapping[str, str] = field(default_factory=dict)
     namespace: NamespaceMapping = field(default_factory=NamespaceMapping)
-    commit_max_rows: int = _DEFAULT_COMMIT_MAX_ROWS
+    commit_max_rows: int = DEFAULT_COMMIT_MAX_ROWS
     commit_interval_s: float = DEFAULT_COMMIT_INTERVAL_S
     catalog_name: str = "changelake"
     name: str | None = None
@@ -149,37 +153,7 @@ class IcebergSinkOptions:
 
     def describe(self) -> dict[str, str]:
         """The options as a flat dict safe to log: values of secret-looking keys are masked."""
-        out = {}
-        for key, value in self.catalog_properties.items():
-            masked = any(h in key.lower() for h in _SECRET_HINTS)
-            out[CATALOG_PROPERTIES_PREFIX + key] = "******" if masked else value
-        out["commit.max-rows"] = str(self.commit_max_rows)
-        out["commit.interval"] = f"{round(self.commit_interval_s * 1000)}ms"
-        return out
-
-
-def _validate_unknown_keys(raw: Mapping[str, Any]) -> None:
-    unknown = sorted(
-        k
-        for k in raw
-        if k not in _OPTION_DOCS
-        and not k.startswith(CATALOG_PROPERTIES_PREFIX)
-        and not k.startswith(TABLE_PROPERTIES_PREFIX)
-    )
-    if unknown:
-        raise OptionValidationError(
-            f"Unsupported options found for '{IDENTIFIER}'.\n\nUnsupported options:\n\n"
-            + "\n".join(unknown)
-            + "\n\nSupported options:\n\n"
-            + "\n".join(SUPPORTED_KEYS),
-            option=unknown[0],
-        )
-
-
-def _validate_type(raw: Mapping[str, Any]) -> None:
-    value = raw.get("type", IDENTIFIER)
-    if str(value) != IDENTIFIER:
-        raise OptionValidationError(f"'type' must be '{IDENTIFIER}' for this sink; got {value!r}", option="type")
+        return describe_options(self.catalog_properties, self.commit_max_rows, self.commit_interval_s)
 
 
 def _validate_catalog(props: Mapping[str, str]) -> None:
@@ -193,19 +167,6 @@ def _validate_catalog(props: Mapping[str, str]) -> None:
                 )
 
 
-def _validate_commit_max_rows(raw: Mapping[str, Any]) -> int:
-    value = raw.get("commit.max-rows", _DEFAULT_COMMIT_MAX_ROWS)
-    try:
-        rows = int(str(value))
-    except ValueError:
-        raise OptionValidationError(
-            f"'commit.max-rows' must be an integer > 0; got {value!r}", option="commit.max-rows"
-        ) from None
-    if rows <= 0:
-        raise OptionValidationError(f"'commit.max-rows' must be > 0; got {rows}", option="commit.max-rows")
-    return rows
-
-
 def parse_sink_options(raw: Mapping[str, Any]) -> IcebergSinkOptions:
     """Validate raw (YAML) sink options and build :class:`IcebergSinkOptions`.
 
@@ -217,17 +178,17 @@ def parse_sink_options(raw: Mapping[str, Any]) -> IcebergSinkOptions:
             missing ``catalog.properties.uri``/``warehouse`` for a SQL catalog, bad ``namespace``,
             ``commit.max-rows`` not a positive integer, or ``commit.interval`` not a positive duration.
     """
-    _validate_unknown_keys(raw)
-    _validate_type(raw)
-    catalog = {k[len(CATALOG_PROPERTIES_PREFIX):]: str(v) for k, v in raw.items() if k.startswith(CATALOG_PROPERTIES_PREFIX)}
+    refuse_unknown_keys(IDENTIFIER, raw, _OPTION_DOCS)
+    check_type(IDENTIFIER, raw)
+    catalog = prefixed(raw, CATALOG_PROPERTIES_PREFIX)
     catalog.setdefault("type", "sql")
     _validate_catalog(catalog)
-    table = {k[len(TABLE_PROPERTIES_PREFIX):]: str(v) for k, v in raw.items() if k.startswith(TABLE_PROPERTIES_PREFIX)}
+    table = prefixed(raw, TABLE_PROPERTIES_PREFIX)
     return IcebergSinkOptions(
         catalog_properties=MappingProxyType(catalog),
         table_properties=MappingProxyType(table),
         namespace=NamespaceMapping.parse(raw.get("namespace")),
-        commit_max_rows=_validate_commit_max_rows(raw),
+        commit_max_rows=parse_commit_max_rows(raw),
         commit_interval_s=parse_commit_interval(raw),
         catalog_name=str(raw.get("catalog.name", "changelake")),
         name=str(raw["name"]) if raw.get("name") is not None else None,

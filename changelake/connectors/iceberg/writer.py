@@ -26,7 +26,6 @@ from __future__ import annotations
 import time
 import uuid
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 from urllib.parse import urlparse
@@ -37,54 +36,21 @@ from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownExcept
 from pyiceberg.expressions import AlwaysTrue, And, BooleanExpression, In
 from pyiceberg.table import Table
 
-from changelake.changelog.row import ChangelogRow
 from changelake.changelog.schema import Schema, TableId
-from changelake.connectors.iceberg.compaction import TRUNCATE, BatchItem, CompactedBatch, compact
 from changelake.connectors.errors import OptionValidationError
 from changelake.connectors.iceberg.errors import IcebergCommitError, IcebergSinkError
 from changelake.connectors.iceberg.evolve import apply_evolution, iceberg_schema_of, plan_evolution
 from changelake.connectors.iceberg.key_bounds import key_ranges, possibly_present
-from changelake.connectors.iceberg.offsets import (
-    COMMIT_ID_PROPERTY,
-    OFFSETS_PROPERTY,
-    encode_offsets,
-    is_replay,
-    merge_offsets,
-    read_committed_offsets,
-    topic_partition,
-)
+from changelake.connectors.iceberg.offsets import COMMIT_ID_PROPERTY, OFFSETS_PROPERTY, encode_offsets, is_replay, read_committed_offsets
 from changelake.connectors.iceberg.options import IcebergSinkOptions
 from changelake.connectors.iceberg.types import to_arrow_array
+from changelake.connectors.lake.compaction import BatchItem, CompactedBatch
+from changelake.connectors.lake.sink import LakeTableSink, WriteResult
 
 __all__ = ["WriteResult", "IcebergSink", "open_catalog", "validate_sql_catalog_uri"]
 
 
 _COMMIT_ATTEMPTS = 5
-
-
-@dataclass(frozen=True)
-class WriteResult:
-    """Outcome of one :meth:`IcebergSink.write` (one commit, or a skipped replay).
-
-    Attributes:
-        table: the Iceberg identifier, ``namespace.table``.
-        skipped: the batch's offsets were already absorbed (replay after a crash); nothing written.
-        rows_in: changelog rows received (TRUNCATE markers not counted).
-        rows_upserted: rows appended (final image per key).
-        keys_deleted: keys whose final state is deleted (rows removed if present).
-        truncated: every earlier row was deleted.
-        snapshot_id: the table's current snapshot id after the commit (None when skipped).
-        offsets: the offsets stored with the commit (or the committed ones when skipped).
-    """
-
-    table: str
-    skipped: bool
-    rows_in: int = 0
-    rows_upserted: int = 0
-    keys_deleted: int = 0
-    truncated: bool = False
-    snapshot_id: int | None = None
-    offsets: Mapping[str, int] = field(default_factory=dict)
 
 
 def validate_sql_catalog_uri(uri: str) -> None:
@@ -193,8 +159,11 @@ def write_namespace_property(catalog: Catalog, key: str, value: str) -> None:
     catalog.update_namespace_properties(PIPELINE_NAMESPACE, updates={key: value})
 
 
-class IcebergSink:
+class IcebergSink(LakeTableSink):
     """Changelog sink into Iceberg tables with offsets stored in snapshots (exactly-once).
+
+    Buffering, replay skipping, compaction and the checkpoint are
+    :class:`~changelake.connectors.lake.sink.LakeTableSink`'s; this class is the Iceberg part.
 
     Example::
 
@@ -209,37 +178,28 @@ class IcebergSink:
     retries commits that lose a race and re-validates them.
     """
 
-    def __init__(self, options: IcebergSinkOptions) -> None:
-        self.options = options
-        self._catalog: Catalog | None = None
-        self._tables: dict[tuple[str, str], Table] = {}
-        self._buffers: dict[TableId, _Buffer] = {}
+    options: IcebergSinkOptions
 
-    # -- lifecycle -----------------------------------------------------------------------------
-    def open(self) -> None:
-        """Load the catalog (idempotent). Raises IcebergSinkError."""
-        if self._catalog is None:
-            self._catalog = open_catalog(self.options)
+    def __init__(self, options: IcebergSinkOptions) -> None:
+        super().__init__(options)
+        self._tables: dict[tuple[str, str], Table] = {}
+
+    def _open_catalog(self) -> Catalog:
+        return open_catalog(self.options)
+
+    def _not_open(self) -> Exception:
+        return IcebergSinkError("IcebergSink is not open; call open() first")
 
     def close(self) -> None:
         """Forget the catalog and cached tables (idempotent). Buffered rows are dropped, not written."""
-        self._buffers.clear()
         self._tables.clear()
-        self._catalog = None
+        super().close()
 
-    def __enter__(self) -> "IcebergSink":
-        self.open()
-        return self
+    def read_table(self, table_id: TableId, columns: Sequence[str] | None = None) -> pa.Table:
+        """Every current row of the lake table (:func:`changelake.connectors.iceberg.reader.read_table`)."""
+        from changelake.connectors.iceberg.reader import read_table
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @property
-    def catalog(self) -> Catalog:
-        """The open pyiceberg catalog. Raises IcebergSinkError before :meth:`open`."""
-        if self._catalog is None:
-            raise IcebergSinkError("IcebergSink is not open; call open() first")
-        return self._catalog
+        return read_table(self.options, table_id, columns)
 
     # -- pipeline properties (checkpoints) -----------------------------------------------------
     def read_pipeline_property(self, key: str) -> str | None:
@@ -258,14 +218,19 @@ class IcebergSink:
         """The Iceberg ``(namespace, table)`` of a source table (``namespace`` option)."""
         return self.options.namespace.identifier(table_id)
 
+    def table_name(self, table_id: TableId) -> str:
+        """The Iceberg identifier as text, ``namespace.table``."""
+        return ".".join(self.identifier(table_id))
+
     def load_table(self, table_id: TableId) -> Table | None:
         """The lake table of ``table_id``, refreshed from the catalog, or None if it does not exist."""
         ident = self.identifier(table_id)
         table = self._tables.get(ident)
         if table is not None:
             return table.refresh()
+        catalog: Catalog = self.catalog
         try:
-            table = self.catalog.load_table(ident)
+            table = catalog.load_table(ident)
         except NoSuchTableError:
             return None
         self._tables[ident] = table
@@ -282,7 +247,7 @@ class IcebergSink:
             IcebergSinkError: ``schema`` has no primary key.
             SchemaEvolutionError: a change that would lose data or change the key.
         """
-        name = ".".join(self.identifier(table_id))
+        name = self.table_name(table_id)
         table = self.load_table(table_id)
         if table is None:
             namespace, _ = self.identifier(table_id)
@@ -297,14 +262,10 @@ class IcebergSink:
         apply_evolution(table, changes)
         return table
 
-    def committed_offsets(self, table_id: TableId) -> dict[str, int]:
-        """Next Kafka offset per ``"topic/partition"`` the lake table holds; ``{}`` for a new table.
-
-        Read from the latest snapshot summary carrying ``changelake.kafka-offsets`` (walking the
-        snapshot ancestors, as Iceberg's Kafka Connect coordinator does).
-        """
-        table = self.load_table(table_id)
-        return read_committed_offsets(table) if table is not None else {}
+    def _read_committed_offsets(self, table: Table) -> dict[str, int]:
+        # From the latest snapshot summary carrying ``changelake.kafka-offsets`` (walking the
+        # snapshot ancestors, as Iceberg's Kafka Connect coordinator does).
+        return read_committed_offsets(table)
 
     def last_commit_ms(self, table_id: TableId) -> int | None:
         """Commit time (ms since the epoch) of the lake table's current snapshot; None if never written."""
@@ -320,24 +281,8 @@ class IcebergSink:
         schema: Schema,
         offsets: Mapping[str, int],
     ) -> WriteResult:
-        """Apply a changelog batch to the lake table in ONE Iceberg commit.
-
-        Args:
-            table_id: the source table (mapped to ``namespace.table``).
-            rows: changelog rows in order, oldest first; :class:`~changelake.connectors.iceberg.compaction.TruncateMarker`
-                items delete every row written before them. ``-U`` rows retract their key (so a key-changing update deletes the old key); the batch
-                is reduced to the last change per primary key (``+I``/``+U`` upsert, ``-D``
-                delete). A row or marker whose ``metadata`` has ``topic``, ``partition`` and
-                ``offset`` below the committed offset of that partition is dropped (partial
-                replay); give it, or a batch reaching past the committed offsets re-applies them.
-            schema: the rows' schema (with the primary key); the table is created/evolved first.
-            offsets: ``"topic/partition"`` -> next offset after this batch (see
-                :func:`~changelake.connectors.iceberg.offsets.topic_partition`). When every
-                partition is already absorbed, the write is skipped (replay after a crash). An
-                empty batch with new offsets still commits (an empty snapshot) to record them.
-
-        Returns:
-            A :class:`WriteResult`.
+        """Apply a changelog batch to the lake table in ONE Iceberg commit
+        (:meth:`LakeTableSink.write <changelake.connectors.lake.sink.LakeTableSink.write>`).
 
         Raises:
             NullPrimaryKeyError: a row's key column is NULL (names table and column).
@@ -351,45 +296,20 @@ class IcebergSink:
         """
         for attempt in range(_COMMIT_ATTEMPTS):
             try:
-                return self._write_once(table_id, rows, schema, offsets)
+                return super().write(table_id, rows, schema, offsets)
             except IcebergCommitError as exc:
                 if attempt + 1 == _COMMIT_ATTEMPTS or not isinstance(exc.__cause__, CommitFailedException):
                     raise
                 time.sleep(0.05 * (attempt + 1))
         raise AssertionError("unreachable")
 
-    def _write_once(
-        self, table_id: TableId, rows: Sequence[BatchItem], schema: Schema, offsets: Mapping[str, int]
-    ) -> WriteResult:
-        table = self.ensure_table(table_id, schema)
-        name = ".".join(self.identifier(table_id))
-        committed = read_committed_offsets(table)
-        if is_replay(committed, offsets):
-            return WriteResult(name, skipped=True, rows_in=_count_rows(rows), offsets=committed)
-        items = [r for r in rows if not _already_absorbed(r, committed)]
-        batch = compact(items, tuple(schema.primary_key), table=name)
-        if batch.is_empty and not offsets:
-            return WriteResult(name, skipped=False, rows_in=batch.input_rows, offsets=committed)
-        new_offsets = merge_offsets(committed, offsets)
-        self._commit(table, name, batch, schema, new_offsets)
+    def _commit_batch(
+        self, table: Table, name: str, batch: CompactedBatch, items: Sequence[BatchItem], schema: Schema,
+        offsets: dict[str, int],
+    ) -> tuple[int | None, int, int]:
+        self._commit(table, name, batch, schema, offsets)
         snapshot = table.current_snapshot()
-        return WriteResult(
-            name,
-            skipped=False,
-            rows_in=batch.input_rows,
-            rows_upserted=len(batch.upserts),
-            keys_deleted=len(batch.deletes),
-            truncated=batch.truncate,
-            snapshot_id=snapshot.snapshot_id if snapshot is not None else None,
-            offsets=new_offsets,
-        )
-
-    def truncate(self, table_id: TableId, schema: Schema, offsets: Mapping[str, int]) -> WriteResult:
-        """Delete every row of the lake table in one commit (MySQL ``TRUNCATE TABLE``).
-
-        Same as ``write(table_id, [TRUNCATE], schema, offsets)``; skipped as a replay likewise.
-        """
-        return self.write(table_id, [TRUNCATE], schema, offsets)
+        return (snapshot.snapshot_id if snapshot is not None else None), len(batch.upserts), len(batch.deletes)
 
     def _commit(
         self,
@@ -430,64 +350,6 @@ class IcebergSink:
             raise IcebergCommitError(
                 f"commit to Iceberg table {name!r} failed: {type(exc).__name__}: {exc}", table=name
             ) from exc
-
-    # -- buffering -----------------------------------------------------------------------------
-    def add(self, table_id: TableId, rows: Iterable[BatchItem], schema: Schema, offsets: Mapping[str, int]) -> None:
-        """Buffer rows of one table for the next :meth:`flush` (no I/O).
-
-        ``offsets`` are merged (max per partition) into the table's pending offsets. A schema
-        different from the buffered one flushes that table first, so each commit has one schema.
-        """
-        buffer = self._buffers.get(table_id)
-        if buffer is not None and buffer.schema != schema:
-            self._flush_table(table_id)
-            buffer = None
-        if buffer is None:
-            buffer = self._buffers[table_id] = _Buffer(schema)
-        buffer.rows.extend(rows)
-        buffer.offsets = merge_offsets(buffer.offsets, offsets)
-
-    @property
-    def buffered_rows(self) -> int:
-        """Changelog rows waiting in the buffer, over all tables."""
-        return sum(len(b.rows) for b in self._buffers.values())
-
-    def should_flush(self) -> bool:
-        """True once :attr:`buffered_rows` reaches ``commit.max-rows``."""
-        return self.buffered_rows >= self.options.commit_max_rows
-
-    def flush(self) -> list[WriteResult]:
-        """Write every buffered table (one commit each); the buffer is cleared even on error."""
-        results = []
-        try:
-            for table_id in list(self._buffers):
-                results.append(self._flush_table(table_id))
-        finally:
-            self._buffers.clear()
-        return results
-
-    def _flush_table(self, table_id: TableId) -> WriteResult:
-        buffer = self._buffers.pop(table_id)
-        return self.write(table_id, buffer.rows, buffer.schema, buffer.offsets)
-
-
-@dataclass
-class _Buffer:
-    schema: Schema
-    rows: list[BatchItem] = field(default_factory=list)
-    offsets: dict[str, int] = field(default_factory=dict)
-
-
-def _count_rows(rows: Sequence[BatchItem]) -> int:
-    return sum(1 for r in rows if isinstance(r, ChangelogRow))
-
-
-def _already_absorbed(item: BatchItem, committed: Mapping[str, int]) -> bool:
-    meta = item.metadata
-    if "topic" not in meta or "partition" not in meta or "offset" not in meta:
-        return False
-    next_offset = committed.get(topic_partition(str(meta["topic"]), int(meta["partition"])))
-    return next_offset is not None and int(meta["offset"]) < next_offset
 
 
 def _to_arrow(rows: list[Mapping[str, Any]], schema: Schema, arrow_schema: pa.Schema, table: str) -> pa.Table:

@@ -1,9 +1,21 @@
-"""Pieces shared by the lake sinks (``iceberg``, ``paimon``): batch compaction by primary key,
-Kafka-offset bookkeeping, common errors, and the list of lake sink identifiers."""
+"""What the lake sinks (``iceberg``, ``paimon``) share, so that a new lake sink is one package with
+only its table-format specifics plus one registry line:
+
+- :mod:`~changelake.connectors.lake.sink`: :class:`LakeTableSink`, the base (buffering, replay
+  skip, compaction, one commit per table, the checkpoint) and :class:`WriteResult`;
+- :mod:`~changelake.connectors.lake.options`: the common keys and their validation;
+- :mod:`~changelake.connectors.lake.factory`: the registry factory in one call;
+- :mod:`~changelake.connectors.lake.compaction`, :mod:`~changelake.connectors.lake.offsets`,
+  :mod:`~changelake.connectors.lake.errors`, :mod:`~changelake.connectors.lake.commit_policy`;
+- the source contract on top of any lake sink: :mod:`~changelake.connectors.lake.position_sink`
+  (positioned source, ``mysql``) and :mod:`~changelake.connectors.lake.offsets_sink` (partitioned
+  source, ``kafka``), both :class:`~changelake.connectors.lake.changelog_sink.LakeChangelogSink`.
+"""
 
 from changelake.connectors.lake.compaction import TRUNCATE, BatchItem, CompactedBatch, TruncateMarker, compact
 from changelake.connectors.lake.errors import LakeSinkError, NullPrimaryKeyError
 from changelake.connectors.lake.offsets import OFFSETS_PROPERTY, topic_partition
+from changelake.connectors.lake.sink import LakeTableSink, WriteResult
 
 __all__ = [
     "LAKE_SINK_TYPES",
@@ -16,6 +28,8 @@ __all__ = [
     "NullPrimaryKeyError",
     "OFFSETS_PROPERTY",
     "topic_partition",
+    "LakeTableSink",
+    "WriteResult",
 ]
 
 #: Sink ``type`` identifiers of the lake sinks Pipeline 2 (Kafka -> lake) can write.

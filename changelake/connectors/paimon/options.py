@@ -27,7 +27,20 @@ from typing import Any, Mapping
 
 from changelake.changelog.schema import TableId
 from changelake.connectors.errors import OptionValidationError
-from changelake.connectors.lake.options import COMMIT_INTERVAL_DOC, DEFAULT_COMMIT_INTERVAL_S, parse_commit_interval
+from changelake.connectors.lake.options import (
+    CATALOG_PROPERTIES_PREFIX,
+    DEFAULT_COMMIT_INTERVAL_S,
+    DEFAULT_COMMIT_MAX_ROWS,
+    TABLE_PROPERTIES_PREFIX,
+    check_type,
+    common_option_docs,
+    describe_options,
+    parse_commit_interval,
+    parse_commit_max_rows,
+    prefixed,
+    refuse_unknown_keys,
+    supported_keys,
+)
 
 __all__ = [
     "IDENTIFIER",
@@ -42,18 +55,16 @@ __all__ = [
 
 #: The sink's ``type`` (Flink CDC factory identifier).
 IDENTIFIER = "paimon"
-CATALOG_PROPERTIES_PREFIX = "catalog.properties."
-TABLE_PROPERTIES_PREFIX = "table.properties."
 #: Column of every table the sink creates that carries the Paimon row kind (``+I``, ``+U``,
 #: ``-D``): Paimon's ``rowkind.field`` table option. pypaimon 2.1 writes a row kind only from such
 #: a column; readers of this package drop it.
 ROW_KIND_FIELD = "_changelake_row_kind"
 
 _METASTORES = ("filesystem", "rest")
-# key -> description; the single declaration of every non-prefix option.
+# key -> description; the single declaration of every non-prefix option (the lake sinks' common
+# keys and this sink's own).
 _OPTION_DOCS: dict[str, str] = {
-    "type": "Sink identifier; must be 'paimon'.",
-    "name": "Optional display name of the sink.",
+    **common_option_docs(IDENTIFIER),
     "commit.user": (
         "Paimon commit user of the sink's snapshots (default 'admin', as Flink CDC). Give every "
         "job its own, as the seed advises."
@@ -62,16 +73,9 @@ _OPTION_DOCS: dict[str, str] = {
         "Partition keys per table: 'db.t1:k1,k2;db.t2:k3' (as Flink CDC's Paimon sink). Only "
         "applied when the sink creates the table."
     ),
-    "commit.max-rows": (
-        "Rows buffered by PaimonSink.add before should_flush() is true; each flush commits once "
-        "per table (default 100000, must be > 0)."
-    ),
-    "commit.interval": COMMIT_INTERVAL_DOC,
 }
-SUPPORTED_KEYS: tuple[str, ...] = (*_OPTION_DOCS, CATALOG_PROPERTIES_PREFIX + "*", TABLE_PROPERTIES_PREFIX + "*")
-_DEFAULT_COMMIT_MAX_ROWS = 100_000
+SUPPORTED_KEYS: tuple[str, ...] = supported_keys(_OPTION_DOCS)
 _DEFAULT_COMMIT_USER = "admin"
-_SECRET_HINTS = ("password", "secret", "token", "credential", "key")
 # Table options the sink owns: a user value would break the row kinds or the primary key.
 _RESERVED_TABLE_PROPERTIES = ("rowkind.field", "primary-key", "partition")
 
@@ -103,7 +107,7 @@ class PaimonSinkOptions:
     table_properties: Mapping[str, str] = field(default_factory=dict)
     commit_user: str = _DEFAULT_COMMIT_USER
     partition_keys: Mapping[TableId, tuple[str, ...]] = field(default_factory=dict)
-    commit_max_rows: int = _DEFAULT_COMMIT_MAX_ROWS
+    commit_max_rows: int = DEFAULT_COMMIT_MAX_ROWS
     commit_interval_s: float = DEFAULT_COMMIT_INTERVAL_S
     name: str | None = None
 
@@ -123,38 +127,8 @@ class PaimonSinkOptions:
 
     def describe(self) -> dict[str, str]:
         """The options as a flat dict safe to log: values of secret-looking keys are masked."""
-        out = {}
-        for key, value in self.catalog_properties.items():
-            masked = any(h in key.lower() for h in _SECRET_HINTS)
-            out[CATALOG_PROPERTIES_PREFIX + key] = "******" if masked else value
-        out["commit.user"] = self.commit_user
-        out["commit.max-rows"] = str(self.commit_max_rows)
-        out["commit.interval"] = f"{round(self.commit_interval_s * 1000)}ms"
-        return out
-
-
-def _validate_unknown_keys(raw: Mapping[str, Any]) -> None:
-    unknown = sorted(
-        k
-        for k in raw
-        if k not in _OPTION_DOCS
-        and not k.startswith(CATALOG_PROPERTIES_PREFIX)
-        and not k.startswith(TABLE_PROPERTIES_PREFIX)
-    )
-    if unknown:
-        raise OptionValidationError(
-            f"Unsupported options found for '{IDENTIFIER}'.\n\nUnsupported options:\n\n"
-            + "\n".join(unknown)
-            + "\n\nSupported options:\n\n"
-            + "\n".join(SUPPORTED_KEYS),
-            option=unknown[0],
-        )
-
-
-def _validate_type(raw: Mapping[str, Any]) -> None:
-    value = raw.get("type", IDENTIFIER)
-    if str(value) != IDENTIFIER:
-        raise OptionValidationError(f"'type' must be '{IDENTIFIER}' for this sink; got {value!r}", option="type")
+        return describe_options(self.catalog_properties, self.commit_max_rows, self.commit_interval_s,
+                                **{"commit.user": self.commit_user})
 
 
 def _validate_catalog(props: dict[str, str]) -> None:
@@ -205,19 +179,6 @@ def _parse_partition_keys(text: Any) -> dict[TableId, tuple[str, ...]]:
     return out
 
 
-def _validate_commit_max_rows(raw: Mapping[str, Any]) -> int:
-    value = raw.get("commit.max-rows", _DEFAULT_COMMIT_MAX_ROWS)
-    try:
-        rows = int(str(value))
-    except ValueError:
-        raise OptionValidationError(
-            f"'commit.max-rows' must be an integer > 0; got {value!r}", option="commit.max-rows"
-        ) from None
-    if rows <= 0:
-        raise OptionValidationError(f"'commit.max-rows' must be > 0; got {rows}", option="commit.max-rows")
-    return rows
-
-
 def _text(value: Any) -> str:
     """YAML scalars as Paimon expects option text (``True`` -> ``true``)."""
     return str(value).lower() if isinstance(value, bool) else str(value)
@@ -236,11 +197,11 @@ def parse_sink_options(raw: Mapping[str, Any]) -> PaimonSinkOptions:
             ``partition``), a malformed ``partition.key``, ``commit.max-rows`` not > 0, or
             ``commit.interval`` not a positive duration.
     """
-    _validate_unknown_keys(raw)
-    _validate_type(raw)
-    catalog = {k[len(CATALOG_PROPERTIES_PREFIX):]: _text(v) for k, v in raw.items() if k.startswith(CATALOG_PROPERTIES_PREFIX)}
+    refuse_unknown_keys(IDENTIFIER, raw, _OPTION_DOCS)
+    check_type(IDENTIFIER, raw)
+    catalog = prefixed(raw, CATALOG_PROPERTIES_PREFIX, _text)
     _validate_catalog(catalog)
-    table = {k[len(TABLE_PROPERTIES_PREFIX):]: _text(v) for k, v in raw.items() if k.startswith(TABLE_PROPERTIES_PREFIX)}
+    table = prefixed(raw, TABLE_PROPERTIES_PREFIX, _text)
     _validate_table_properties(table)
     commit_user = str(raw.get("commit.user") or _DEFAULT_COMMIT_USER)
     return PaimonSinkOptions(
@@ -248,7 +209,7 @@ def parse_sink_options(raw: Mapping[str, Any]) -> PaimonSinkOptions:
         table_properties=MappingProxyType(table),
         commit_user=commit_user,
         partition_keys=MappingProxyType(_parse_partition_keys(raw.get("partition.key"))),
-        commit_max_rows=_validate_commit_max_rows(raw),
+        commit_max_rows=parse_commit_max_rows(raw),
         commit_interval_s=parse_commit_interval(raw),
         name=str(raw["name"]) if raw.get("name") is not None else None,
     )

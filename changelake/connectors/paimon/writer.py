@@ -21,7 +21,6 @@ Java readers see them once a Paimon compaction (e.g. Flink's ``compact`` action)
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -30,16 +29,9 @@ import pyarrow as pa
 from changelake.changelog.row import ChangelogRow
 from changelake.changelog.schema import Schema, TableId
 from changelake.changelog.types import parse_data_type
-from changelake.connectors.lake.compaction import TRUNCATE, BatchItem, CompactedBatch, TruncateMarker, compact
-from changelake.connectors.lake.offsets import (
-    COMMIT_ID_PROPERTY,
-    OFFSETS_PROPERTY,
-    decode_offsets,
-    encode_offsets,
-    is_replay,
-    merge_offsets,
-    topic_partition,
-)
+from changelake.connectors.lake.compaction import BatchItem, CompactedBatch, TruncateMarker
+from changelake.connectors.lake.offsets import COMMIT_ID_PROPERTY, OFFSETS_PROPERTY, encode_offsets
+from changelake.connectors.lake.sink import LakeTableSink, WriteResult
 from changelake.connectors.paimon.errors import PaimonCommitError, PaimonSinkError
 from changelake.connectors.paimon.evolve import paimon_schema_of, plan_evolution, to_schema_changes
 from changelake.connectors.paimon.offsets import next_commit_identifier, read_committed_offsets
@@ -65,31 +57,6 @@ _WRITE_OPTIONS = {"snapshot.ignore-empty-commit": "false"}
 READ_OPTIONS = {"deletion-vectors.merge-on-read": "true"}
 
 
-@dataclass(frozen=True)
-class WriteResult:
-    """Outcome of one :meth:`PaimonSink.write` (one commit, or a skipped replay).
-
-    Attributes:
-        table: the Paimon identifier, ``database.table``.
-        skipped: the batch's offsets were already absorbed (replay after a crash); nothing written.
-        rows_in: changelog rows received (TRUNCATE markers not counted).
-        rows_upserted: ``+I``/``+U`` rows written (final image per key).
-        keys_deleted: ``-D`` rows written for deleted keys (truncated keys included).
-        truncated: every earlier row was deleted.
-        snapshot_id: the table's latest snapshot id after the commit (None when skipped).
-        offsets: the offsets stored with the commit (or the committed ones when skipped).
-    """
-
-    table: str
-    skipped: bool
-    rows_in: int = 0
-    rows_upserted: int = 0
-    keys_deleted: int = 0
-    truncated: bool = False
-    snapshot_id: int | None = None
-    offsets: Mapping[str, int] = field(default_factory=dict)
-
-
 def open_catalog(options: PaimonSinkOptions) -> Any:
     """The pypaimon catalog of ``options`` (creates a local filesystem warehouse's directory).
 
@@ -111,7 +78,7 @@ def open_catalog(options: PaimonSinkOptions) -> Any:
         ) from exc
 
 
-class PaimonSink:
+class PaimonSink(LakeTableSink):
     """Changelog sink into Paimon primary-key tables with offsets in snapshot properties (exactly-once).
 
     As Flink CDC's Paimon pipeline sink: one Paimon table per source table (``database.table``),
@@ -128,38 +95,44 @@ class PaimonSink:
             sink.committed_offsets(TableId("shop", "customers"))   # {"shop.customers/0": 1}
 
     One process should write a table at a time (one consumer-group member per table, as the
-    runner does); Paimon's commit detects and retries conflicting commits.
+    runner does); Paimon's commit detects and retries conflicting commits. Buffering, replay
+    skipping, compaction and the checkpoint are :class:`~changelake.connectors.lake.sink.LakeTableSink`'s.
     """
 
-    def __init__(self, options: PaimonSinkOptions) -> None:
-        self.options = options
-        self._catalog: Any = None
-        self._buffers: dict[TableId, _Buffer] = {}
+    #: The checkpoint of a Kafka -> lake pipeline is the row named after the pipeline.
+    CHECKPOINT_KEY = "{pipeline}"
+    options: PaimonSinkOptions
 
-    # -- lifecycle -----------------------------------------------------------------------------
-    def open(self) -> None:
-        """Create the catalog (idempotent). Raises PaimonSinkError."""
-        if self._catalog is None:
-            self._catalog = open_catalog(self.options)
+    def _open_catalog(self) -> Any:
+        return open_catalog(self.options)
 
-    def close(self) -> None:
-        """Forget the catalog (idempotent). Buffered rows are dropped, not written."""
-        self._buffers.clear()
-        self._catalog = None
+    def _not_open(self) -> Exception:
+        return PaimonSinkError("PaimonSink is not open; call open() first")
 
-    def __enter__(self) -> "PaimonSink":
-        self.open()
-        return self
+    def read_table(self, table_id: TableId, columns: Sequence[str] | None = None) -> pa.Table:
+        """Every current row of the lake table (:func:`changelake.connectors.paimon.reader.read_table`)."""
+        from changelake.connectors.paimon.reader import read_table
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        return read_table(self.options, table_id, columns)
 
-    @property
-    def catalog(self) -> Any:
-        """The open pypaimon catalog. Raises PaimonSinkError before :meth:`open`."""
-        if self._catalog is None:
-            raise PaimonSinkError("PaimonSink is not open; call open() first")
-        return self._catalog
+    # -- pipeline properties (checkpoints) -----------------------------------------------------
+    def read_pipeline_property(self, key: str) -> str | None:
+        """A pipeline property (e.g. a checkpoint) of this lake, None when absent: the ``offsets``
+        column of row ``key`` of the Paimon table ``changelake.pipeline_checkpoints``."""
+        from changelake.connectors.paimon.reader import scan_table
+
+        table = self.load_table(CHECKPOINT_TABLE)
+        if table is None:
+            return None
+        for row in scan_table(table).to_pylist():
+            if row["pipeline"] == key and row["offsets"]:
+                return str(row["offsets"])
+        return None
+
+    def write_pipeline_property(self, key: str, value: str) -> None:
+        """Store a pipeline property (one upsert commit of ``changelake.pipeline_checkpoints``)."""
+        row = ChangelogRow.insert({"pipeline": key, "offsets": value})
+        self.write(CHECKPOINT_TABLE, [row], _CHECKPOINT_SCHEMA, {})
 
     # -- tables --------------------------------------------------------------------------------
     def identifier(self, table_id: TableId) -> str:
@@ -219,10 +192,12 @@ class PaimonSink:
             table = self.load_table(table_id)
         return table
 
-    def committed_offsets(self, table_id: TableId) -> dict[str, int]:
-        """Next Kafka offset per ``"topic/partition"`` the lake table holds; ``{}`` for a new table."""
-        table = self.load_table(table_id)
-        return read_committed_offsets(table) if table is not None else {}
+    def table_name(self, table_id: TableId) -> str:
+        """The Paimon identifier ``database.table``."""
+        return self.identifier(table_id)
+
+    def _read_committed_offsets(self, table: Any) -> dict[str, int]:
+        return read_committed_offsets(table)
 
     def last_commit_ms(self, table_id: TableId) -> int | None:
         """Commit time (ms since the epoch) of the lake table's latest snapshot; None if never written."""
@@ -231,65 +206,13 @@ class PaimonSink:
         return int(latest.time_millis) if latest is not None else None
 
     # -- writing -------------------------------------------------------------------------------
-    def write(
-        self,
-        table_id: TableId,
-        rows: Sequence[BatchItem],
-        schema: Schema,
-        offsets: Mapping[str, int],
-    ) -> WriteResult:
-        """Apply a changelog batch to the lake table in ONE Paimon commit.
-
-        Args:
-            table_id: the source table (the Paimon table ``database.table``).
-            rows: changelog rows in order, oldest first, and
-                :class:`~changelake.connectors.lake.compaction.TruncateMarker` items. Reduced to
-                the last change per primary key as the Iceberg sink does; a row or marker whose
-                ``metadata`` has ``topic``, ``partition`` and ``offset`` below the committed offset
-                of that partition is dropped (partial replay).
-            schema: the rows' schema (with the primary key); the table is created/evolved first.
-            offsets: ``"topic/partition"`` -> next offset after this batch. When every partition is
-                already absorbed the write is skipped (replay after a crash). An empty batch with
-                new offsets still commits (an empty snapshot) to record them.
-
-        Returns:
-            A :class:`WriteResult`.
-
-        Raises:
-            NullPrimaryKeyError: a row's key column is NULL (names table and column).
-            PaimonTypeError: a value does not fit its column (names table and column).
-            SchemaEvolutionError, PaimonSinkError: see :meth:`ensure_table`.
-            PaimonCommitError: the commit failed; nothing was absorbed.
-        """
-        table = self.ensure_table(table_id, schema)
-        name = self.identifier(table_id)
-        committed = read_committed_offsets(table)
-        if is_replay(committed, offsets):
-            return WriteResult(name, skipped=True, rows_in=_count_rows(rows), offsets=committed)
-        items = [r for r in rows if not _already_absorbed(r, committed)]
-        batch = compact(items, tuple(schema.primary_key), table=name)
-        if batch.is_empty and not offsets:
-            return WriteResult(name, skipped=False, rows_in=batch.input_rows, offsets=committed)
-        new_offsets = merge_offsets(committed, offsets)
+    def _commit_batch(
+        self, table: Any, name: str, batch: CompactedBatch, items: Sequence[BatchItem], schema: Schema,
+        offsets: dict[str, int],
+    ) -> tuple[int | None, int, int]:
+        # One row per changed key with its Paimon row kind; deletes only for keys the table holds.
         data, upserted, deleted = self._changes(table, name, batch, schema, _last_kinds(items, schema))
-        snapshot_id = self._commit(table, name, data, new_offsets)
-        return WriteResult(
-            name,
-            skipped=False,
-            rows_in=batch.input_rows,
-            rows_upserted=upserted,
-            keys_deleted=deleted,
-            truncated=batch.truncate,
-            snapshot_id=snapshot_id,
-            offsets=new_offsets,
-        )
-
-    def truncate(self, table_id: TableId, schema: Schema, offsets: Mapping[str, int]) -> WriteResult:
-        """Delete every row of the lake table in one commit (MySQL ``TRUNCATE TABLE``).
-
-        Same as ``write(table_id, [TRUNCATE], schema, offsets)``; skipped as a replay likewise.
-        """
-        return self.write(table_id, [TRUNCATE], schema, offsets)
+        return self._commit(table, name, data, offsets), upserted, deleted
 
     def _changes(
         self, table: Any, name: str, batch: CompactedBatch, schema: Schema, kinds: Mapping[tuple[Any, ...], str]
@@ -346,97 +269,6 @@ class PaimonSink:
             write.close()
             commit.close()
         return _latest_snapshot_id(table)
-
-    # -- buffering -----------------------------------------------------------------------------
-    def add(self, table_id: TableId, rows: Iterable[BatchItem], schema: Schema, offsets: Mapping[str, int]) -> None:
-        """Buffer rows of one table for the next :meth:`flush` (no I/O).
-
-        ``offsets`` are merged (max per partition) into the table's pending offsets. A schema
-        different from the buffered one flushes that table first, so each commit has one schema.
-        """
-        buffer = self._buffers.get(table_id)
-        if buffer is not None and buffer.schema != schema:
-            self._flush_table(table_id)
-            buffer = None
-        if buffer is None:
-            buffer = self._buffers[table_id] = _Buffer(schema)
-        buffer.rows.extend(rows)
-        buffer.offsets = merge_offsets(buffer.offsets, offsets)
-
-    @property
-    def buffered_rows(self) -> int:
-        """Changelog rows waiting in the buffer, over all tables."""
-        return sum(len(b.rows) for b in self._buffers.values())
-
-    def should_flush(self) -> bool:
-        """True once :attr:`buffered_rows` reaches ``commit.max-rows``."""
-        return self.buffered_rows >= self.options.commit_max_rows
-
-    def flush(self) -> list[WriteResult]:
-        """Write every buffered table (one commit each); the buffer is cleared even on error."""
-        results = []
-        try:
-            for table_id in list(self._buffers):
-                results.append(self._flush_table(table_id))
-        finally:
-            self._buffers.clear()
-        return results
-
-    def _flush_table(self, table_id: TableId) -> WriteResult:
-        buffer = self._buffers.pop(table_id)
-        return self.write(table_id, buffer.rows, buffer.schema, buffer.offsets)
-
-    # -- pipeline checkpoint -------------------------------------------------------------------
-    def read_checkpoint(self, pipeline: str) -> dict[str, int]:
-        """Offsets every lake table of ``pipeline`` had absorbed at its last completed batch; ``{}``
-        on the first run. Kept in the Paimon table ``changelake.pipeline_checkpoints``."""
-        text = self.read_pipeline_property(pipeline)
-        return decode_offsets(text) if text else {}
-
-    def write_checkpoint(self, pipeline: str, offsets: Mapping[str, int]) -> None:
-        """Store ``offsets`` as the checkpoint of ``pipeline`` (one upsert commit).
-
-        Written after all of a batch's table commits succeeded; a restart seeks there and each
-        table skips what its own snapshots say it already holds.
-        """
-        self.write_pipeline_property(pipeline, encode_offsets(offsets))
-
-    def read_pipeline_property(self, key: str) -> str | None:
-        """A pipeline property (e.g. a checkpoint) of this lake, None when absent: the ``offsets``
-        column of row ``key`` of the Paimon table ``changelake.pipeline_checkpoints``."""
-        from changelake.connectors.paimon.reader import scan_table
-
-        table = self.load_table(CHECKPOINT_TABLE)
-        if table is None:
-            return None
-        for row in scan_table(table).to_pylist():
-            if row["pipeline"] == key and row["offsets"]:
-                return str(row["offsets"])
-        return None
-
-    def write_pipeline_property(self, key: str, value: str) -> None:
-        """Store a pipeline property (one upsert commit of ``changelake.pipeline_checkpoints``)."""
-        row = ChangelogRow.insert({"pipeline": key, "offsets": value})
-        self.write(CHECKPOINT_TABLE, [row], _CHECKPOINT_SCHEMA, {})
-
-
-@dataclass
-class _Buffer:
-    schema: Schema
-    rows: list[BatchItem] = field(default_factory=list)
-    offsets: dict[str, int] = field(default_factory=dict)
-
-
-def _count_rows(rows: Sequence[BatchItem]) -> int:
-    return sum(1 for r in rows if isinstance(r, ChangelogRow))
-
-
-def _already_absorbed(item: BatchItem, committed: Mapping[str, int]) -> bool:
-    meta = item.metadata
-    if "topic" not in meta or "partition" not in meta or "offset" not in meta:
-        return False
-    next_offset = committed.get(topic_partition(str(meta["topic"]), int(meta["partition"])))
-    return next_offset is not None and int(meta["offset"]) < next_offset
 
 
 def _last_kinds(items: Sequence[BatchItem], schema: Schema) -> dict[tuple[Any, ...], str]:

@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from changelake.changelog import ChangelogRow, RowKind, UnsupportedChangelogError
 from changelake.connectors.kafka_table import create_source
-from changelake.examples.pageviews import (
+from changelake.pageviews import (
     PER_REGION_SCHEMA,
     generate_pageviews,
     pageviews_sink_options,
@@ -172,7 +172,7 @@ def test_exactly_once_survives_kill_9(kafka_bootstrap: str, topic_factory, tmp_p
     events = generate_pageviews(30000, seed=11, users=2000)
     produce_pageviews(kafka_bootstrap, source, events)
     cmd = [
-        sys.executable, "-m", "changelake.examples.pageviews", "run", "--bootstrap", kafka_bootstrap,
+        sys.executable, "-m", "changelake.pageviews", "run", "--bootstrap", kafka_bootstrap,
         "--source-topic", source, "--sink-topic", sink, "--retract-topic", changelog,
         "--delivery-guarantee", "exactly-once", "--state-dir", str(tmp_path / "state"),
         "--batch-size", "300", "--no-mini-batch",

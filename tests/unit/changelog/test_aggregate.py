@@ -351,7 +351,7 @@ def test_random_batches_match_recomputation(seed: int) -> None:
 def test_pageviews_query_agrees_with_duckdb_group_by() -> None:
     """The page-views query (PV = COUNT(*), UV = COUNT(DISTINCT user_id)) vs DuckDB's GROUP BY,
     including users leaving (retractions) and a region emptying."""
-    from changelake.examples.pageviews import generate_pageviews, pageviews_aggregate, recompute_pv_uv
+    from changelake.pageviews import generate_pageviews, pageviews_aggregate, recompute_pv_uv
 
     events = generate_pageviews(5000, seed=3, regions=("EU", "US", "APAC", "TINY"), users=300)
     agg = pageviews_aggregate()

@@ -1,14 +1,18 @@
-"""When Pipeline 2 commits: batches sized by rows and time, not by Kafka polls.
+"""When a lake sink commits: batches sized by rows and time, not by source polls.
 
 A poll returns at most a few thousand records; committing each poll costs one Iceberg snapshot
 (metadata file, manifest list, and a copy-on-write rewrite of every data file a delete touches)
-per table per poll. :class:`CommitPolicy` lets the runner buffer several polls in the sink and
+per table per poll. :class:`CommitPolicy` lets
+:class:`~changelake.connectors.lake.changelog_sink.LakeChangelogSink` buffer several polls and
 commit them together, as Flink's Iceberg sink commits once per checkpoint interval:
 
-* ``commit.max-rows`` changelog rows are buffered (:meth:`IcebergSink.should_flush`), or
+* ``commit.max-rows`` changelog rows are buffered (the lake sink's ``should_flush()``), or
 * ``commit.interval`` has passed since the first uncommitted poll, or
-* a poll returned nothing (the topics are drained for now: commit what is there), or
+* a poll returned nothing (the source is drained for now: commit what is there), or
 * the run stops.
+
+:class:`PendingPolls` counts what was polled since the last durable commit (the runner's batch
+report, and the time of the first uncommitted poll).
 
 Exactly-once is unchanged: the buffered polls' Kafka offsets go into the same commit as their
 rows, and the pipeline checkpoint is written only after every buffered table committed.

@@ -6,7 +6,7 @@ import pytest
 
 from changelake.connectors.errors import OptionValidationError
 from changelake.connectors.iceberg import IcebergSinkOptions, parse_sink_options
-from changelake.pipeline.commit_policy import CommitPolicy, PendingPolls
+from changelake.connectors.lake.commit_policy import CommitPolicy, PendingPolls
 
 
 class FakeClock:
@@ -30,7 +30,7 @@ def test_a_commit_is_due_when_the_buffer_is_full_the_poll_was_empty_or_the_inter
     clock = FakeClock()
     policy = CommitPolicy(interval_s=5.0, clock=clock)
     pending = PendingPolls()
-    monkeypatch.setattr("changelake.pipeline.commit_policy.time.monotonic", clock)
+    monkeypatch.setattr("changelake.connectors.lake.commit_policy.time.monotonic", clock)
     pending.note(1, 1, {"t/0": 1}, {})
     assert not policy.due(pending, buffer_full=False, polled_nothing=False)
     assert policy.due(pending, buffer_full=True, polled_nothing=False)

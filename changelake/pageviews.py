@@ -1,4 +1,4 @@
-"""The page-views example: PV and UV per region, from a ``kafka`` topic into an ``upsert-kafka`` topic.
+"""The page-views job (production code the pageviews assets run): PV and UV per region, from a ``kafka`` topic into an ``upsert-kafka`` topic.
 
 As the Flink SQL it re-implements::
 
@@ -505,8 +505,8 @@ def run_pageviews_aggregation(
 
 # -- CLI (used by the kill -9 test and by hand) ----------------------------------------------------
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m changelake.examples.pageviews generate|run ...``; prints JSON stats."""
-    ap = argparse.ArgumentParser(prog="python -m changelake.examples.pageviews", description=__doc__.splitlines()[0])
+    """``python -m changelake.pageviews generate|run ...``; prints JSON stats."""
+    ap = argparse.ArgumentParser(prog="python -m changelake.pageviews", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     g = sub.add_parser("generate", help="write N seeded page-view events to a topic")
     g.add_argument("--bootstrap", required=True)

@@ -1,0 +1,197 @@
+"""The :class:`~changelake.connectors.base.ChangelogSink` contract on top of a lake sink: the part
+shared by :class:`~changelake.connectors.lake.position_sink.LakePositionSink` (a positioned source,
+``mysql``) and :class:`~changelake.connectors.lake.offsets_sink.LakeOffsetsSink` (a partitioned
+source, ``kafka``).
+
+Both turn change events into the lake sink's rows per table, each row carrying the
+``topic``/``partition``/``offset`` it is known by, and commit the lake when it is due:
+
+* the lake's ``commit.max-rows`` rows are buffered, or
+* ``commit.interval`` seconds passed since the first uncommitted write (as Flink's Iceberg sink
+  commits once per checkpoint interval), or
+* the source is idle (:meth:`LakeChangelogSink.flush` with ``force=False``; only where
+  :attr:`~LakeChangelogSink.FLUSH_WHEN_IDLE`), or the run stops (``force=True``).
+
+After all of a commit's table commits the pipeline checkpoint is stored (the subclass's
+:meth:`~LakeChangelogSink._store`), so it never names data not yet in every table; a table that
+committed past the checkpoint (a crash between two tables) skips the replayed rows below its own
+stored offsets.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from changelake.changelog.event import DataChangeEvent, Op
+from changelake.changelog.row import ChangelogRow
+from changelake.changelog.rowkind import RETRACT, RowKind
+from changelake.changelog.schema import Schema, TableId
+from changelake.connectors.base import LakeSink
+from changelake.connectors.lake.commit_policy import CommitPolicy, PendingPolls
+from changelake.connectors.lake.compaction import BatchItem, TruncateMarker
+from changelake.connectors.lake.offsets import topic_partition
+from changelake.errors import PipelineDataError
+
+__all__ = ["LakeChangelogSink"]
+
+
+class LakeChangelogSink:
+    """Base: events -> lake rows with their offsets, commit policy, checkpoint after the tables.
+
+    Args:
+        lake: an unopened lake sink (``IcebergSink``, ``PaimonSink``).
+        pipeline: the pipeline name (names the checkpoint).
+
+    Subclasses implement ``_locate`` (an event's ``(topic, partition, offset)``), ``_load`` (read
+    the checkpoint at open) and ``_store`` (write it).
+
+    Attributes:
+        metrics: ``events`` written, ``commits`` (checkpoints stored), ``table_commits`` and
+            ``replays_skipped`` (table commits skipped as replays, after a crash).
+    """
+
+    #: A lake table keeps the final image per key: every row kind is accepted.
+    changelog_mode: frozenset[RowKind] = RETRACT
+    #: Commit the buffered rows (and a moved checkpoint) whenever the source is idle.
+    FLUSH_WHEN_IDLE = False
+    #: :meth:`commit` may only buffer (:class:`~changelake.connectors.base.BufferedSink`).
+    buffers_commits = True
+
+    def __init__(self, lake: LakeSink, pipeline: str) -> None:
+        self.lake = lake
+        self.pipeline = pipeline
+        self._policy = CommitPolicy.of(lake.options)
+        self._polls = PendingPolls()  # written since the last lake commit (``since``: the first write)
+        self._stored: dict[str, Any] | None = None
+        self._pending: dict[str, Any] | None = None  # a position given to commit(), not yet in the lake
+        self._uncommitted = False  # events written since the last commit()
+        self._open = False
+        self.metrics: dict[str, int] = {"events": 0, "commits": 0, "table_commits": 0, "replays_skipped": 0}
+
+    # -- the subclass's part ----------------------------------------------------------------------
+    def _locate(self, event: DataChangeEvent) -> tuple[str, int, int]:
+        raise NotImplementedError
+
+    def _load(self) -> None:
+        raise NotImplementedError
+
+    def _store(self, position: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _checkpoint_moved(self) -> bool:
+        """True when the checkpoint to store differs from the stored one."""
+        return self._pending != self._stored
+
+    # -- the contract -----------------------------------------------------------------------------
+    def open(self) -> None:
+        """Open the lake and read the stored checkpoint (idempotent)."""
+        if self._open:
+            return
+        self.lake.open()
+        self._load()
+        self._open = True
+
+    def stored_position(self) -> dict[str, Any] | None:
+        """The position of the last lake commit, None on the first run."""
+        return None if self._stored is None else dict(self._stored)
+
+    def write(self, events: Sequence[DataChangeEvent]) -> None:
+        """Buffer the events' rows per table in the lake sink, each with its offset (no I/O).
+
+        Raises:
+            PipelineDataError: an event without schema, or a table without primary key (declare it
+                with a ``transform`` rule ``primary-keys``); names the table and, when the event
+                came from Kafka, topic, partition and offset.
+        """
+        per_table: dict[TableId, tuple[Schema, list[BatchItem]]] = {}
+        offsets: dict[str, int] = {}
+        for event in events:
+            topic, partition, offset = self._locate(event)
+            schema = self._schema(event, topic, partition, offset)
+            tp = topic_partition(topic, partition)
+            offsets[tp] = max(offsets.get(tp, 0), offset + 1)
+            meta = {"topic": topic, "partition": partition, "offset": offset}
+            prev = per_table.get(event.table)
+            items = prev[1] if prev else []
+            if prev and prev[0] != schema:  # schema change inside the batch: hand over the rows so far
+                self.lake.add(event.table, items, prev[0], {})
+                items = []
+            if event.op is Op.TRUNCATE:
+                # The marker carries its offset: a replayed batch reaching past the committed
+                # offsets does not truncate the table a second time.
+                items.append(TruncateMarker(metadata=meta))
+            else:
+                rows = event.to_rows()
+                if rows:  # one metadata dict per event, shared by its rows (read-only)
+                    row_meta = {**rows[0].metadata, **meta}
+                    items.extend(ChangelogRow(r.kind, r.values, r.table, row_meta) for r in rows)
+            per_table[event.table] = (schema, items)
+        for table_id, (schema, items) in per_table.items():
+            self.lake.add(table_id, items, schema, offsets)
+        self.metrics["events"] += len(events)
+        if events:
+            self._uncommitted = True
+            self._polls.note(0, len(events), offsets, {})
+
+    def commit(self, position: Mapping[str, Any]) -> list[Any] | None:
+        """Everything written so far belongs to ``position``; commit the lake when it is due
+        (``commit.max-rows`` buffered rows, or ``commit.interval`` since the first uncommitted
+        write). Returns the lake's per-table results when it committed, else None."""
+        self._pending = dict(position)
+        self._uncommitted = False
+        if self._policy.due(self._polls, buffer_full=self.lake.should_flush(), polled_nothing=False):
+            return self._flush()
+        return None
+
+    def flush(self, force: bool = True) -> list[Any] | None:
+        """Commit what :meth:`commit` covered now (``force``: the run stops), or, when the source
+        is idle (``force=False``), if :attr:`FLUSH_WHEN_IDLE` or ``commit.interval`` passed.
+        Returns the lake's per-table results when a commit or a checkpoint happened, else None."""
+        if self._pending is None or self._uncommitted:
+            return None
+        due = force or self._policy.due(self._polls, buffer_full=False, polled_nothing=self.FLUSH_WHEN_IDLE)
+        if not due or (self.lake.buffered_rows == 0 and not self._checkpoint_moved()):
+            return None
+        return self._flush()
+
+    def close(self) -> None:
+        """Close the lake (idempotent). Rows not yet committed are dropped; the next run reads
+        them again from the stored position (call :meth:`flush` first to keep them)."""
+        self._open = False
+        self.lake.close()
+
+    def _flush(self) -> list[Any]:
+        results = self.lake.flush()
+        self._polls = PendingPolls()
+        skipped = sum(1 for r in results if getattr(r, "skipped", False))
+        self.metrics["table_commits"] += len(results) - skipped
+        self.metrics["replays_skipped"] += skipped
+        if self._pending is not None and self._checkpoint_moved():
+            self._store(self._pending)
+            self.metrics["commits"] += 1
+        self._stored = self._pending if self._pending is not None else self._stored
+        self._pending = None
+        return list(results)
+
+    def _schema(self, event: DataChangeEvent, topic: str, partition: int, offset: int) -> Schema:
+        schema = event.schema
+        where = f" (topic {topic!r} partition {partition} offset {offset})" if self._from_kafka else ""
+        located = {"topic": topic, "partition": partition, "offset": offset} if self._from_kafka else {}
+        if schema is None:
+            raise PipelineDataError(
+                f"pipeline '{self.pipeline}': a {'truncate' if event.op is Op.TRUNCATE else 'change event'} of "
+                f"{event.table}{where} carries no schema and no row of the table was seen before it; write the topic "
+                "with changelake's Pipeline 1 (schema headers) or 'debezium-json.include-schema.enabled: true', or "
+                "give each event of a source writing to a lake directly its table schema",
+                pipeline=self.pipeline, table=str(event.table), **located,  # type: ignore[arg-type]
+            )
+        if not schema.primary_key:
+            raise PipelineDataError(
+                f"pipeline '{self.pipeline}': table {event.table}{where} has no primary key; declare it with a "
+                "'transform' rule: primary-keys: <col>[,<col>...]",
+                pipeline=self.pipeline, table=str(event.table), **located,  # type: ignore[arg-type]
+            )
+        return schema
+
+    #: Events are located by Kafka records (error messages name topic, partition and offset).
+    _from_kafka = False

@@ -1,0 +1,42 @@
+"""The registry factory of a lake sink, in one call: :func:`lake_sink_factory`.
+
+A lake sink is a :class:`~changelake.connectors.base.LakeSink` (``partitioned``: its commits store
+per-partition offsets; a positioned source reaches it through
+:class:`~changelake.connectors.lake.position_sink.LakePositionSink`). Its package's ``factory.py``
+is then three lines::
+
+    FACTORY = lake_sink_factory(IDENTIFIER, SUPPORTED_KEYS, parse_sink_options,
+                                "changelake.connectors.paimon.writer:PaimonSink")
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable, Mapping
+
+from changelake.connectors.registry import ConnectorContext, ConnectorFactory, Endpoint
+
+__all__ = ["lake_sink_factory"]
+
+_DESCRIPTION = "Primary-key lake tables, Kafka offsets or the source position stored with each commit."
+
+
+def lake_sink_factory(
+    identifier: str, supported_keys: tuple[str, ...], parse: Callable[[Mapping[str, Any]], Any], sink_class: str,
+) -> ConnectorFactory:
+    """The sink factory of a lake: validate with ``parse`` (raw options -> typed options, raises
+    OptionValidationError), build ``sink_class`` (``module:Class``, imported on first build so
+    that validating options never imports the table format's library)."""
+    module, _, name = sink_class.partition(":")
+
+    def build(options: Any, context: ConnectorContext) -> Any:
+        return getattr(importlib.import_module(module), name)(options)
+
+    def validate(raw: Mapping[str, Any], context: ConnectorContext) -> Any:
+        return parse(raw)
+
+    return ConnectorFactory(
+        identifier,
+        sink=Endpoint(required=(), optional=supported_keys, validate=validate, build=build, partitioned=True),
+        description=_DESCRIPTION,
+    )

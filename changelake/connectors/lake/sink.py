@@ -1,0 +1,277 @@
+"""What every lake sink (``iceberg``, ``paimon``) does the same way: :class:`LakeTableSink`.
+
+A lake sink writes changelog batches to primary-key tables, one commit per table per batch, with
+the Kafka offsets (or the pipeline's event numbers, see
+:mod:`changelake.connectors.lake.position_sink`) it absorbed stored in the commit's snapshot. The
+shared part, here:
+
+* buffering: :meth:`~LakeTableSink.add` rows per table, :meth:`~LakeTableSink.should_flush` at
+  ``commit.max-rows``, :meth:`~LakeTableSink.flush` one commit per buffered table;
+* one commit (:meth:`~LakeTableSink.write`): skip a replayed batch, drop the items a table already
+  absorbed, reduce the batch to the last change per key
+  (:func:`~changelake.connectors.lake.compaction.compact`), merge the offsets, then hand the
+  :class:`~changelake.connectors.lake.compaction.CompactedBatch` to the table format;
+* the pipeline checkpoint (:meth:`~LakeTableSink.read_checkpoint`), kept as a pipeline property.
+
+A table format subclasses it with its catalog, table creation/evolution, how a snapshot stores
+the offsets, and the commit of a compacted batch (:meth:`LakeTableSink._commit_batch`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+from changelake.changelog.row import ChangelogRow
+from changelake.changelog.schema import Schema, TableId
+from changelake.connectors.lake.compaction import TRUNCATE, BatchItem, CompactedBatch, compact
+from changelake.connectors.lake.offsets import decode_offsets, encode_offsets, is_replay, merge_offsets, topic_partition
+
+__all__ = ["WriteResult", "LakeTableSink", "already_absorbed"]
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """Outcome of one :meth:`LakeTableSink.write` (one commit, or a skipped replay).
+
+    Attributes:
+        table: the lake identifier (Iceberg ``namespace.table``, Paimon ``database.table``).
+        skipped: the batch's offsets were already absorbed (replay after a crash); nothing written.
+        rows_in: changelog rows received (TRUNCATE markers not counted).
+        rows_upserted: rows written as the final image of an upserted key.
+        keys_deleted: keys whose final state is deleted (as the table format counts them).
+        truncated: every earlier row was deleted.
+        snapshot_id: the table's snapshot id after the commit (None when skipped).
+        offsets: the offsets stored with the commit (or the committed ones when skipped).
+    """
+
+    table: str
+    skipped: bool
+    rows_in: int = 0
+    rows_upserted: int = 0
+    keys_deleted: int = 0
+    truncated: bool = False
+    snapshot_id: int | None = None
+    offsets: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class _Buffer:
+    schema: Schema
+    rows: list[BatchItem] = field(default_factory=list)
+    offsets: dict[str, int] = field(default_factory=dict)
+
+
+def already_absorbed(item: BatchItem, committed: Mapping[str, int]) -> bool:
+    """True when ``item``'s ``metadata`` names a Kafka record (``topic``, ``partition``,
+    ``offset``) below the ``committed`` next offset of its partition."""
+    meta = item.metadata
+    if "topic" not in meta or "partition" not in meta or "offset" not in meta:
+        return False
+    next_offset = committed.get(topic_partition(str(meta["topic"]), int(meta["partition"])))
+    return next_offset is not None and int(meta["offset"]) < next_offset
+
+
+class LakeTableSink:
+    """Base of the lake sinks: buffering, one exactly-once commit per table, the checkpoint.
+
+    Subclasses set :attr:`CHECKPOINT_KEY` and implement the table format's part: ``_open_catalog``,
+    ``table_name``, ``load_table``, ``ensure_table``, ``_read_committed_offsets``,
+    ``_commit_batch``, ``last_commit_ms``, ``read_table``, ``read_pipeline_property`` and
+    ``write_pipeline_property``. ``options`` needs ``commit_max_rows`` (rows) and
+    ``commit_interval_s`` (seconds).
+
+    Lifecycle: construct (options only, no I/O) -> :meth:`open` -> :meth:`add` ... :meth:`flush`
+    (or :meth:`write`) -> :meth:`close` (idempotent; buffered rows are dropped, not written).
+    """
+
+    #: Pipeline property holding a Kafka -> lake pipeline's checkpoint; ``{pipeline}`` is its name.
+    CHECKPOINT_KEY = "pipeline.{pipeline}.kafka-offsets"
+
+    def __init__(self, options: Any) -> None:
+        self.options = options
+        self._catalog: Any = None
+        self._buffers: dict[TableId, _Buffer] = {}
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def open(self) -> None:
+        """Load the catalog (idempotent). Raises the table format's sink error."""
+        if self._catalog is None:
+            self._catalog = self._open_catalog()
+
+    def close(self) -> None:
+        """Forget the catalog (idempotent). Buffered rows are dropped, not written."""
+        self._buffers.clear()
+        self._catalog = None
+
+    def __enter__(self) -> Any:
+        self.open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def catalog(self) -> Any:
+        """The open catalog. Raises the table format's sink error before :meth:`open`."""
+        if self._catalog is None:
+            raise self._not_open()
+        return self._catalog
+
+    # -- the table format's part ---------------------------------------------------------------
+    def _open_catalog(self) -> Any:
+        raise NotImplementedError
+
+    def _not_open(self) -> Exception:
+        return RuntimeError(f"{type(self).__name__} is not open; call open() first")
+
+    def table_name(self, table_id: TableId) -> str:
+        """The lake identifier of a source table as text (e.g. ``db.table``)."""
+        raise NotImplementedError
+
+    def load_table(self, table_id: TableId) -> Any | None:
+        """The lake table of ``table_id``, fresh from the catalog, or None if it does not exist."""
+        raise NotImplementedError
+
+    def ensure_table(self, table_id: TableId, schema: Schema) -> Any:
+        """Create the lake table of ``table_id`` or evolve it to accept rows of ``schema``."""
+        raise NotImplementedError
+
+    def _read_committed_offsets(self, table: Any) -> dict[str, int]:
+        raise NotImplementedError
+
+    def _commit_batch(
+        self, table: Any, name: str, batch: CompactedBatch, items: Sequence[BatchItem], schema: Schema,
+        offsets: dict[str, int],
+    ) -> tuple[int | None, int, int]:
+        """Commit ``batch`` (``items``: the rows it was reduced from) with ``offsets`` as one
+        snapshot; returns (snapshot id, rows upserted, keys deleted)."""
+        raise NotImplementedError
+
+    def read_table(self, table_id: TableId, columns: Sequence[str] | None = None) -> Any:
+        """Every current row of the lake table of ``table_id`` as a ``pyarrow.Table`` (a full scan;
+        ``columns`` in that order, None: all). Raises the table format's sink error when the table
+        or a column does not exist."""
+        raise NotImplementedError
+
+    def read_pipeline_property(self, key: str) -> str | None:
+        """A pipeline property (e.g. a checkpoint) of this lake, None when absent."""
+        raise NotImplementedError
+
+    def write_pipeline_property(self, key: str, value: str) -> None:
+        """Store a pipeline property of this lake."""
+        raise NotImplementedError
+
+    # -- tables --------------------------------------------------------------------------------
+    def committed_offsets(self, table_id: TableId) -> dict[str, int]:
+        """Next Kafka offset per ``"topic/partition"`` the lake table holds; ``{}`` for a new table."""
+        table = self.load_table(table_id)
+        return self._read_committed_offsets(table) if table is not None else {}
+
+    # -- writing -------------------------------------------------------------------------------
+    def write(self, table_id: TableId, rows: Sequence[BatchItem], schema: Schema, offsets: Mapping[str, int]) -> WriteResult:
+        """Apply a changelog batch to the lake table in ONE commit.
+
+        Args:
+            table_id: the source table.
+            rows: changelog rows in order, oldest first, and
+                :class:`~changelake.connectors.lake.compaction.TruncateMarker` items (delete every
+                row written before them). ``-U`` rows retract their key; the batch is reduced to
+                the last change per key. A row or marker whose ``metadata`` has ``topic``,
+                ``partition`` and ``offset`` below the committed offset of that partition is
+                dropped (partial replay).
+            schema: the rows' schema (with the primary key); the table is created/evolved first.
+            offsets: ``"topic/partition"`` -> next offset after this batch. When every partition
+                is already absorbed the write is skipped (replay after a crash). An empty batch
+                with new offsets still commits (an empty snapshot) to record them.
+
+        Raises:
+            NullPrimaryKeyError: a row's key column is NULL (names table and column).
+            the table format's type, schema-evolution and commit errors (names the table).
+        """
+        table = self.ensure_table(table_id, schema)
+        name = self.table_name(table_id)
+        committed = self._read_committed_offsets(table)
+        if is_replay(committed, offsets):
+            return WriteResult(name, skipped=True, rows_in=_count_rows(rows), offsets=committed)
+        items = [r for r in rows if not already_absorbed(r, committed)]
+        batch = compact(items, tuple(schema.primary_key), table=name)
+        if batch.is_empty and not offsets:
+            return WriteResult(name, skipped=False, rows_in=batch.input_rows, offsets=committed)
+        new_offsets = merge_offsets(committed, offsets)
+        snapshot_id, upserted, deleted = self._commit_batch(table, name, batch, items, schema, new_offsets)
+        return WriteResult(
+            name,
+            skipped=False,
+            rows_in=batch.input_rows,
+            rows_upserted=upserted,
+            keys_deleted=deleted,
+            truncated=batch.truncate,
+            snapshot_id=snapshot_id,
+            offsets=new_offsets,
+        )
+
+    def truncate(self, table_id: TableId, schema: Schema, offsets: Mapping[str, int]) -> WriteResult:
+        """Delete every row of the lake table in one commit (MySQL ``TRUNCATE TABLE``).
+
+        Same as ``write(table_id, [TRUNCATE], schema, offsets)``; skipped as a replay likewise.
+        """
+        return self.write(table_id, [TRUNCATE], schema, offsets)
+
+    # -- buffering -----------------------------------------------------------------------------
+    def add(self, table_id: TableId, rows: Iterable[BatchItem], schema: Schema, offsets: Mapping[str, int]) -> None:
+        """Buffer rows of one table for the next :meth:`flush` (no I/O).
+
+        ``offsets`` are merged (max per partition) into the table's pending offsets. A schema
+        different from the buffered one flushes that table first, so each commit has one schema.
+        """
+        buffer = self._buffers.get(table_id)
+        if buffer is not None and buffer.schema != schema:
+            self._flush_table(table_id)
+            buffer = None
+        if buffer is None:
+            buffer = self._buffers[table_id] = _Buffer(schema)
+        buffer.rows.extend(rows)
+        buffer.offsets = merge_offsets(buffer.offsets, offsets)
+
+    @property
+    def buffered_rows(self) -> int:
+        """Changelog rows waiting in the buffer, over all tables."""
+        return sum(len(b.rows) for b in self._buffers.values())
+
+    def should_flush(self) -> bool:
+        """True once :attr:`buffered_rows` reaches ``commit.max-rows``."""
+        return self.buffered_rows >= int(self.options.commit_max_rows)
+
+    def flush(self) -> list[WriteResult]:
+        """Write every buffered table (one commit each); the buffer is cleared even on error."""
+        results = []
+        try:
+            for table_id in list(self._buffers):
+                results.append(self._flush_table(table_id))
+        finally:
+            self._buffers.clear()
+        return results
+
+    def _flush_table(self, table_id: TableId) -> WriteResult:
+        buffer = self._buffers.pop(table_id)
+        return self.write(table_id, buffer.rows, buffer.schema, buffer.offsets)
+
+    # -- pipeline checkpoint -------------------------------------------------------------------
+    def read_checkpoint(self, pipeline: str) -> dict[str, int]:
+        """Offsets every lake table of ``pipeline`` had absorbed at its last completed batch;
+        ``{}`` on the first run (the pipeline property :attr:`CHECKPOINT_KEY`)."""
+        text = self.read_pipeline_property(self.CHECKPOINT_KEY.format(pipeline=pipeline))
+        return decode_offsets(text) if text else {}
+
+    def write_checkpoint(self, pipeline: str, offsets: Mapping[str, int]) -> None:
+        """Store ``offsets`` as the checkpoint of ``pipeline``.
+
+        Written after all of a batch's table commits succeeded; a restart seeks there and each
+        table skips what its own snapshots say it already holds.
+        """
+        self.write_pipeline_property(self.CHECKPOINT_KEY.format(pipeline=pipeline), encode_offsets(offsets))
+
+
+def _count_rows(rows: Sequence[BatchItem]) -> int:
+    return sum(1 for r in rows if isinstance(r, ChangelogRow))

@@ -1,0 +1,138 @@
+"""What happens to change events between source and sink: transform, route, and the key check.
+
+As Flink CDC: ``transform`` rules match the source table's name, ``route`` then re-addresses the
+transformed event to its sink table(s). An event without schema (a Kafka record with no schema
+header or wrapper) gets the schema inferred from its row, with the transform's primary key; a
+truncate without one takes the table's last known schema. Every event's key row(s) must hold each
+primary-key column.
+
+The events of one source record share one ``position`` object (a Kafka record may carry several);
+they pass or fail together: a record whose events cannot be transformed, routed or keyed is handed
+to the source's ``reject`` (``kafka``: skipped with ``<format>.ignore-parse-errors`` and copied to
+``dead-letter.topic``, else raised as ``RecordError``), or, for a source without ``reject``, raised.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Callable, Sequence
+
+from changelake.changelog import DataChangeEvent, Op, Schema, TableId
+from changelake.changelog.errors import ChangelogError
+from changelake.changelog.route import Router, parse_route_rules
+from changelake.changelog.transform import Transformer, infer_schema, parse_transform_rules
+from changelake.errors import PipelineDataError
+from changelake.pipeline.definition import PipelineDefinition
+
+__all__ = ["Stage", "MissingKeyError", "checked_schema", "Reject"]
+
+#: ``reject(first event of the record, error, source table)``: skip the record or raise.
+Reject = Callable[[DataChangeEvent, BaseException, str], None]
+
+
+class MissingKeyError(ValueError):
+    """A change event's row has no value for a primary-key column.
+
+    Attributes:
+        column: the first missing key column.
+    """
+
+    def __init__(self, message: str, column: str) -> None:
+        super().__init__(message)
+        self.column = column
+
+
+class Stage:
+    """Transform, route and key-check the events of one pipeline (state: the last schema per table)."""
+
+    def __init__(self, defn: PipelineDefinition) -> None:
+        self.pipeline = defn.name
+        self.router = Router(parse_route_rules(defn.route), mode=defn.pipeline.get("route-mode", "ALL_MATCH"))
+        self.transformer = Transformer(parse_transform_rules(defn.transform))
+        self._known: dict[TableId, Schema] = {}
+
+    def apply(self, events: Sequence[DataChangeEvent], reject: Reject | None = None) -> list[DataChangeEvent]:
+        """The sink's events for ``events``, each with its schema where one is known.
+
+        Raises:
+            ChangelogError: a transform or route failed and the source has no ``reject``.
+            PipelineDataError: a key column is missing or NULL and the source has no ``reject``
+                (names the table and the column).
+            whatever ``reject`` raises (``RecordError`` with topic, partition, offset, table).
+        """
+        out: list[DataChangeEvent] = []
+        for record in _records(events):
+            try:
+                checked = [self._checked(e) for e in self._route_and_transform(record)]
+            except (ChangelogError, MissingKeyError) as exc:
+                if reject is None:
+                    if isinstance(exc, MissingKeyError):
+                        raise PipelineDataError(f"pipeline '{self.pipeline}': {exc}", pipeline=self.pipeline,
+                                                table=str(record[0].table), column=exc.column) from exc
+                    raise
+                reject(record[0], exc, str(record[0].table))
+                continue
+            for event in checked:
+                if event.schema is not None:
+                    self._known[event.table] = event.schema
+            out.extend(checked)
+        return out
+
+    def _route_and_transform(self, events: list[DataChangeEvent]) -> list[DataChangeEvent]:
+        out: list[DataChangeEvent] = []
+        for event in events:
+            transformed = self.transformer.apply(event)
+            if transformed is not None:
+                out.extend(self.router.route_event(transformed))
+        return out
+
+    def _checked(self, event: DataChangeEvent) -> DataChangeEvent:
+        schema = checked_schema(event, self._schema(event))
+        return event if schema is event.schema else replace(event, schema=schema)
+
+    def _schema(self, event: DataChangeEvent) -> Schema | None:
+        """The event's own schema, else inferred from its row (with the transform's primary key);
+        a truncate without one takes the table's last known schema (or None)."""
+        if event.schema is not None:
+            return event.schema
+        if event.op is Op.TRUNCATE:
+            return self._known.get(event.table)
+        values = event.after if event.after is not None else (event.before or {})
+        return self.transformer.apply_schema(event.table, infer_schema(values))
+
+
+def checked_schema(event: DataChangeEvent, schema: Schema | None) -> Schema | None:
+    """``schema`` after checking that the event's key row(s) hold every primary-key column.
+
+    Raises:
+        MissingKeyError: names the image (``before``/``after``), the missing columns and the
+            columns present (``column``: the first missing one).
+    """
+    if schema is None or not schema.primary_key or event.op is Op.TRUNCATE:
+        return schema
+    images = {"before": event.before} if event.op is Op.DELETE else {"after": event.after}
+    if event.op is Op.UPDATE:
+        images["before"] = event.before
+    for name, row in images.items():
+        if row is None:
+            continue
+        missing = [k for k in schema.primary_key if row.get(k) is None]
+        if missing:
+            present = sorted(k for k, v in row.items() if v is not None)
+            raise MissingKeyError(
+                f"primary-key column(s) {missing} of table {event.table} missing or NULL in the '{name}' row of "
+                f"a '{event.op.value}' event; columns with values are {present}",
+                missing[0],
+            )
+    return schema
+
+
+def _records(events: Sequence[DataChangeEvent]) -> list[list[DataChangeEvent]]:
+    """Consecutive events sharing one ``position`` object (one source record) grouped together."""
+    groups: list[list[DataChangeEvent]] = []
+    for event in events:
+        if groups and groups[-1][-1].position is event.position:
+            groups[-1].append(event)
+        else:
+            groups.append([event])
+    return groups
