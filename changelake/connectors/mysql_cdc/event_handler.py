@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import re
+import struct
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -36,6 +37,7 @@ from changelake.connectors.mysql_cdc.errors import (
 )
 from changelake.connectors.mysql_cdc.event_policy import Action, rule_for
 from changelake.connectors.mysql_cdc.positions import BinlogPosition, PreparedXa, SourcePosition, TransactionTracker, binlog_file_index
+from changelake.connectors.mysql_cdc.row_decoder import decoder_for, rows_bytes
 from changelake.connectors.mysql_cdc.schema_tracker import SchemaTracker, TableSchema
 from changelake.connectors.mysql_cdc.statements import StatementKind, classify, describe, dml_target, mentioned_tables, strip_comments, xa_id, xid_key
 from changelake.connectors.mysql_cdc.values import convert
@@ -398,6 +400,9 @@ class EventHandler:
         return schema
 
     def _rows(self, ev: Any, schema: TableSchema) -> list[tuple[Op, Any, Any]]:
+        fast = _compiled_rows(ev, schema)
+        if fast is not None:
+            return fast
         from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
         cols = schema.columns
@@ -411,6 +416,42 @@ class EventHandler:
             elif isinstance(ev, DeleteRowsEvent):
                 out.append((Op.DELETE, _values(cols, row["values"], row.get("none_sources", {})), None))
         return out
+
+
+#: rows events read by the compiled row decoder: exact class -> (images per row, op); subclasses
+#: (MariaDB's compressed events) and PARTIAL_UPDATE_ROWS_EVENT stay with the library.
+_COMPILED: dict[type, tuple[int, Op]] = {}
+_ROWS_EVENT_TYPES = frozenset({23, 24, 25, 30, 31, 32})  # WRITE/UPDATE/DELETE_ROWS_EVENT V1 and V2
+_UNREADABLE = (ValueError, IndexError, KeyError, TypeError, ArithmeticError, OverflowError, struct.error)
+
+
+def _compiled_rows(ev: Any, schema: TableSchema) -> list[tuple[Op, Any, Any]] | None:
+    """The rows of a full-image rows event read by :mod:`.row_decoder` (None: the library reads
+    them; an event the decoder cannot read is left unread for the library, whose result stands)."""
+    if not _COMPILED:
+        from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+
+        _COMPILED.update({WriteRowsEvent: (1, Op.CREATE), UpdateRowsEvent: (2, Op.UPDATE),
+                          DeleteRowsEvent: (1, Op.DELETE)})
+    kind = _COMPILED.get(type(ev))
+    if kind is None or int(ev.event_type) not in _ROWS_EVENT_TYPES:
+        return None
+    decoder = decoder_for(ev.columns, schema.columns)
+    if decoder is None or int(ev.number_of_columns) != decoder.columns:
+        return None
+    span = rows_bytes(ev)
+    if span is None:
+        return None
+    per_row, op = kind
+    try:
+        images = decoder.images(span[0], span[1], span[2], per_row)
+    except _UNREADABLE:
+        return None
+    if op is Op.CREATE:
+        return [(op, None, a) for a in images]
+    if op is Op.DELETE:
+        return [(op, b, None) for b in images]
+    return [(op, images[i], images[i + 1]) for i in range(0, len(images), 2)]
 
 
 #: fast paths of _values: binlog values that are already the changelake value.
