@@ -87,6 +87,31 @@ def missing_columns(bitmap: bytes, count: int) -> list[int]:
     return [i for i in range(count) if i // 8 >= len(bitmap) or not bitmap[i // 8] & (1 << (i % 8))]
 
 
+class _Lib:
+    """mysql-replication's event classes, imported once when the first handler is made (importing
+    this module does not import the library; a per-event import statement cost ~8 % of the reader)."""
+
+    RowsEvent: Any = None
+    TableMapEvent: Any = None
+    WriteRowsEvent: Any = None
+    QueryEvent: Any = None
+    XAPrepareEvent: Any = None
+    XidEvent: Any = None
+
+    def load(self) -> None:
+        if self.RowsEvent is not None:
+            return
+        from pymysqlreplication.event import QueryEvent, XAPrepareEvent, XidEvent
+        from pymysqlreplication.row_event import RowsEvent, TableMapEvent, WriteRowsEvent
+
+        self.QueryEvent, self.XAPrepareEvent, self.XidEvent = QueryEvent, XAPrepareEvent, XidEvent
+        self.TableMapEvent, self.WriteRowsEvent = TableMapEvent, WriteRowsEvent
+        self.RowsEvent = RowsEvent  # last: the "loaded" mark
+
+
+_LIB = _Lib()
+
+
 @dataclass(frozen=True)
 class Progress:
     """Reader progress outside transactions: resume position and the server position reached."""
@@ -115,6 +140,7 @@ class EventHandler:
         #: ``timestamp`` startup: rows events older than this (ms) are counted but not handed out,
         #: until the first one at or after it (then 0 for good).
         self.min_ts_ms = min_ts_ms
+        _LIB.load()
         self._start = start.binlog
         self._captured = captured
         self._tracker = tracker
@@ -197,9 +223,7 @@ class EventHandler:
 
     # -- replay of prepared XA groups before the resume point -------------------------------
     def _replay(self, ev: Any, code: int, start_pos: int) -> None:
-        from pymysqlreplication.event import XAPrepareEvent
-        from pymysqlreplication.row_event import RowsEvent, TableMapEvent
-
+        RowsEvent, TableMapEvent, XAPrepareEvent = _LIB.RowsEvent, _LIB.TableMapEvent, _LIB.XAPrepareEvent
         if code in (0xA2, 0x21, 0x22):  # a group starts
             self._replay_group = self._xa.at(self._file, start_pos)
             self._xa_group = [] if self._replay_group is not None else None
@@ -219,9 +243,9 @@ class EventHandler:
 
     # -- normal reading ---------------------------------------------------------------------
     def _deliver(self, ev: Any, code: int, name: str, start_pos: int, next_pos: int) -> None:
-        from pymysqlreplication.event import QueryEvent, XAPrepareEvent, XidEvent
-        from pymysqlreplication.row_event import RowsEvent, TableMapEvent
-
+        lib = _LIB
+        QueryEvent, XAPrepareEvent, XidEvent = lib.QueryEvent, lib.XAPrepareEvent, lib.XidEvent
+        RowsEvent, TableMapEvent = lib.RowsEvent, lib.TableMapEvent
         if code == 0xA2:  # MariaDB GTID
             flags = int(getattr(ev, "flags", 0) or 0)
             self._begin(start_pos, explicit=not flags & _FL_STANDALONE, xa=bool(flags & _FL_PREPARED_XA))
@@ -378,8 +402,7 @@ class EventHandler:
         schema = self._tracker.for_rows_event(ev)
         if schema is None or not self._captured(schema.table_id):
             return None
-        from pymysqlreplication.row_event import WriteRowsEvent
-
+        WriteRowsEvent = _LIB.WriteRowsEvent
         count = int(ev.number_of_columns)
         full = _full_bitmap(max(count, len(schema.columns)))
         bitmap2 = getattr(ev, "columns_present_bitmap2", None)
