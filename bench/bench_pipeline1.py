@@ -162,6 +162,34 @@ def wait_until_count(bootstrap: str, topics: list[str], expected: int, timeout_s
 # -- changelake ---------------------------------------------------------------------------------------
 
 
+def _peak_rss_mb(pid: int | None = None) -> float:
+    """Peak resident set size (VmHWM) of a process (this one by default), MiB."""
+    for line in Path(f"/proc/{pid or 'self'}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _changelake_in_child(port: int, user: str, password: str, bootstrap: str, tables: str, guarantee: str,
+                         name: str) -> dict[str, Any]:
+    """run_changelake (snapshot mode) in a fresh process, with that process's peak RSS."""
+    from types import SimpleNamespace
+
+    db = SimpleNamespace(port=port, user=user, password=password)
+    res = run_changelake(db, SimpleNamespace(bootstrap_servers=bootstrap), None, tables, guarantee, name)  # type: ignore[arg-type]
+    res["peak_rss_mb"] = _peak_rss_mb()
+    return res
+
+
+def run_changelake_child(db: MariaDBService, kafka: KafkaService, tables: str, guarantee: str, name: str) -> dict[str, Any]:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(_changelake_in_child, db.port, db.user, db.password, kafka.bootstrap_servers, tables,
+                           guarantee, name).result()
+
+
 def run_changelake(db: MariaDBService, kafka: KafkaService, start: tuple[str, int] | None, tables: str,
                    guarantee: str, name: str) -> dict[str, Any]:
     topic = f"{name}-out"
@@ -272,6 +300,7 @@ def run_debezium(db: MariaDBService, kafka: KafkaService, home: Path, start: tup
         topics = [f"{name}.{t}" for t in tables.split(",")]
         done = wait_until_count(kafka.bootstrap_servers, topics, expected, timeout_s=1800)
         wall = done - t0
+        peak_rss = _peak_rss_mb(proc.pid)
     finally:
         proc.terminate()
         try:
@@ -279,7 +308,8 @@ def run_debezium(db: MariaDBService, kafka: KafkaService, home: Path, start: tup
         except subprocess.TimeoutExpired:
             proc.kill()
     count, first, last = topic_stats(kafka.bootstrap_servers, topics, expected)
-    return {"events": count, "wall_s": wall, "stream_s": (last - first) / 1000 if last > first else wall, "batches": None}
+    return {"events": count, "wall_s": wall, "stream_s": (last - first) / 1000 if last > first else wall, "batches": None,
+            "peak_rss_mb": peak_rss}
 
 
 # -- main -----------------------------------------------------------------------------------------------
@@ -332,7 +362,7 @@ def main() -> None:
             sql(db, "CREATE DATABASE sbsnap")
             sysbench(db, "prepare", "--tables=1", f"--table-size={args.snapshot_rows}", "--create-secondary=off",
                      database="sbsnap")
-            res = run_changelake(db, kafka, None, "sbsnap.sbtest1", "at-least-once", f"cl-snap-{uuid.uuid4().hex[:4]}")
+            res = run_changelake_child(db, kafka, "sbsnap.sbtest1", "at-least-once", f"cl-snap-{uuid.uuid4().hex[:4]}")
             snapshot["changelake (snapshot mode, at-least-once)"] = res
             progress(f"  changelake: {res['events']:,} rows, wall {res['wall_s']:.1f} s")
             if not args.skip_debezium:
@@ -362,10 +392,11 @@ def main() -> None:
             wall, stream = res["events"] / res["wall_s"], res["events"] / res["stream_s"]
             srows.append([label, res["events"], round(res["wall_s"], 2), round(wall), round(stream),
                           f"{wall / (sref['events'] / sref['wall_s']):.2f}" if sref else "",
-                          f"{stream / (sref['events'] / sref['stream_s']):.2f}" if sref else ""])
+                          f"{stream / (sref['events'] / sref['stream_s']):.2f}" if sref else "",
+                          round(res.get("peak_rss_mb", float("nan")))])
         print(f"\nsnapshot: one sysbench table of {args.snapshot_rows:,} rows")
         print_table(["reader", "rows", "wall s", "rows/s wall", "rows/s streaming", "wall vs Debezium",
-                     "streaming vs Debezium"], srows)
+                     "streaming vs Debezium", "peak RSS MiB"], srows)
     print(f"machine: {machine_note()}")
 
 
