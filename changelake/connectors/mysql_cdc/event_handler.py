@@ -29,6 +29,7 @@ from typing import Any, Callable
 from changelake.changelog.event import DataChangeEvent, Op
 from changelake.changelog.schema import TableId
 from changelake.connectors.errors import SourceError
+from changelake.connectors.mysql_cdc import _replication_fixes
 from changelake.connectors.mysql_cdc.errors import (
     RowImageError,
     StatementFormatError,
@@ -456,6 +457,9 @@ def _compiled_rows(ev: Any, schema: TableSchema) -> list[tuple[Op, Any, Any]] | 
 
         _COMPILED.update({WriteRowsEvent: (1, Op.CREATE), UpdateRowsEvent: (2, Op.UPDATE),
                           DeleteRowsEvent: (1, Op.DELETE)})
+        for cls, per_image in _replication_fixes.fast_rows_classes().items():  # their lean subclasses
+            _COMPILED[cls] = (per_image, Op.UPDATE if per_image == 2 else
+                              (Op.CREATE if issubclass(cls, WriteRowsEvent) else Op.DELETE))
     kind = _COMPILED.get(type(ev))
     if kind is None or int(ev.event_type) not in _ROWS_EVENT_TYPES:
         return None
