@@ -52,7 +52,29 @@ class ReaderConfig:
     min_ts_ms: int
 
 
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+    """Linux: the kernel kills this process when its parent dies (``prctl(PR_SET_PDEATHSIG,
+    SIGKILL)``), so that a ``kill -9`` of the pipeline does not leave the child holding the
+    binlog connection and its server id. Elsewhere the child notices on its next send."""
+    import ctypes
+    import signal
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+
+
 def _child_main(conn: Any, cfg: ReaderConfig) -> None:  # pragma: no cover - runs in the child
+    _die_with_parent()
+    import os
+
+    if os.getppid() == 1:  # the parent died before the death signal was set
+        return
     from changelake.connectors.mysql_cdc.binlog import BinlogReader
     from changelake.connectors.mysql_cdc.schema_tracker import SchemaTracker, TableSchema, load_table_schema
     from changelake.connectors.mysql_cdc.snapshot import text_connection
