@@ -13,7 +13,8 @@ change:
 
 * changelake, ``sink.delivery-guarantee`` at-least-once and exactly-once
   (``scan.startup.mode: specific-offset``, debezium-json values, one topic per run,
-  ``run_pipeline(until_caught_up=True)``);
+  ``run_pipeline(until_caught_up=True)``), with the binlog reader in a thread (the default) and
+  in a worker process (``CHANGELAKE_MYSQL_CDC_READER=process``);
 * Debezium's MySQL connector on Kafka Connect standalone (jars from Maven Central via
   ``bench/debezium/*.xml``, cached), JsonConverter without schemas, ``tombstones.on.delete=false``,
   its offset set to the same position through Connect's REST offsets API while the connector is
@@ -23,8 +24,8 @@ Rates: *wall* = change events / seconds from the reader's start (process start f
 ``run_pipeline`` call for changelake) until its last record is in Kafka; *streaming* = change
 events / seconds between the first and the last record's Kafka timestamp (CreateTime: when the
 producer got it). Snapshot: ``--snapshot-rows`` rows of a sysbench-shaped table read by
-changelake (``scan.startup.mode: snapshot``) and by Debezium (``snapshot.mode=initial``),
-rows/s the same two ways.
+changelake (``scan.startup.mode: snapshot``, in a child process) and by Debezium
+(``snapshot.mode=initial``), rows/s the same two ways, and each one's peak RSS (VmHWM, MiB).
 
     .venv/bin/python bench/bench_pipeline1.py                      # 20k transactions, 1M-row snapshot
     .venv/bin/python bench/bench_pipeline1.py --transactions 2000 --snapshot-rows 50000 --skip-debezium
@@ -324,6 +325,8 @@ def main() -> None:
     ap.add_argument("--snapshot-rows", type=int, default=1_000_000, help="0 skips the snapshot comparison")
     ap.add_argument("--rounds", type=int, default=1, help="binlog readers are run this many times, interleaved")
     ap.add_argument("--skip-debezium", action="store_true")
+    ap.add_argument("--skip-process-reader", action="store_true",
+                    help="leave out the runs with CHANGELAKE_MYSQL_CDC_READER=process (binlog decoded in a worker process)")
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="changelake-bench-p1-") as tmp, kafka_broker() as kafka, \
@@ -344,9 +347,18 @@ def main() -> None:
         results: dict[str, list[dict[str, Any]]] = {}
         expected = None
         for r in range(args.rounds):
-            for label, guarantee in (("changelake at-least-once", "at-least-once"), ("changelake exactly-once", "exactly-once")):
+            for label, guarantee, reader in (("changelake at-least-once", "at-least-once", "thread"),
+                                             ("changelake exactly-once", "exactly-once", "thread"),
+                                             ("changelake at-least-once, process reader", "at-least-once", "process"),
+                                             ("changelake exactly-once, process reader", "exactly-once", "process")):
+                if reader == "process" and args.skip_process_reader:
+                    continue
                 progress(f"round {r + 1}: {label} ...")
-                res = run_changelake(db, kafka, start, selector, guarantee, f"cl-{guarantee}-{r}-{uuid.uuid4().hex[:4]}")
+                os.environ["CHANGELAKE_MYSQL_CDC_READER"] = reader
+                try:
+                    res = run_changelake(db, kafka, start, selector, guarantee, f"cl-{guarantee}-{r}-{uuid.uuid4().hex[:4]}")
+                finally:
+                    os.environ.pop("CHANGELAKE_MYSQL_CDC_READER", None)
                 expected = expected or res["events"]
                 results.setdefault(label, []).append(res)
                 progress(f"  {res['events']:,} events, wall {res['wall_s']:.1f} s, streaming {res['stream_s']:.1f} s")

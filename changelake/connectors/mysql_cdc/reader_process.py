@@ -52,29 +52,28 @@ class ReaderConfig:
     min_ts_ms: int
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child
-    """Linux: the kernel kills this process when its parent dies (``prctl(PR_SET_PDEATHSIG,
-    SIGKILL)``), so that a ``kill -9`` of the pipeline does not leave the child holding the
-    binlog connection and its server id. Elsewhere the child notices on its next send."""
-    import ctypes
-    import signal
-    import sys
+def _die_with_parent(interval_s: float = 0.1) -> None:  # pragma: no cover - runs in the child
+    """Exit at once (``os._exit``: the binlog socket closes, the server drops the replica and its
+    server id) when the parent process is gone, checked every ``interval_s`` seconds by a daemon
+    thread: after a ``kill -9`` of the pipeline the child must not keep the server id, or the
+    restarted pipeline is refused (ServerIdClashError). Watching the parent's pid, not
+    ``PR_SET_PDEATHSIG``, which fires when the parent *thread* that started the child ends."""
+    import os
 
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
+    started_by = multiprocessing.parent_process()
+    parent = started_by.pid if started_by is not None and started_by.pid else os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(interval_s)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 def _child_main(conn: Any, cfg: ReaderConfig) -> None:  # pragma: no cover - runs in the child
     _die_with_parent()
-    import os
-
-    if os.getppid() == 1:  # the parent died before the death signal was set
-        return
     from changelake.connectors.mysql_cdc.binlog import BinlogReader
     from changelake.connectors.mysql_cdc.schema_tracker import SchemaTracker, TableSchema, load_table_schema
     from changelake.connectors.mysql_cdc.snapshot import text_connection

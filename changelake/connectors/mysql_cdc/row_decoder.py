@@ -359,8 +359,7 @@ def _fixed_run(items: list[tuple[str, str, Callable[[Any], Any] | None]]) -> Ste
             return one
 
         def plain(data: bytes, pos: int, nulls: int, out: dict[str, Any]) -> int:
-            for n, v in zip(names, unpack_from(data, pos)):
-                out[n] = v
+            out.update(zip(names, unpack_from(data, pos)))
             return pos + width
 
         return plain
