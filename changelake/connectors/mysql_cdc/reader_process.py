@@ -12,8 +12,8 @@ raised by :meth:`take` after the items before them, as with the thread reader; c
 pickle with their fields (see :class:`~changelake.connectors.errors.ConnectorError`), other
 exceptions arrive as :class:`~changelake.connectors.errors.SourceError` naming the type and text.
 If the child dies, :meth:`take` raises SourceError with its exit code. If the parent dies
-(``kill -9``), the child's next send fails (within a heartbeat) and it exits, unregistering its
-server id.
+(``kill -9``), the child notices within 0.1 s (it watches its parent's pid) and exits, closing
+its binlog connection, so that the restarted pipeline may register the same server id.
 
 Why a process: a profile of Pipeline 1 (py-spy, sysbench binlog) shows the binlog thread
 (socket, mysql-replication's row parsing, value conversion) at about two thirds of the CPU and the
