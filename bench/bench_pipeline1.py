@@ -13,7 +13,8 @@ change:
 
 * changelake, ``sink.delivery-guarantee`` at-least-once and exactly-once
   (``scan.startup.mode: specific-offset``, debezium-json values, one topic per run,
-  ``run_pipeline(until_caught_up=True)``);
+  ``run_pipeline(until_caught_up=True)``), with the binlog reader in a thread (the default) and
+  in a worker process (``CHANGELAKE_MYSQL_CDC_READER=process``);
 * Debezium's MySQL connector on Kafka Connect standalone (jars from Maven Central via
   ``bench/debezium/*.xml``, cached), JsonConverter without schemas, ``tombstones.on.delete=false``,
   its offset set to the same position through Connect's REST offsets API while the connector is
@@ -23,8 +24,8 @@ Rates: *wall* = change events / seconds from the reader's start (process start f
 ``run_pipeline`` call for changelake) until its last record is in Kafka; *streaming* = change
 events / seconds between the first and the last record's Kafka timestamp (CreateTime: when the
 producer got it). Snapshot: ``--snapshot-rows`` rows of a sysbench-shaped table read by
-changelake (``scan.startup.mode: snapshot``) and by Debezium (``snapshot.mode=initial``),
-rows/s the same two ways.
+changelake (``scan.startup.mode: snapshot``, in a child process) and by Debezium
+(``snapshot.mode=initial``), rows/s the same two ways, and each one's peak RSS (VmHWM, MiB).
 
     .venv/bin/python bench/bench_pipeline1.py                      # 20k transactions, 1M-row snapshot
     .venv/bin/python bench/bench_pipeline1.py --transactions 2000 --snapshot-rows 50000 --skip-debezium
@@ -162,6 +163,34 @@ def wait_until_count(bootstrap: str, topics: list[str], expected: int, timeout_s
 # -- changelake ---------------------------------------------------------------------------------------
 
 
+def _peak_rss_mb(pid: int | None = None) -> float:
+    """Peak resident set size (VmHWM) of a process (this one by default), MiB."""
+    for line in Path(f"/proc/{pid or 'self'}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _changelake_in_child(port: int, user: str, password: str, bootstrap: str, tables: str, guarantee: str,
+                         name: str) -> dict[str, Any]:
+    """run_changelake (snapshot mode) in a fresh process, with that process's peak RSS."""
+    from types import SimpleNamespace
+
+    db = SimpleNamespace(port=port, user=user, password=password)
+    res = run_changelake(db, SimpleNamespace(bootstrap_servers=bootstrap), None, tables, guarantee, name)  # type: ignore[arg-type]
+    res["peak_rss_mb"] = _peak_rss_mb()
+    return res
+
+
+def run_changelake_child(db: MariaDBService, kafka: KafkaService, tables: str, guarantee: str, name: str) -> dict[str, Any]:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(_changelake_in_child, db.port, db.user, db.password, kafka.bootstrap_servers, tables,
+                           guarantee, name).result()
+
+
 def run_changelake(db: MariaDBService, kafka: KafkaService, start: tuple[str, int] | None, tables: str,
                    guarantee: str, name: str) -> dict[str, Any]:
     topic = f"{name}-out"
@@ -272,6 +301,7 @@ def run_debezium(db: MariaDBService, kafka: KafkaService, home: Path, start: tup
         topics = [f"{name}.{t}" for t in tables.split(",")]
         done = wait_until_count(kafka.bootstrap_servers, topics, expected, timeout_s=1800)
         wall = done - t0
+        peak_rss = _peak_rss_mb(proc.pid)
     finally:
         proc.terminate()
         try:
@@ -279,7 +309,8 @@ def run_debezium(db: MariaDBService, kafka: KafkaService, home: Path, start: tup
         except subprocess.TimeoutExpired:
             proc.kill()
     count, first, last = topic_stats(kafka.bootstrap_servers, topics, expected)
-    return {"events": count, "wall_s": wall, "stream_s": (last - first) / 1000 if last > first else wall, "batches": None}
+    return {"events": count, "wall_s": wall, "stream_s": (last - first) / 1000 if last > first else wall, "batches": None,
+            "peak_rss_mb": peak_rss}
 
 
 # -- main -----------------------------------------------------------------------------------------------
@@ -294,6 +325,8 @@ def main() -> None:
     ap.add_argument("--snapshot-rows", type=int, default=1_000_000, help="0 skips the snapshot comparison")
     ap.add_argument("--rounds", type=int, default=1, help="binlog readers are run this many times, interleaved")
     ap.add_argument("--skip-debezium", action="store_true")
+    ap.add_argument("--skip-process-reader", action="store_true",
+                    help="leave out the runs with CHANGELAKE_MYSQL_CDC_READER=process (binlog decoded in a worker process)")
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="changelake-bench-p1-") as tmp, kafka_broker() as kafka, \
@@ -314,9 +347,18 @@ def main() -> None:
         results: dict[str, list[dict[str, Any]]] = {}
         expected = None
         for r in range(args.rounds):
-            for label, guarantee in (("changelake at-least-once", "at-least-once"), ("changelake exactly-once", "exactly-once")):
+            for label, guarantee, reader in (("changelake at-least-once", "at-least-once", "thread"),
+                                             ("changelake exactly-once", "exactly-once", "thread"),
+                                             ("changelake at-least-once, process reader", "at-least-once", "process"),
+                                             ("changelake exactly-once, process reader", "exactly-once", "process")):
+                if reader == "process" and args.skip_process_reader:
+                    continue
                 progress(f"round {r + 1}: {label} ...")
-                res = run_changelake(db, kafka, start, selector, guarantee, f"cl-{guarantee}-{r}-{uuid.uuid4().hex[:4]}")
+                os.environ["CHANGELAKE_MYSQL_CDC_READER"] = reader
+                try:
+                    res = run_changelake(db, kafka, start, selector, guarantee, f"cl-{guarantee}-{r}-{uuid.uuid4().hex[:4]}")
+                finally:
+                    os.environ.pop("CHANGELAKE_MYSQL_CDC_READER", None)
                 expected = expected or res["events"]
                 results.setdefault(label, []).append(res)
                 progress(f"  {res['events']:,} events, wall {res['wall_s']:.1f} s, streaming {res['stream_s']:.1f} s")
@@ -332,7 +374,7 @@ def main() -> None:
             sql(db, "CREATE DATABASE sbsnap")
             sysbench(db, "prepare", "--tables=1", f"--table-size={args.snapshot_rows}", "--create-secondary=off",
                      database="sbsnap")
-            res = run_changelake(db, kafka, None, "sbsnap.sbtest1", "at-least-once", f"cl-snap-{uuid.uuid4().hex[:4]}")
+            res = run_changelake_child(db, kafka, "sbsnap.sbtest1", "at-least-once", f"cl-snap-{uuid.uuid4().hex[:4]}")
             snapshot["changelake (snapshot mode, at-least-once)"] = res
             progress(f"  changelake: {res['events']:,} rows, wall {res['wall_s']:.1f} s")
             if not args.skip_debezium:
@@ -362,10 +404,11 @@ def main() -> None:
             wall, stream = res["events"] / res["wall_s"], res["events"] / res["stream_s"]
             srows.append([label, res["events"], round(res["wall_s"], 2), round(wall), round(stream),
                           f"{wall / (sref['events'] / sref['wall_s']):.2f}" if sref else "",
-                          f"{stream / (sref['events'] / sref['stream_s']):.2f}" if sref else ""])
+                          f"{stream / (sref['events'] / sref['stream_s']):.2f}" if sref else "",
+                          round(res.get("peak_rss_mb", float("nan")))])
         print(f"\nsnapshot: one sysbench table of {args.snapshot_rows:,} rows")
         print_table(["reader", "rows", "wall s", "rows/s wall", "rows/s streaming", "wall vs Debezium",
-                     "streaming vs Debezium"], srows)
+                     "streaming vs Debezium", "peak RSS MiB"], srows)
     print(f"machine: {machine_note()}")
 
 

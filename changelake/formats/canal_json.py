@@ -37,7 +37,7 @@ from changelake.changelog.schema import Schema, TableId
 from changelake.formats.base import ChangelogFormat
 from changelake.formats.errors import FormatOptionError
 from changelake.formats.json import JsonCodecOptions, decode_object, encode_image
-from changelake.formats.json_values import dumps
+from changelake.formats.json_values import dumps_envelope
 from changelake.formats.mysql_type_text import schema_of_mysql_types
 from changelake.formats.options import option
 
@@ -102,7 +102,7 @@ class CanalJsonFormat(ChangelogFormat):
         }
         if type_ == "TRUNCATE":
             msg["isDdl"] = True
-        return dumps(msg)
+        return dumps_envelope(msg, [*(old or ()), *(data or ())])
 
     def encode_event(self, event: DataChangeEvent) -> bytes:
         """One message per event (see the module docstring). Raises EncodeError naming the column."""

@@ -58,7 +58,7 @@ from changelake.changelog.types import DataType, TypeRoot
 from changelake.formats.base import ChangelogFormat
 from changelake.formats.errors import DecodeError, EncodeError
 from changelake.formats.json import JsonCodecOptions, decode_object, encode_image
-from changelake.formats.json_values import dumps, loads
+from changelake.formats.json_values import dumps, dumps_envelope, loads
 from changelake.formats.options import option
 
 __all__ = ["DebeziumJsonFormat", "DebeziumJsonOptions", "connect_schema_for", "schema_from_connect"]
@@ -272,11 +272,12 @@ class DebeziumJsonFormat(ChangelogFormat):
         ts_ms: int,
         schema: Schema | None,
     ) -> bytes:
-        payload: dict[str, Any] = {"before": self._image(before, schema), "after": self._image(after, schema), "op": op}
+        before_obj, after_obj = self._image(before, schema), self._image(after, schema)
+        payload: dict[str, Any] = {"before": before_obj, "after": after_obj, "op": op}
         if table is not None:
             payload["source"] = {"db": table.database, "table": table.table, "ts_ms": ts_ms}
         if not self._wrap:
-            return dumps(payload)
+            return dumps_envelope(payload, (before_obj, after_obj))
         if schema is None:
             raise EncodeError(
                 "include-schema.enabled needs the table schema (the event and the format have none)", format=self.name

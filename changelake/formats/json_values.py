@@ -38,7 +38,9 @@ import re
 import struct
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from json.encoder import encode_basestring, encode_basestring_ascii
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
+
+import orjson
 
 from changelake.changelog.types import DataType, TypeRoot
 from changelake.formats.errors import DecodeError, EncodeError
@@ -686,3 +688,50 @@ def dumps(obj: Any) -> bytes:
         out = []
         _write(obj, out, encode_basestring_ascii)
         return "".join(out).encode("ascii")
+
+
+# -- orjson fast path ----------------------------------------------------------------------------------
+#: orjson hands these to ``default`` (which refuses them, so :func:`dumps` decides), instead of
+#: writing them its own way: datetimes, dataclasses and subclasses of str/int/dict/list.
+_ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS
+_INF = math.inf
+
+
+def _orjson_default(obj: Any) -> Any:
+    if type(obj) is Decimal:
+        # as _write: a plain number (never an exponent), non-finite values as strings
+        return orjson.Fragment(format(obj, "f").encode("ascii")) if obj.is_finite() else str(obj)
+    raise TypeError(type(obj).__name__)
+
+
+def _orjson_spells_as_dumps(values: Iterable[Any]) -> bool:
+    """True when orjson writes every one of ``values`` as :func:`dumps` does: no nested containers,
+    and floats only where orjson's shortest repr equals Python's (zero, or finite with magnitude
+    >= 1e-4; below it Python writes ``1e-05`` and orjson ``0.00001``)."""
+    for v in values:
+        t = type(v)
+        if t is float:
+            if not (v == 0.0 or 1e-4 <= abs(v) < _INF):
+                return False
+        elif t is dict or t is list or t is tuple:
+            return False
+    return True
+
+
+def dumps_envelope(obj: Any, rows: Iterable[Mapping[str, Any] | None]) -> bytes:
+    """:func:`dumps` of a change-event envelope (debezium-json, canal-json), the same bytes, written
+    by orjson (compiled) when that is certain to give them.
+
+    ``rows`` are the flat row images inside ``obj``; everything else in ``obj`` must be strings,
+    ints, None, booleans and dicts/lists of those (the envelope fields). orjson is used when every
+    image value is written alike (:func:`_orjson_spells_as_dumps`); Decimals are written by
+    ``default`` as plain numbers. Anything orjson refuses (a lone surrogate, an int beyond 64 bits,
+    a datetime, a subclass) falls back to :func:`dumps`, whose result or TypeError then stands.
+    """
+    for row in rows:
+        if row is not None and (type(row) is not dict or not _orjson_spells_as_dumps(row.values())):
+            return dumps(obj)
+    try:
+        return orjson.dumps(obj, default=_orjson_default, option=_ORJSON_OPTIONS)
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        return dumps(obj)

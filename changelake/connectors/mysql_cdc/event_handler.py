@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import logging
 import re
+import struct
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from changelake.changelog.event import DataChangeEvent, Op
 from changelake.changelog.schema import TableId
 from changelake.connectors.errors import SourceError
+from changelake.connectors.mysql_cdc import _replication_fixes
 from changelake.connectors.mysql_cdc.errors import (
     RowImageError,
     StatementFormatError,
@@ -36,6 +38,7 @@ from changelake.connectors.mysql_cdc.errors import (
 )
 from changelake.connectors.mysql_cdc.event_policy import Action, rule_for
 from changelake.connectors.mysql_cdc.positions import BinlogPosition, PreparedXa, SourcePosition, TransactionTracker, binlog_file_index
+from changelake.connectors.mysql_cdc.row_decoder import decoder_for, rows_bytes
 from changelake.connectors.mysql_cdc.schema_tracker import SchemaTracker, TableSchema
 from changelake.connectors.mysql_cdc.statements import StatementKind, classify, describe, dml_target, mentioned_tables, strip_comments, xa_id, xid_key
 from changelake.connectors.mysql_cdc.values import convert
@@ -85,6 +88,31 @@ def missing_columns(bitmap: bytes, count: int) -> list[int]:
     return [i for i in range(count) if i // 8 >= len(bitmap) or not bitmap[i // 8] & (1 << (i % 8))]
 
 
+class _Lib:
+    """mysql-replication's event classes, imported once when the first handler is made (importing
+    this module does not import the library; a per-event import statement cost ~8 % of the reader)."""
+
+    RowsEvent: Any = None
+    TableMapEvent: Any = None
+    WriteRowsEvent: Any = None
+    QueryEvent: Any = None
+    XAPrepareEvent: Any = None
+    XidEvent: Any = None
+
+    def load(self) -> None:
+        if self.RowsEvent is not None:
+            return
+        from pymysqlreplication.event import QueryEvent, XAPrepareEvent, XidEvent
+        from pymysqlreplication.row_event import RowsEvent, TableMapEvent, WriteRowsEvent
+
+        self.QueryEvent, self.XAPrepareEvent, self.XidEvent = QueryEvent, XAPrepareEvent, XidEvent
+        self.TableMapEvent, self.WriteRowsEvent = TableMapEvent, WriteRowsEvent
+        self.RowsEvent = RowsEvent  # last: the "loaded" mark
+
+
+_LIB = _Lib()
+
+
 @dataclass(frozen=True)
 class Progress:
     """Reader progress outside transactions: resume position and the server position reached."""
@@ -113,6 +141,7 @@ class EventHandler:
         #: ``timestamp`` startup: rows events older than this (ms) are counted but not handed out,
         #: until the first one at or after it (then 0 for good).
         self.min_ts_ms = min_ts_ms
+        _LIB.load()
         self._start = start.binlog
         self._captured = captured
         self._tracker = tracker
@@ -195,9 +224,7 @@ class EventHandler:
 
     # -- replay of prepared XA groups before the resume point -------------------------------
     def _replay(self, ev: Any, code: int, start_pos: int) -> None:
-        from pymysqlreplication.event import XAPrepareEvent
-        from pymysqlreplication.row_event import RowsEvent, TableMapEvent
-
+        RowsEvent, TableMapEvent, XAPrepareEvent = _LIB.RowsEvent, _LIB.TableMapEvent, _LIB.XAPrepareEvent
         if code in (0xA2, 0x21, 0x22):  # a group starts
             self._replay_group = self._xa.at(self._file, start_pos)
             self._xa_group = [] if self._replay_group is not None else None
@@ -217,9 +244,9 @@ class EventHandler:
 
     # -- normal reading ---------------------------------------------------------------------
     def _deliver(self, ev: Any, code: int, name: str, start_pos: int, next_pos: int) -> None:
-        from pymysqlreplication.event import QueryEvent, XAPrepareEvent, XidEvent
-        from pymysqlreplication.row_event import RowsEvent, TableMapEvent
-
+        lib = _LIB
+        QueryEvent, XAPrepareEvent, XidEvent = lib.QueryEvent, lib.XAPrepareEvent, lib.XidEvent
+        RowsEvent, TableMapEvent = lib.RowsEvent, lib.TableMapEvent
         if code == 0xA2:  # MariaDB GTID
             flags = int(getattr(ev, "flags", 0) or 0)
             self._begin(start_pos, explicit=not flags & _FL_STANDALONE, xa=bool(flags & _FL_PREPARED_XA))
@@ -376,8 +403,7 @@ class EventHandler:
         schema = self._tracker.for_rows_event(ev)
         if schema is None or not self._captured(schema.table_id):
             return None
-        from pymysqlreplication.row_event import WriteRowsEvent
-
+        WriteRowsEvent = _LIB.WriteRowsEvent
         count = int(ev.number_of_columns)
         full = _full_bitmap(max(count, len(schema.columns)))
         bitmap2 = getattr(ev, "columns_present_bitmap2", None)
@@ -398,6 +424,9 @@ class EventHandler:
         return schema
 
     def _rows(self, ev: Any, schema: TableSchema) -> list[tuple[Op, Any, Any]]:
+        fast = _compiled_rows(ev, schema)
+        if fast is not None:
+            return fast
         from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
         cols = schema.columns
@@ -411,6 +440,45 @@ class EventHandler:
             elif isinstance(ev, DeleteRowsEvent):
                 out.append((Op.DELETE, _values(cols, row["values"], row.get("none_sources", {})), None))
         return out
+
+
+#: rows events read by the compiled row decoder: exact class -> (images per row, op); subclasses
+#: (MariaDB's compressed events) and PARTIAL_UPDATE_ROWS_EVENT stay with the library.
+_COMPILED: dict[type, tuple[int, Op]] = {}
+_ROWS_EVENT_TYPES = frozenset({23, 24, 25, 30, 31, 32})  # WRITE/UPDATE/DELETE_ROWS_EVENT V1 and V2
+_UNREADABLE = (ValueError, IndexError, KeyError, TypeError, ArithmeticError, OverflowError, struct.error)
+
+
+def _compiled_rows(ev: Any, schema: TableSchema) -> list[tuple[Op, Any, Any]] | None:
+    """The rows of a full-image rows event read by :mod:`.row_decoder` (None: the library reads
+    them; an event the decoder cannot read is left unread for the library, whose result stands)."""
+    if not _COMPILED:
+        from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+
+        _COMPILED.update({WriteRowsEvent: (1, Op.CREATE), UpdateRowsEvent: (2, Op.UPDATE),
+                          DeleteRowsEvent: (1, Op.DELETE)})
+        for cls, per_image in _replication_fixes.fast_rows_classes().items():  # their lean subclasses
+            _COMPILED[cls] = (per_image, Op.UPDATE if per_image == 2 else
+                              (Op.CREATE if issubclass(cls, WriteRowsEvent) else Op.DELETE))
+    kind = _COMPILED.get(type(ev))
+    if kind is None or int(ev.event_type) not in _ROWS_EVENT_TYPES:
+        return None
+    decoder = decoder_for(ev.columns, schema.columns)
+    if decoder is None or int(ev.number_of_columns) != decoder.columns:
+        return None
+    span = rows_bytes(ev)
+    if span is None:
+        return None
+    per_row, op = kind
+    try:
+        images = decoder.images(span[0], span[1], span[2], per_row)
+    except _UNREADABLE:
+        return None
+    if op is Op.CREATE:
+        return [(op, None, a) for a in images]
+    if op is Op.DELETE:
+        return [(op, b, None) for b in images]
+    return [(op, images[i], images[i + 1]) for i in range(0, len(images), 2)]
 
 
 #: fast paths of _values: binlog values that are already the changelake value.

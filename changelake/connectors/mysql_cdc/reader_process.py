@@ -12,8 +12,8 @@ raised by :meth:`take` after the items before them, as with the thread reader; c
 pickle with their fields (see :class:`~changelake.connectors.errors.ConnectorError`), other
 exceptions arrive as :class:`~changelake.connectors.errors.SourceError` naming the type and text.
 If the child dies, :meth:`take` raises SourceError with its exit code. If the parent dies
-(``kill -9``), the child's next send fails (within a heartbeat) and it exits, unregistering its
-server id.
+(``kill -9``), the child notices within 0.1 s (it watches its parent's pid) and exits, closing
+its binlog connection, so that the restarted pipeline may register the same server id.
 
 Why a process: a profile of Pipeline 1 (py-spy, sysbench binlog) shows the binlog thread
 (socket, mysql-replication's row parsing, value conversion) at about two thirds of the CPU and the
@@ -52,7 +52,28 @@ class ReaderConfig:
     min_ts_ms: int
 
 
+def _die_with_parent(interval_s: float = 0.1) -> None:  # pragma: no cover - runs in the child
+    """Exit at once (``os._exit``: the binlog socket closes, the server drops the replica and its
+    server id) when the parent process is gone, checked every ``interval_s`` seconds by a daemon
+    thread: after a ``kill -9`` of the pipeline the child must not keep the server id, or the
+    restarted pipeline is refused (ServerIdClashError). Watching the parent's pid, not
+    ``PR_SET_PDEATHSIG``, which fires when the parent *thread* that started the child ends."""
+    import os
+
+    started_by = multiprocessing.parent_process()
+    parent = started_by.pid if started_by is not None and started_by.pid else os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(interval_s)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
 def _child_main(conn: Any, cfg: ReaderConfig) -> None:  # pragma: no cover - runs in the child
+    _die_with_parent()
     from changelake.connectors.mysql_cdc.binlog import BinlogReader
     from changelake.connectors.mysql_cdc.schema_tracker import SchemaTracker, TableSchema, load_table_schema
     from changelake.connectors.mysql_cdc.snapshot import text_connection

@@ -7,7 +7,10 @@
 * the binlog path: mysql-replication's raw Python values (int, float, Decimal, timedelta, naive
   datetime, bit strings, ``set`` ...), decoded with FULL row metadata.
 
-and returns the value of the column's changelake type (see :mod:`changelake.changelog.types`):
+and returns the value of the column's changelake type (see :mod:`changelake.changelog.types`).
+For speed, the binlog path reads the common types with :mod:`.row_decoder`, which gives the same
+values (held to it by ``tests/integration/mysql_cdc/test_mysql_cdc_row_decoder.py``) and uses
+this module for DECIMAL and FLOAT:
 
 ========================  ==============================================================
 MySQL                     Python value

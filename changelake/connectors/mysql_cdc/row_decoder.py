@@ -1,0 +1,505 @@
+"""Per-table compiled row decoder: a rows event's row images straight to changelake values.
+
+mysql-replication frames the events and parses the table maps; reading the *rows* of a rows
+event is, with its generic per-column ``if`` chain, half of the binlog reader's time
+(``RowsEvent._read_column_data`` / ``__read_values_name``). For a table map (the library's
+``Table`` columns, reused as long as the map's bytes do not change, see
+:mod:`._replication_fixes`) and the table's :class:`~.schema_tracker.TableSchema`,
+:func:`decoder_for` builds once a :class:`RowDecoder`: runs of NOT NULL fixed-width columns are
+read with one precomputed :class:`struct.Struct`, every other column by a small closure chosen
+for its binlog type, and each value comes out as the changelake value
+:func:`~changelake.connectors.mysql_cdc.values.convert` would give for the library's value
+(``EventHandler`` used to call both). Every value is identical to the library path; the
+type matrix of ``tests/integration/mysql_cdc`` holds both to that.
+
+Only the common binlog types are compiled: TINY/SHORT/INT24/LONG/LONGLONG, YEAR, FLOAT,
+DOUBLE, NEWDECIMAL, VARCHAR/STRING (CHAR, VARCHAR, BINARY, VARBINARY), BLOB (TEXT, BLOB),
+DATE, TIME2, DATETIME2, TIMESTAMP2 and ENUM. A table with any other column (SET, BIT, JSON,
+GEOMETRY, the pre-5.6 temporal types...) gets no decoder (:func:`decoder_for` returns None) and
+its events are read by the library as before. A rows event whose bytes the decoder cannot read
+(an undecodable string, a value out of range) is left unread, so the caller can hand it to the
+library, whose error (or value) then stands.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import struct
+from typing import Any, Callable
+
+from changelake.connectors.mysql_cdc._replication_fixes import FRACTION_BYTES, decode_time2
+from changelake.connectors.mysql_cdc.columns import MySqlColumn
+from changelake.connectors.mysql_cdc.values import _decimal, float32_shortest, python_codec
+
+__all__ = ["RowDecoder", "decoder_for", "rows_bytes"]
+
+_UTC = dt.timezone.utc
+
+# binlog field types (pymysqlreplication.constants.FIELD_TYPE)
+_TINY, _SHORT, _LONG, _FLOAT, _DOUBLE, _LONGLONG, _INT24 = 1, 2, 3, 4, 5, 8, 9
+_DATE, _YEAR, _VARCHAR, _NEWDECIMAL, _ENUM, _BLOB, _STRING = 10, 13, 15, 246, 247, 252, 254
+_TIMESTAMP2, _DATETIME2, _TIME2 = 17, 18, 19
+
+#: fixed-width integer types: (bytes, struct code signed, struct code unsigned); INT24 has no code.
+_INTS = {_TINY: (1, "b", "B"), _SHORT: (2, "h", "H"), _LONG: (4, "i", "I"), _LONGLONG: (8, "q", "Q")}
+_FIXED = {_FLOAT: (4, "f"), _DOUBLE: (8, "d"), _YEAR: (1, "B")}
+_TEXT_KINDS = frozenset({"char", "varchar", "text", "enum"})
+_BYTES_KINDS = frozenset({"binary", "varbinary", "blob"})
+_DEC_BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
+
+#: one column step: (data, position, null bits of the image, output dict) -> new position
+Step = Callable[[bytes, int, int, dict[str, Any]], int]
+
+
+class _Unsupported(Exception):
+    """A column the compiled decoder does not read (the table is left to the library)."""
+
+
+def _int_final(col: MySqlColumn) -> Callable[[int], Any] | None:
+    """The conversion of :func:`values._integer` for a value read with the column's signedness."""
+    if col.kind == "tinyint" and col.width == 1 and not col.unsigned:
+        return lambda v: v != 0
+    if col.kind == "bigint" and col.unsigned:
+        return decimal.Decimal
+    if col.kind not in ("tinyint", "smallint", "mediumint", "int", "bigint"):
+        raise _Unsupported(col.kind)
+    return None
+
+
+def _fixed_item(lib: Any, col: MySqlColumn) -> tuple[str, Callable[[Any], Any] | None] | None:
+    """(struct code, final conversion) of a fixed-width column read in one struct, or None."""
+    t = int(lib.type)
+    if t in _INTS:
+        _, signed, unsigned = _INTS[t]
+        return (unsigned if lib.unsigned else signed), _int_final(col)
+    if t == _FLOAT:
+        if col.kind != "float":
+            raise _Unsupported(col.kind)
+        return "f", float32_shortest
+    if t == _DOUBLE:
+        if col.kind != "double":
+            raise _Unsupported(col.kind)
+        return "d", None
+    if t == _YEAR:
+        if col.kind != "year":
+            raise _Unsupported(col.kind)
+        return "B", lambda b: 0 if b == 0 else b + 1900  # values._year: the binlog's 0 is YEAR 0000
+    return None
+
+
+def _fsp_reader(fsp: int) -> tuple[int, Callable[[bytes, int], int]]:
+    """(bytes, reader) of the fractional seconds that follow DATETIME2/TIMESTAMP2 (microseconds)."""
+    n = FRACTION_BYTES[fsp]
+    scale = 10 ** (6 - fsp)
+    odd = fsp % 2 == 1
+
+    def read(data: bytes, pos: int) -> int:
+        v = int.from_bytes(data[pos:pos + n], "big", signed=True)
+        if odd:
+            v = int(v / 10)
+        return int(v * scale)
+
+    return n, read
+
+
+def _string_step(name: str, lib: Any, col: MySqlColumn, index: int, nullable: bool) -> Step:
+    t = int(lib.type)
+    if t == _BLOB:
+        size = int(lib.length_size)
+    else:
+        size = 2 if int(lib.max_length) > 255 else 1
+    # the codec mysql-replication decodes with (None: it keeps the bytes), as RowsEvent.__read_string
+    charset = getattr(lib, "character_set_name", None)
+    lib_codec: str | None = "utf-8"
+    if charset is not None:
+        lib_codec = _codec_or_none(_library_encoding(str(charset)))
+    kind = col.kind
+    if kind in _TEXT_KINDS:
+        codec = lib_codec if lib_codec is not None else python_codec(col.charset)
+        strip = kind == "char"
+        text = True
+    elif kind in _BYTES_KINDS:
+        if lib_codec is not None:  # the library would hand out str: rare, left to it
+            raise _Unsupported(kind)
+        codec, strip, text = "", False, False
+    else:
+        raise _Unsupported(kind)
+    pad = int(col.length or 0) if kind == "binary" else 0
+    bit = 1 << index
+
+    if size == 1:
+        def length(data: bytes, pos: int) -> int:
+            return data[pos]
+    elif size == 2:
+        def length(data: bytes, pos: int) -> int:
+            return data[pos] | (data[pos + 1] << 8)
+    else:
+        def length(data: bytes, pos: int) -> int:
+            return int.from_bytes(data[pos:pos + size], "little")
+
+    if text and size == 1 and strip:
+        def step(data: bytes, pos: int, nulls: int, out: dict[str, Any]) -> int:
+            if nulls & bit:
+                out[name] = None
+                return pos
+            n = data[pos]
+            pos += 1
+            out[name] = data[pos:pos + n].decode(codec).rstrip(" ")
+            return pos + n
+    elif text:
+        def step(data: bytes, pos: int, nulls: int, out: dict[str, Any]) -> int:
+            if nulls & bit:
+                out[name] = None
+                return pos
+            n = length(data, pos)
+            pos += size
+            v = data[pos:pos + n].decode(codec)
+            out[name] = v.rstrip(" ") if strip else v
+            return pos + n
+    else:
+        def step(data: bytes, pos: int, nulls: int, out: dict[str, Any]) -> int:
+            if nulls & bit:
+                out[name] = None
+                return pos
+            n = length(data, pos)
+            pos += size
+            v = bytes(data[pos:pos + n])
+            if pad and len(v) < pad:
+                v = v.ljust(pad, b"\x00")  # the binlog drops BINARY(N)'s trailing zeros
+            out[name] = v
+            return pos + n
+    return step
+
+
+def _library_encoding(charset: str) -> str:
+    from pymysqlreplication.row_event import RowsEvent  # patched by _replication_fixes.apply()
+
+    return str(RowsEvent.charset_to_encoding(charset))
+
+
+def _codec_or_none(enc: str) -> str | None:
+    import codecs
+
+    try:
+        codecs.lookup(enc)
+    except LookupError:
+        return None  # the library keeps the bytes ("binary", unknown charsets)
+    return enc
+
+
+def _decimal_step(name: str, lib: Any, col: MySqlColumn, index: int) -> Step:
+    if col.kind != "decimal":
+        raise _Unsupported(col.kind)
+    precision, decimals = int(lib.precision), int(lib.decimals)
+    integral = precision - decimals
+    uncomp_int, comp_int = divmod(integral, 9)
+    uncomp_frac, comp_frac = divmod(decimals, 9)
+    size_int, size_frac = _DEC_BYTES[comp_int], _DEC_BYTES[comp_frac]
+    total = size_int + 4 * (uncomp_int + uncomp_frac) + size_frac
+    bit = 1 << index
+
+    def step(data: bytes, pos: int, nulls: int, out: dict[str, Any]) -> int:
+        if nulls & bit:
+            out[name] = None
+            return pos
+        # RowsEvent.__read_new_decimal, on the bytes with the sign bit flipped
+        raw = bytearray(data[pos:pos + total])
+        first = raw[0]
+        if first & 0x80:
+            parts, mask = [""], 0
+        else:
+            parts, mask = ["-"], -1
+        raw[0] = first ^ 0x80
+        p = 0
+        if size_int:
+            parts.append(str(int.from_bytes(raw[0:size_int], "big", signed=True) ^ mask))
+            p = size_int
+        for _ in range(uncomp_int):
+            parts.append(f"{int.from_bytes(raw[p:p + 4], 'big', signed=True) ^ mask:09d}")
+            p += 4
+        parts.append(".")
+        for _ in range(uncomp_frac):
+            parts.append(f"{int.from_bytes(raw[p:p + 4], 'big', signed=True) ^ mask:09d}")
+            p += 4
+        if size_frac:
+            parts.append(f"{int.from_bytes(raw[p:p + size_frac], 'big', signed=True) ^ mask:0{comp_frac}d}")
+        out[name] = _decimal(decimal.Decimal("".join(parts)), col)
+        return pos + total
+
+    return step
+
+
+def _temporal_step(name: str, lib: Any, col: MySqlColumn, index: int) -> Step:
+    t = int(lib.type)
+    bit = 1 << index
+    if t == _DATE:
+        if col.kind != "date":
+            raise _Unsupported(col.kind)
+
+        def date_step(data: bytes, pos: int, nulls: int, out: dict[str, Any]) -> int:
+            if nulls & bit:
+                out[name] = None
+                return pos
+            v = data[pos] | (data[pos + 1] << 8) | (data[pos + 2] << 16)
+            y, m, d = (v >> 9) & 0x7FFF, (v >> 5) & 0xF, v & 0x1F
+            out[name] = None if (y == 0 or m == 0 or d == 0) else dt.date(y, m, d)  # zero/partial -> None
+            return pos + 3
+
+        return date_step
+    fsp = int(getattr(lib, "fsp", 0) or 0)
+    nfrac, frac = _fsp_reader(fsp)
+    if t == _TIME2:
+        if col.kind != "time":
+            raise _Unsupported(col.kind)
+        width = 3 + nfrac
+
+        def time_step(data: bytes, pos: int, nulls: int, out: dict[str, Any]) -> int:
+            if nulls & bit:
+                out[name] = None
+                return pos
+            out[name] = decode_time2(data[pos:pos + width], fsp)
+            return pos + width
+
+        return time_step
+    if t == _DATETIME2:
+        if col.kind != "datetime":
+            raise _Unsupported(col.kind)
+
+        def datetime_step(data: bytes, pos: int, nulls: int, out: dict[str, Any]) -> int:
+            if nulls & bit:
+                out[name] = None
+                return pos
+            v = int.from_bytes(data[pos:pos + 5], "big")
+            ym = (v >> 22) & 0x1FFFF
+            try:
+                value: dt.datetime | None = dt.datetime(ym // 13, ym % 13, (v >> 17) & 0x1F, (v >> 12) & 0x1F,
+                                                        (v >> 6) & 0x3F, v & 0x3F)
+            except ValueError:  # zero or partial date: mysql-replication returns None
+                value = None
+            if value is not None and nfrac:
+                micros = frac(data, pos + 5)
+                if micros > 0:
+                    value = value.replace(microsecond=micros)
+            out[name] = value
+            return pos + 5 + nfrac
+
+        return datetime_step
+    if t == _TIMESTAMP2:
+        if col.kind != "timestamp":
+            raise _Unsupported(col.kind)
+
+        def timestamp_step(data: bytes, pos: int, nulls: int, out: dict[str, Any]) -> int:
+            if nulls & bit:
+                out[name] = None
+                return pos
+            seconds = int.from_bytes(data[pos:pos + 4], "big", signed=True)
+            micros = frac(data, pos + 4) if nfrac else 0
+            if seconds == 0 and micros == 0:
+                out[name] = None  # the zero TIMESTAMP is stored as epoch 0 (values.convert)
+            else:
+                value = dt.datetime.fromtimestamp(seconds, _UTC)
+                out[name] = value.replace(microsecond=micros) if micros > 0 else value
+            return pos + 4 + nfrac
+
+        return timestamp_step
+    raise _Unsupported(f"binlog type {t}")
+
+
+def _int24_step(name: str, lib: Any, col: MySqlColumn, index: int) -> Step:
+    final = _int_final(col)
+    unsigned = bool(lib.unsigned)
+    bit = 1 << index
+
+    def step(data: bytes, pos: int, nulls: int, out: dict[str, Any]) -> int:
+        if nulls & bit:
+            out[name] = None
+            return pos
+        v = data[pos] | (data[pos + 1] << 8) | (data[pos + 2] << 16)
+        if not unsigned and v >= 0x800000:
+            v -= 0x1000000
+        out[name] = final(v) if final is not None else v
+        return pos + 3
+
+    return step
+
+
+def _enum_step(name: str, lib: Any, col: MySqlColumn, index: int) -> Step:
+    values = getattr(lib, "enum_values", None)
+    if col.kind != "enum" or not values or not all(isinstance(v, str) for v in values):
+        raise _Unsupported(col.kind)
+    labels = tuple(values)
+    size = int(lib.size)
+    bit = 1 << index
+
+    def step(data: bytes, pos: int, nulls: int, out: dict[str, Any]) -> int:
+        if nulls & bit:
+            out[name] = None
+            return pos
+        out[name] = labels[int.from_bytes(data[pos:pos + size], "little")]
+        return pos + size
+
+    return step
+
+
+def _fixed_run(items: list[tuple[str, str, Callable[[Any], Any] | None]]) -> Step:
+    """NOT NULL fixed-width columns next to each other: one struct unpack for all of them."""
+    packer = struct.Struct("<" + "".join(code for _, code, _ in items))
+    unpack_from, width = packer.unpack_from, packer.size
+    names = tuple(n for n, _, _ in items)
+    finals = tuple(f for _, _, f in items)
+    if not any(finals):
+        if len(names) == 1:
+            only = names[0]
+
+            def one(data: bytes, pos: int, nulls: int, out: dict[str, Any]) -> int:
+                out[only] = unpack_from(data, pos)[0]
+                return pos + width
+
+            return one
+
+        def plain(data: bytes, pos: int, nulls: int, out: dict[str, Any]) -> int:
+            out.update(zip(names, unpack_from(data, pos)))
+            return pos + width
+
+        return plain
+
+    def converted(data: bytes, pos: int, nulls: int, out: dict[str, Any]) -> int:
+        for n, f, v in zip(names, finals, unpack_from(data, pos)):
+            out[n] = f(v) if f is not None else v
+        return pos + width
+
+    return converted
+
+
+def _nullable_fixed(name: str, code: str, final: Callable[[Any], Any] | None, index: int) -> Step:
+    packer = struct.Struct("<" + code)
+    unpack_from, width = packer.unpack_from, packer.size
+    bit = 1 << index
+
+    def step(data: bytes, pos: int, nulls: int, out: dict[str, Any]) -> int:
+        if nulls & bit:
+            out[name] = None
+            return pos
+        v = unpack_from(data, pos)[0]
+        out[name] = final(v) if final is not None else v
+        return pos + width
+
+    return step
+
+
+class RowDecoder:
+    """Reads the row images of one table's full-image rows events (see module doc).
+
+    Attributes:
+        columns: number of columns of an image (= bits of its null bitmap).
+    """
+
+    def __init__(self, steps: tuple[Step, ...], columns: int) -> None:
+        self._steps = steps
+        self.columns = columns
+        self._null_bytes = (columns + 7) // 8
+
+    def image(self, data: bytes, pos: int) -> tuple[dict[str, Any], int]:
+        """One row image at ``data[pos:]``: (column name -> changelake value, position after it).
+
+        Raises:
+            IndexError, ValueError, UnicodeDecodeError, struct.error: unreadable bytes.
+        """
+        nb = self._null_bytes
+        nulls = int.from_bytes(data[pos:pos + nb], "little")
+        pos += nb
+        out: dict[str, Any] = {}
+        for step in self._steps:
+            pos = step(data, pos, nulls, out)
+        return out, pos
+
+    def images(self, data: bytes, pos: int, end: int, per_row: int) -> list[dict[str, Any]]:
+        """Every image in ``data[pos:end]`` (``per_row`` = 2 for update events: before, after).
+
+        Raises:
+            ValueError: the images do not end exactly at ``end`` (and the errors of :meth:`image`).
+        """
+        out: list[dict[str, Any]] = []
+        image = self.image
+        while pos < end:
+            for _ in range(per_row):
+                values, pos = image(data, pos)
+                out.append(values)
+        if pos != end:
+            raise ValueError(f"row images overran the rows event by {pos - end} bytes")
+        return out
+
+
+def build_decoder(lib_columns: list[Any], columns: tuple[MySqlColumn, ...]) -> RowDecoder | None:
+    """Compile the decoder of a table map's columns (library ``Column`` objects, in order) and
+    the table's :class:`MySqlColumn` s; None when a column is not supported (module doc)."""
+    if len(lib_columns) != len(columns) or not columns:
+        return None
+    steps: list[Step] = []
+    run: list[tuple[str, str, Callable[[Any], Any] | None]] = []
+    try:
+        for i, (lib, col) in enumerate(zip(lib_columns, columns)):
+            name = col.name
+            if str(getattr(lib, "name", name)) != name:
+                return None
+            t = int(lib.type)
+            fixed = _fixed_item(lib, col)
+            if fixed is not None and not col.nullable:
+                run.append((name, fixed[0], fixed[1]))
+                continue
+            if run:
+                steps.append(_fixed_run(run))
+                run = []
+            if fixed is not None:
+                steps.append(_nullable_fixed(name, fixed[0], fixed[1], i))
+            elif t == _INT24:
+                steps.append(_int24_step(name, lib, col, i))
+            elif t in (_VARCHAR, _STRING, _BLOB):
+                steps.append(_string_step(name, lib, col, i, col.nullable))
+            elif t == _NEWDECIMAL:
+                steps.append(_decimal_step(name, lib, col, i))
+            elif t in (_DATE, _TIME2, _DATETIME2, _TIMESTAMP2):
+                steps.append(_temporal_step(name, lib, col, i))
+            elif t == _ENUM:
+                steps.append(_enum_step(name, lib, col, i))
+            else:
+                return None
+        if run:
+            steps.append(_fixed_run(run))
+    except _Unsupported:
+        return None
+    return RowDecoder(tuple(steps), len(columns))
+
+
+_DECODERS: dict[int, tuple[Any, Any, RowDecoder | None]] = {}
+_DECODERS_MAX = 4096
+
+
+def decoder_for(lib_columns: list[Any], columns: tuple[MySqlColumn, ...]) -> RowDecoder | None:
+    """:func:`build_decoder`, cached by the identity of the library's column list (reused while
+    the table map's bytes are unchanged) and of the schema's columns tuple."""
+    hit = _DECODERS.get(id(lib_columns))
+    if hit is not None and hit[0] is lib_columns and hit[1] is columns:
+        return hit[2]
+    decoder = build_decoder(lib_columns, columns)
+    if len(_DECODERS) >= _DECODERS_MAX:
+        _DECODERS.clear()
+    _DECODERS[id(lib_columns)] = (lib_columns, columns, decoder)
+    return decoder
+
+
+def rows_bytes(event: Any) -> tuple[bytes, int, int] | None:
+    """(buffer, start, end) of a rows event's unread row images, without consuming them; None
+    when the library holds pushed-back bytes (compressed events) or the event is incomplete."""
+    wrapper = event.packet
+    if getattr(wrapper, "_BinLogPacketWrapper__data_buffer", b"") or not getattr(event, "complete", True):
+        return None
+    raw = getattr(wrapper, "packet", None)
+    data, start = getattr(raw, "_data", None), getattr(raw, "_position", None)
+    if data is None or start is None:
+        return None
+    end = start + int(event.event_size) - int(wrapper.read_bytes)
+    if end > len(data):
+        return None
+    return data, start, end
