@@ -17,13 +17,14 @@ from changelake.changelog.event import DataChangeEvent, Op
 from changelake.connectors.errors import SourceError
 from changelake.connectors.mysql_cdc import MySqlSource
 from changelake.connectors.mysql_cdc.errors import SnapshotInterruptedError
+from changelake.connectors.mysql_cdc.options import MySqlSourceOptions
 from changelake.services import MariaDBService, free_port
 from mysql_cdc_support import drain, run_sql, source_options
 
 ROWS = 6000
 
 
-def _incremental(params: dict, db: str, **extra: str) -> dict[str, str]:
+def _incremental(params: dict, db: str, **extra: str) -> MySqlSourceOptions:
     opts = {"scan.incremental.snapshot.enabled": "true", "scan.incremental.snapshot.chunk.size": "250",
             "scan.snapshot.fetch.size": "100"}
     opts.update(extra)
@@ -279,7 +280,7 @@ def test_newly_added_table_is_snapshotted_incrementally_and_joined_without_repla
     finally:
         src.close()
     run_sql(mysql_params, db, "INSERT INTO t1 VALUES (10)", "INSERT INTO t2 VALUES (3)", "DELETE FROM t2 WHERE id = 1")
-    both = {**opts, "tables": f"{db}.t1,{db}.t2", "scan.newly-added-table.enabled": "true"}
+    both = _incremental(mysql_params, db, **{"tables": f"{db}.t1,{db}.t2", "scan.newly-added-table.enabled": "true"})
     src = MySqlSource(both, stored)
     src.open()
     try:
