@@ -261,14 +261,18 @@ def _wait_rest(port: int, path: str, ok: Any, timeout_s: float, proc: subprocess
     raise TimeoutError(f"Connect: {path} not ready after {timeout_s} s (last: {last}); log {log}")
 
 
-def run_debezium(db: MariaDBService, kafka: KafkaService, home: Path, start: tuple[str, int] | None, tables: str,
-                 expected: int, name: str) -> dict[str, Any]:
+def start_debezium(db: MariaDBService | Any, bootstrap: str, work: Path, name: str, tables: str, snapshot_mode: str,
+                   stopped: bool = False) -> tuple[subprocess.Popen[bytes], int, Path]:
+    """Start Debezium's MySQL connector for ``tables`` (``db.t1,db.t2``) on Kafka Connect standalone
+    (JSON converter without schemas, topic prefix ``name``) writing to ``bootstrap``.
+
+    Returns (the Connect process, its REST port, its log file); stop it with :func:`stop_process`.
+    """
     connect_cp, plugins = fetch_connect()
-    work = home / name
     work.mkdir(parents=True)
     port = free_port()
     (work / "worker.properties").write_text("\n".join([
-        f"bootstrap.servers={kafka.bootstrap_servers}",
+        f"bootstrap.servers={bootstrap}",
         "key.converter=org.apache.kafka.connect.json.JsonConverter", "key.converter.schemas.enable=false",
         "value.converter=org.apache.kafka.connect.json.JsonConverter", "value.converter.schemas.enable=false",
         f"offset.storage.file.filename={work / 'offsets.dat'}", "offset.flush.interval.ms=1000",
@@ -279,19 +283,35 @@ def run_debezium(db: MariaDBService, kafka: KafkaService, home: Path, start: tup
         "database.hostname": "127.0.0.1", "database.port": str(db.port), "database.user": db.user,
         "database.password": db.password, "database.server.id": str(8000 + hash(name) % 1000), "topic.prefix": name,
         "database.include.list": tables.split(".")[0], "table.include.list": tables,
-        "schema.history.internal.kafka.bootstrap.servers": kafka.bootstrap_servers,
+        "schema.history.internal.kafka.bootstrap.servers": bootstrap,
         "schema.history.internal.kafka.topic": f"{name}-history", "include.schema.changes": "false",
-        "tombstones.on.delete": "false", "snapshot.mode": "initial" if start is None else "recovery",
+        "tombstones.on.delete": "false", "snapshot.mode": snapshot_mode,
     }
     (work / "connector.json").write_text(json.dumps({"name": name, "config": config,
-                                                     **({"initial_state": "STOPPED"} if start else {})}))
+                                                     **({"initial_state": "STOPPED"} if stopped else {})}))
     log = work / "connect.log"
-    t0 = time.perf_counter()
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             ["java", "-Xmx1g", "-cp", f"{connect_cp}/*", "org.apache.kafka.connect.cli.ConnectStandalone",
              str(work / "worker.properties"), str(work / "connector.json")],
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    return proc, port, log
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL after 30 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def run_debezium(db: MariaDBService, kafka: KafkaService, home: Path, start: tuple[str, int] | None, tables: str,
+                 expected: int, name: str) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    proc, port, log = start_debezium(db, kafka.bootstrap_servers, home / name, name, tables,
+                                     "initial" if start is None else "recovery", stopped=start is not None)
     try:
         if start is not None:
             _wait_rest(port, f"/connectors/{name}/status", lambda s: s["connector"]["state"] == "STOPPED", 120, proc, log)
@@ -303,11 +323,7 @@ def run_debezium(db: MariaDBService, kafka: KafkaService, home: Path, start: tup
         wall = done - t0
         peak_rss = _peak_rss_mb(proc.pid)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc)
     count, first, last = topic_stats(kafka.bootstrap_servers, topics, expected)
     return {"events": count, "wall_s": wall, "stream_s": (last - first) / 1000 if last > first else wall, "batches": None,
             "peak_rss_mb": peak_rss}

@@ -32,7 +32,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _upsert_kafka_common import kafka_broker, machine_note, print_table, progress  # noqa: E402
-from bench_pipeline1 import _wait_rest, fetch_connect, free_port, mariadb, sql  # noqa: E402
+from bench_pipeline1 import _wait_rest, mariadb, sql, start_debezium, stop_process  # noqa: E402
 
 from changelake.pipeline.definition import parse_pipeline  # noqa: E402
 from changelake.pipeline.runner import run_pipeline  # noqa: E402
@@ -160,36 +160,8 @@ def _run_changelake(args: argparse.Namespace, db: Any, bootstrap: str, guarantee
 
 
 def run_debezium(args: argparse.Namespace, db: Any, bootstrap: str, home: Path) -> dict[str, Any]:
-    import subprocess
-
-    connect_cp, plugins = fetch_connect()
     name = f"dbzl{uuid.uuid4().hex[:4]}"
-    work = home / name
-    work.mkdir(parents=True)
-    port = free_port()
-    (work / "worker.properties").write_text("\n".join([
-        f"bootstrap.servers={bootstrap}",
-        "key.converter=org.apache.kafka.connect.json.JsonConverter", "key.converter.schemas.enable=false",
-        "value.converter=org.apache.kafka.connect.json.JsonConverter", "value.converter.schemas.enable=false",
-        f"offset.storage.file.filename={work / 'offsets.dat'}", "offset.flush.interval.ms=1000",
-        f"plugin.path={plugins}", f"listeners=http://127.0.0.1:{port}", "",
-    ]))
-    config = {
-        "connector.class": "io.debezium.connector.mysql.MySqlConnector", "tasks.max": "1",
-        "database.hostname": "127.0.0.1", "database.port": str(db.port), "database.user": db.user,
-        "database.password": db.password, "database.server.id": str(8000 + hash(name) % 1000), "topic.prefix": name,
-        "database.include.list": DB, "table.include.list": f"{DB}.events",
-        "schema.history.internal.kafka.bootstrap.servers": bootstrap,
-        "schema.history.internal.kafka.topic": f"{name}-history", "include.schema.changes": "false",
-        "tombstones.on.delete": "false", "snapshot.mode": "no_data",
-    }
-    (work / "connector.json").write_text(json.dumps({"name": name, "config": config}))
-    log = work / "connect.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            ["java", "-Xmx1g", "-cp", f"{connect_cp}/*", "org.apache.kafka.connect.cli.ConnectStandalone",
-             str(work / "worker.properties"), str(work / "connector.json")],
-            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    proc, port, log = start_debezium(db, bootstrap, home / name, name, f"{DB}.events", "no_data")
     try:
         _wait_rest(port, f"/connectors/{name}/status",
                    lambda s: s["connector"]["state"] == "RUNNING" and s["tasks"] and s["tasks"][0]["state"] == "RUNNING",
@@ -203,11 +175,7 @@ def run_debezium(args: argparse.Namespace, db: Any, bootstrap: str, home: Path) 
         time.sleep(args.settle)
         return measure(args, db, bootstrap, [f"{name}.{DB}.events"])
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc)
 
 
 def main() -> None:

@@ -18,10 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
-
-from changelake.connectors.errors import OptionValidationError
-from changelake.pipeline.definition import PipelineDefinition, parse_pipeline
+from changelake.pipeline.definition import PipelineDefinition, parse_pipeline, read_pipeline_yaml
 
 __all__ = ["bind_pipeline", "filled_keys"]
 
@@ -52,10 +49,7 @@ def bind_pipeline(
         OSError: the file cannot be read.
     """
     p = Path(path)
-    try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        raise OptionValidationError(f"{p}: not valid YAML: {exc}") from exc
+    data = read_pipeline_yaml(p)
     given = {"source": dict(source or {}), "sink": dict(sink or {})}
     fills: dict[str, dict[str, str]] = {"source": {}, "sink": {}}
     if isinstance(data, Mapping):

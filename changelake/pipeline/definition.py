@@ -228,8 +228,17 @@ def load_pipeline(path: str | Path, *, env: Mapping[str, str] | None = None, res
         OSError: the file cannot be read.
     """
     p = Path(path)
+    return parse_pipeline(read_pipeline_yaml(p), env=env, path=p, resolve=resolve)
+
+
+def read_pipeline_yaml(path: Path) -> Any:
+    """The YAML document of the pipeline file ``path``, unparsed.
+
+    Raises:
+        OptionValidationError: not valid YAML (names the file).
+        OSError: the file cannot be read.
+    """
     try:
-        data = yaml.safe_load(p.read_text())
+        return yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
-        raise OptionValidationError(f"{p}: not valid YAML: {exc}") from exc
-    return parse_pipeline(data, env=env, path=p, resolve=resolve)
+        raise OptionValidationError(f"{path}: not valid YAML: {exc}") from exc

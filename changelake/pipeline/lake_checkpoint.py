@@ -4,6 +4,7 @@ write its offsets checkpoint, and its lag behind Kafka (for sensors, checks and 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Mapping
 
 from changelake.connectors.base import LakeSink
@@ -74,7 +75,8 @@ def write_lake_checkpoint(sink: Any, pipeline: str, offsets: Mapping[str, int], 
 
 def kafka_lag(defn: PipelineDefinition, timeout_s: float = 10.0) -> dict[str, tuple[int, int]]:
     """Per ``topic/partition`` of a Kafka -> lake pipeline: (the lake checkpoint, Kafka's end
-    offset). Their difference is the lag in offsets (transaction markers count as offsets)."""
+    offset). Their difference is the lag in offsets (transaction markers count as offsets). The
+    topics are the source's ``topic`` list, or those its ``topic-pattern`` matches now."""
     from confluent_kafka import Consumer, TopicPartition
 
     from changelake.connectors.kafka_common import with_logger
@@ -90,7 +92,13 @@ def kafka_lag(defn: PipelineDefinition, timeout_s: float = 10.0) -> dict[str, tu
     consumer = Consumer(with_logger(conf))
     lag: dict[str, tuple[int, int]] = {}
     try:
-        for topic in [t for t in opts.get("topic", "").split(";") if t]:
+        pattern = opts.get("topic-pattern")
+        if pattern:  # the topics the source matches now (as the Kafka source: the whole name)
+            regex = re.compile(pattern)
+            topics = sorted(t for t in consumer.list_topics(timeout=timeout_s).topics if regex.fullmatch(t))
+        else:
+            topics = [t for t in opts.get("topic", "").split(";") if t]
+        for topic in topics:
             md = consumer.list_topics(topic, timeout=timeout_s)
             for partition in md.topics[topic].partitions:
                 low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout_s)

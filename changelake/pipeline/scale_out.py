@@ -18,14 +18,17 @@ spreads the partitions over the workers and moves them when one joins, leaves or
 The parent process supervises: it forwards ``on_batch`` calls, replaces a worker that died of a
 signal while the run goes on (it rejoins the group), stops every worker on ``stop`` (SIGTERM:
 a clean stop after the current commit) and raises :class:`WorkerError` if a worker failed.
+Each worker reports on a pipe of its own: a worker killed in the middle of a report can break
+only its own pipe (a queue shared by the workers has one write lock, which a ``kill -9`` of its
+holder would leave taken for all of them).
 """
 
 from __future__ import annotations
 
 import logging
 import multiprocessing as mp
+import multiprocessing.connection as mp_connection
 import os
-import queue as queue_mod
 import signal
 import threading
 import time
@@ -66,22 +69,29 @@ def _worker_main(defn: PipelineDefinition, index: int, kwargs: dict[str, Any], o
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
         stats = run_pipeline(
-            defn, stop=stop, worker=True, on_batch=lambda b: out.put(("batch", index, b)), **kwargs
+            defn, stop=stop, worker=True, on_batch=lambda b: out.send(("batch", index, b)), **kwargs
         )
     except BaseException as exc:  # reported to the parent, which raises WorkerError
-        out.put(("error", index, f"{type(exc).__name__}: {exc}"))
+        out.send(("error", index, f"{type(exc).__name__}: {exc}"))
         raise SystemExit(1) from None
-    out.put(("done", index, stats))
+    out.send(("done", index, stats))
 
 
-def start_worker(defn: PipelineDefinition, index: int, out: Any, **kwargs: Any) -> Any:
-    """Start worker ``index`` (a spawned process) reporting to the queue ``out``; returns the process."""
-    process = mp.get_context("spawn").Process(
-        target=_worker_main, args=(defn, index, kwargs, out), name=f"changelake-{defn.name}-worker-{index}", daemon=True
+def start_worker(defn: PipelineDefinition, index: int, **kwargs: Any) -> tuple[Any, Any]:
+    """Start worker ``index`` (a spawned process); returns (the process, the read end of its report pipe).
+
+    The worker sends ``(kind, index, payload)`` tuples: ``batch`` (an ``on_batch`` dict), ``error``
+    (its error text) or ``done`` (its RunStats); the pipe ends (EOF) when the worker exits.
+    """
+    context = mp.get_context("spawn")
+    reader, writer = context.Pipe(duplex=False)
+    process = context.Process(
+        target=_worker_main, args=(defn, index, kwargs, writer), name=f"changelake-{defn.name}-worker-{index}", daemon=True
     )
     process.start()
+    writer.close()  # the worker holds the only write end: its exit is this pipe's EOF
     log.info("pipeline %s: worker %d started (pid %s)", defn.name, index, process.pid)
-    return process
+    return process, reader
 
 
 def run_workers(
@@ -111,8 +121,10 @@ def run_workers(
 
     n = parallelism(defn)
     kwargs = {"until_caught_up": until_caught_up, "max_duration_s": max_duration_s, "batch_size": batch_size}
-    out = mp.get_context("spawn").Queue()
-    workers = {i: start_worker(defn, i, out, **kwargs) for i in range(n)}
+    workers: dict[int, Any] = {}
+    pipes: dict[int, Any] = {}
+    for i in range(n):
+        workers[i], pipes[i] = start_worker(defn, i, **kwargs)
     if on_start:
         on_start(list(workers.values()))
     stats = RunStats(defn.name)
@@ -120,45 +132,59 @@ def run_workers(
     done: set[int] = set()
     error: WorkerError | None = None
     stopping = False
+
+    def stop_all() -> None:
+        for p in workers.values():
+            if p.is_alive():
+                os.kill(p.pid, signal.SIGTERM)
+
     while len(done) < n:
         if stop is not None and stop.is_set() and not stopping:
             stopping = True
-            for p in workers.values():
-                if p.is_alive():
-                    os.kill(p.pid, signal.SIGTERM)
-        try:
-            kind, index, payload = out.get(timeout=0.5)
-        except queue_mod.Empty:
-            for index, p in workers.items():
-                if index in done or p.is_alive() or p.exitcode is None:
+            stop_all()
+        by_pipe = {id(pipe): index for index, pipe in pipes.items()}
+        for pipe in mp_connection.wait(list(pipes.values()), timeout=0.5):
+            index = by_pipe[id(pipe)]
+            try:
+                kind, _, payload = pipe.recv()
+            except Exception as exc:  # noqa: BLE001 - EOF, or a report cut short by a kill
+                # EOF: the worker exited and everything it sent has been read. A worker killed
+                # mid-send leaves a truncated report: ignored, its work is in the lake or redone.
+                if not isinstance(exc, EOFError):
+                    log.warning("pipeline %s: worker %d's last report is unreadable (%s)", defn.name, index, exc)
+                pipe.close()
+                del pipes[index]
+                process = workers[index]
+                process.join(timeout=10)
+                if index in done:
                     continue
-                if p.exitcode < 0 and not stopping and not until_caught_up:
-                    log.warning("pipeline %s: worker %d died (signal %d); starting a replacement", defn.name, index, -p.exitcode)
-                    workers[index] = start_worker(defn, index, out, **kwargs)
+                if process.exitcode is not None and process.exitcode < 0 and not stopping and not until_caught_up:
+                    log.warning("pipeline %s: worker %d died (signal %d); starting a replacement",
+                                defn.name, index, -process.exitcode)
+                    workers[index], pipes[index] = start_worker(defn, index, **kwargs)
                 else:
                     done.add(index)
-            continue
-        if kind == "batch":
-            stats.batches += 1
-            if on_batch:
-                on_batch({**payload, "worker": index, "pid": workers[index].pid})
-        elif kind == "error":
-            error = error or WorkerError(f"pipeline {defn.name!r} worker {index}: {payload}", index)
-            done.add(index)
-            stopping = True
-            for p in workers.values():
-                if p.is_alive():
-                    os.kill(p.pid, signal.SIGTERM)
-        elif kind == "done":
-            done.add(index)
-            stats.events += payload.events
-            for table, count in payload.tables.items():
-                stats.tables[table] = stats.tables.get(table, 0) + count
-            for tp, offset in payload.offsets.items():
-                stats.offsets[tp] = max(stats.offsets.get(tp, 0), offset)
-            stats.bad_records += payload.bad_records
-            stats.dead_letters += payload.dead_letters
-            stats.stopped_because = stats.stopped_because or payload.stopped_because
+                continue
+            if kind == "batch":
+                stats.batches += 1
+                if on_batch:
+                    on_batch({**payload, "worker": index, "pid": workers[index].pid})
+            elif kind == "error":
+                error = error or WorkerError(f"pipeline {defn.name!r} worker {index}: {payload}", index)
+                done.add(index)
+                if not stopping:
+                    stopping = True
+                    stop_all()
+            elif kind == "done":
+                done.add(index)
+                stats.events += payload.events
+                for table, count in payload.tables.items():
+                    stats.tables[table] = stats.tables.get(table, 0) + count
+                for tp, offset in payload.offsets.items():
+                    stats.offsets[tp] = max(stats.offsets.get(tp, 0), offset)
+                stats.bad_records += payload.bad_records
+                stats.dead_letters += payload.dead_letters
+                stats.stopped_because = stats.stopped_because or payload.stopped_because
     for p in workers.values():
         p.join(timeout=30)
     if error is not None:

@@ -81,3 +81,12 @@ def test_a_table_created_while_both_pipelines_run_reaches_the_lake_with_no_yaml_
     from assets.lake import lake_tables
 
     assert TableId(db, "b") in lake_tables(p2)
+
+    # Lag covers every topic the pattern matches (both new-table topics, each caught up).
+    from changelake.pipeline.runner import kafka_lag
+
+    lag = kafka_lag(p2)
+    assert {key.rsplit("/", 1)[0] for key in lag} >= {f"{db}.a", f"{db}.b"}
+    for key in (k for k in lag if k.startswith(f"{db}.")):
+        done, end = lag[key]
+        assert 0 <= end - done <= 1, (key, done, end)  # at most the transaction's commit marker
