@@ -102,13 +102,11 @@ class LakeReporter(Reporter):
         super().__init__(defn)
         from changelake.pipeline.lake_checks import topics_of_table
 
-        identifier = None  # Paimon names a table database.table, as the sink table
-        if defn.sink_type == "iceberg":
-            from changelake.connectors.iceberg import parse_sink_options
+        from changelake.connectors.registry import ConnectorContext, find_factory
 
-            namespace = parse_sink_options(defn.options("sink")).namespace
-            identifier = lambda t: ".".join(namespace.identifier(TableId.parse(t)))  # noqa: E731
-        self.progress = LakeProgress(identifier=identifier, topics_of=lambda t: topics_of_table(defn, TableId.parse(t)))
+        lake = find_factory(defn.sink_type).create_sink(defn.options("sink"), ConnectorContext(defn.name))  # unopened
+        self.progress = LakeProgress(identifier=lambda t: lake.table_name(TableId.parse(t)),
+                                     topics_of=lambda t: topics_of_table(defn, TableId.parse(t)))
         #: a MySQL -> lake pipeline has one binlog position, no Kafka offsets and no lag in offsets
         self._from_kafka = defn.source_type == "kafka"
         self._probe = KafkaEndOffsets.from_options(defn.options("source")) if self._from_kafka else None
@@ -162,9 +160,9 @@ class LakeReporter(Reporter):
 
 def reporter_for(defn: PipelineDefinition) -> Reporter:
     """The reporter of a pipeline by its sink type."""
-    from changelake.connectors.lake import LAKE_SINK_TYPES
+    from changelake.connectors.registry import lake_sink_types
 
-    if defn.sink_type in LAKE_SINK_TYPES:
+    if defn.sink_type in lake_sink_types():
         return LakeReporter(defn)
     if defn.source_type == "mysql":
         return TopicReporter(defn)

@@ -32,11 +32,11 @@ def run_checks(pipeline: Path | None = None) -> tuple[bool, list[dict]]:
     from changelake.pipeline.files import lake_pipeline_files, load_structure
     from resources.definitions import defs as resource_defs
 
-    from changelake.connectors.lake import LAKE_SINK_TYPES
+    from changelake.connectors.registry import lake_sink_types
 
     if pipeline is not None:
         structure = load_structure(pipeline.resolve())
-        if structure.sink_type not in LAKE_SINK_TYPES:
+        if structure.sink_type not in lake_sink_types():
             raise SystemExit(f"error: pipeline {pipeline} does not write to the lake (sink type {structure.sink_type})")
         pipelines = [(pipeline.resolve(), structure)]
     else:

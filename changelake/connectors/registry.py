@@ -22,7 +22,7 @@ from typing import Any, Callable, Generic, Literal, Mapping, TypeVar
 from changelake.connectors.errors import OptionValidationError
 from changelake.connectors.options import ConfigOption
 
-__all__ = ["ConnectorContext", "Endpoint", "ConnectorFactory", "FACTORY_MODULES", "find_factory", "identifiers", "supported_pairs"]
+__all__ = ["ConnectorContext", "Endpoint", "ConnectorFactory", "FACTORY_MODULES", "find_factory", "identifiers", "lake_sink_types", "supported_pairs"]
 
 O = TypeVar("O")
 C = TypeVar("C")
@@ -152,3 +152,9 @@ def identifiers(role: Role | None = None) -> list[str]:
     if role is None:
         return sorted(FACTORY_MODULES)
     return [i for i in sorted(FACTORY_MODULES) if getattr(find_factory(i), role) is not None]
+
+
+def lake_sink_types() -> tuple[str, ...]:
+    """Identifiers of the lake sinks (a partitioned sink side: one that stores per-partition
+    offsets with its commits, :class:`~changelake.connectors.base.LakeSink`), sorted."""
+    return tuple(i for i in identifiers("sink") if find_factory(i).endpoint("sink").partitioned)

@@ -45,9 +45,9 @@ def load_structure(path: Path) -> PipelineDefinition:
 def lake_pipeline_files() -> list[tuple[Path, PipelineDefinition]]:
     """(path, structure) of every pipeline file whose sink is a lake (``iceberg``, ``paimon``),
     whatever its source (``kafka`` or ``mysql`` directly)."""
-    from changelake.connectors.lake import LAKE_SINK_TYPES
+    from changelake.connectors.registry import lake_sink_types
 
-    return [(p, s) for p in pipeline_files() for s in [load_structure(p)] if s.sink_type in LAKE_SINK_TYPES]
+    return [(p, s) for p in pipeline_files() for s in [load_structure(p)] if s.sink_type in lake_sink_types()]
 
 
 def load_pipelines() -> list[tuple[Path, PipelineDefinition]]:

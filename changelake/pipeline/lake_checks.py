@@ -28,8 +28,8 @@ def _transform_primary_key(defn: PipelineDefinition, table: TableId) -> list[str
 
 def check_unique_keys(defn: PipelineDefinition, table: TableId, sample_size: int = 10) -> Any:
     """:class:`~changelake.checks.duplicates.DuplicateKeys` of lake table ``table`` of ``defn``'s
-    sink, on the table's primary key (Iceberg: its identifier fields; Paimon: the pipeline's
-    ``transform`` primary keys).
+    sink, on the primary key the lake table declares (Iceberg: its identifier fields; Paimon: its
+    primary keys), else the pipeline's ``transform`` primary keys.
 
     Raises:
         IcebergSinkError / PaimonSinkError: the table does not exist.
@@ -37,24 +37,15 @@ def check_unique_keys(defn: PipelineDefinition, table: TableId, sample_size: int
     """
     from changelake.checks.duplicates import find_duplicate_keys
     from changelake.checks.errors import CheckError
+    from changelake.pipeline.lake_checkpoint import open_lake_sink
     from changelake.pipeline.verify import read_lake_table
 
-    if defn.sink_type == "iceberg":
-        from changelake.connectors.iceberg import parse_sink_options
-        from changelake.connectors.iceberg.errors import IcebergSinkError
-        from changelake.connectors.iceberg.writer import open_catalog
-
-        options = parse_sink_options(defn.options("sink"))
-        ident = options.namespace.identifier(table)
-        catalog = open_catalog(options)
-        if not catalog.table_exists(ident):
-            raise IcebergSinkError(f"Iceberg table {'.'.join(ident)!r} (for {table}) does not exist", table=".".join(ident))
-        lake = catalog.load_table(ident)
-        key = sorted(lake.schema().identifier_field_names())
-        rows = lake.scan().to_arrow()
-    else:
-        key = _transform_primary_key(defn, table)
-        rows = read_lake_table(defn, table)
+    sink = open_lake_sink(defn)
+    try:
+        key = sink.primary_key(table) or _transform_primary_key(defn, table)
+    finally:
+        sink.close()
+    rows = read_lake_table(defn, table)
     if not key:
         raise CheckError(f"lake table {table} has no known primary key (identifier fields / transform primary-keys)")
     return find_duplicate_keys(rows, key, sample_size)

@@ -14,7 +14,7 @@ import re
 from changelake.changelog import TableId
 from changelake.changelog.route import Router, parse_route_rules
 from changelake.changelog.selectors import Selectors
-from changelake.connectors.lake import LAKE_SINK_TYPES
+from changelake.connectors.registry import lake_sink_types
 from changelake.pipeline.definition import PipelineDefinition
 from changelake.pipeline.discovery import discovered_tables
 
@@ -25,7 +25,7 @@ _NAME = re.compile(r"[A-Za-z0-9_$]+")
 
 def is_lake(defn: PipelineDefinition) -> bool:
     """True when the pipeline's sink is a lake (``iceberg``, ``paimon``)."""
-    return defn.sink_type in LAKE_SINK_TYPES
+    return defn.sink_type in lake_sink_types()
 
 
 def from_mysql(defn: PipelineDefinition) -> bool:

@@ -236,6 +236,18 @@ class IcebergSink(LakeTableSink):
         self._tables[ident] = table
         return table
 
+    def primary_key(self, table_id: TableId) -> list[str]:
+        """The table's identifier fields, sorted (the sink declares the primary key as them).
+
+        Raises:
+            IcebergSinkError: the table does not exist.
+        """
+        table = self.load_table(table_id)
+        if table is None:
+            raise IcebergSinkError(f"Iceberg table {self.table_name(table_id)!r} (for {table_id}) does not exist",
+                                   table=self.table_name(table_id))
+        return sorted(table.schema().identifier_field_names())
+
     def ensure_table(self, table_id: TableId, schema: Schema) -> Table:
         """Create the lake table of ``table_id`` or evolve it to accept rows of ``schema``.
 

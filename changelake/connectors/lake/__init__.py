@@ -18,7 +18,6 @@ from changelake.connectors.lake.offsets import OFFSETS_PROPERTY, topic_partition
 from changelake.connectors.lake.sink import LakeTableSink, WriteResult
 
 __all__ = [
-    "LAKE_SINK_TYPES",
     "TRUNCATE",
     "TruncateMarker",
     "BatchItem",
@@ -32,5 +31,3 @@ __all__ = [
     "WriteResult",
 ]
 
-#: Sink ``type`` identifiers of the lake sinks Pipeline 2 (Kafka -> lake) can write.
-LAKE_SINK_TYPES: tuple[str, ...] = ("iceberg", "paimon")

@@ -133,6 +133,11 @@ class LakeTableSink:
         """The lake table of ``table_id``, fresh from the catalog, or None if it does not exist."""
         raise NotImplementedError
 
+    def primary_key(self, table_id: TableId) -> list[str]:
+        """The primary-key columns the lake table of ``table_id`` declares ([] when it declares
+        none). Raises the table format's sink error when the table does not exist."""
+        raise NotImplementedError
+
     def ensure_table(self, table_id: TableId, schema: Schema) -> Any:
         """Create the lake table of ``table_id`` or evolve it to accept rows of ``schema``."""
         raise NotImplementedError

@@ -148,6 +148,18 @@ class PaimonSink(LakeTableSink):
         except (TableNotExistException, DatabaseNotExistException):
             return None
 
+    def primary_key(self, table_id: TableId) -> list[str]:
+        """The table's primary keys (as created from the source's primary key or ``transform``).
+
+        Raises:
+            PaimonSinkError: the table does not exist.
+        """
+        table = self.load_table(table_id)
+        if table is None:
+            raise PaimonSinkError(f"Paimon table {self.table_name(table_id)!r} (for {table_id}) does not exist",
+                                  table=self.table_name(table_id))
+        return list(table.primary_keys)
+
     def ensure_table(self, table_id: TableId, schema: Schema) -> Any:
         """Create the lake table of ``table_id`` or evolve it to accept rows of ``schema``.
 
