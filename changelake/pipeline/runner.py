@@ -132,11 +132,17 @@ def run_pipeline(
 def build_changelog_sink(defn: PipelineDefinition, *, partitioned: bool = False, merge: bool = False) -> ChangelogSink:
     """The unopened sink of a pipeline, built by the registry from ``sink.type``; a lake sink
     (``iceberg``, ``paimon``) is wrapped in :class:`LakePositionSink` (positioned source) or
-    :class:`LakeOffsetsSink` (``partitioned`` source; ``merge``: a parallel worker's)."""
+    :class:`LakeOffsetsSink` (``partitioned`` source; ``merge``: a parallel worker's, whose stores of
+    the shared checkpoint take turns under :func:`~changelake.pipeline.lock.checkpoint_lock`)."""
     sink = find_factory(defn.sink_type).create_sink(defn.options("sink"), ConnectorContext(defn.name))
     if isinstance(sink, LakeSink):
         if partitioned:
-            return LakeOffsetsSink(sink, defn.name, merge=merge)
+            if not merge:
+                return LakeOffsetsSink(sink, defn.name)
+            from changelake.pipeline.lock import checkpoint_lock
+            from changelake.services import default_state_dir
+
+            return LakeOffsetsSink(sink, defn.name, merge=True, merge_lock=checkpoint_lock(default_state_dir(), defn.name))
         return LakePositionSink(sink, defn.name)
     if isinstance(sink, ChangelogSink):
         return sink

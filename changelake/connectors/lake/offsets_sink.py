@@ -12,8 +12,8 @@ A restart seeks there and each table skips what its own snapshots say it already
 
 from __future__ import annotations
 
-import logging
-from typing import Any, Mapping
+from contextlib import nullcontext
+from typing import Any, Callable, ContextManager, Mapping
 
 from changelake.changelog.event import DataChangeEvent
 from changelake.connectors.base import LakeSink
@@ -21,10 +21,6 @@ from changelake.connectors.lake.changelog_sink import LakeChangelogSink
 from changelake.errors import PipelineDataError
 
 __all__ = ["LakeOffsetsSink"]
-
-log = logging.getLogger(__name__)
-#: Read-merge-write rounds of a parallel worker's checkpoint store before it gives up (and warns).
-_MERGE_ATTEMPTS = 5
 
 
 class LakeOffsetsSink(LakeChangelogSink):
@@ -34,11 +30,14 @@ class LakeOffsetsSink(LakeChangelogSink):
     Args:
         lake: an unopened ``IcebergSink`` or ``PaimonSink``.
         pipeline: the pipeline name (names the checkpoint).
-        merge: parallel workers share one checkpoint: each store keeps, per partition, the larger
-            of the stored and the own offset, and reads it back: a write that lost a race with
-            another worker's is merged and written again (up to 5 rounds). A checkpoint that still
-            lags only makes a restart re-read records the tables' own snapshot offsets already
-            skip; it never runs ahead of the lake.
+        merge: parallel workers share one checkpoint: each store reads it, keeps per partition
+            the larger of the stored and the own offset, and writes it back, all under
+            ``merge_lock``; it never runs ahead of the lake (every worker stores only offsets its
+            tables committed), and holds every worker's stored offsets.
+        merge_lock: with ``merge``: makes a hold that excludes every other worker's store of this
+            checkpoint (e.g. :func:`changelake.pipeline.lock.checkpoint_lock`). Without it two
+            workers' read-merge-writes can interleave and the later write drops the earlier one's
+            advance; the checkpoint then lags (a restart re-reads records the tables skip).
 
     Commits when ``commit.max-rows`` rows are buffered, ``commit.interval`` passed since the first
     uncommitted write, the source is idle (the topics are drained for now), or the run stops.
@@ -52,9 +51,11 @@ class LakeOffsetsSink(LakeChangelogSink):
     FLUSH_WHEN_IDLE = True
     _from_kafka = True
 
-    def __init__(self, lake: LakeSink, pipeline: str, *, merge: bool = False) -> None:
+    def __init__(self, lake: LakeSink, pipeline: str, *, merge: bool = False,
+                 merge_lock: Callable[[], ContextManager[Any]] | None = None) -> None:
         super().__init__(lake, pipeline)
         self.merge = merge
+        self._merge_lock = merge_lock or nullcontext
 
     def _load(self) -> None:
         # A parallel worker's own view starts empty: it reads the shared checkpoint when the group
@@ -86,12 +87,11 @@ class LakeOffsetsSink(LakeChangelogSink):
         if not self.merge:
             self.lake.write_checkpoint(self.pipeline, offsets)
             return
-        # Read-merge-write, then read again: a worker whose write raced another's (and was
-        # overwritten by it) writes its merge again, so no advance stays lost.
-        for _ in range(_MERGE_ATTEMPTS):
+        # Read-merge-write under the workers' lock: unlocked, another worker's write based on an
+        # older read would drop this advance (and nothing re-stores it if this worker's position
+        # moves no further, e.g. at stop).
+        with self._merge_lock():
             stored = self.lake.read_checkpoint(self.pipeline)
             if all(stored.get(k, -1) >= v for k, v in offsets.items()):
                 return
             self.lake.write_checkpoint(self.pipeline, {**stored, **{k: max(v, stored.get(k, 0)) for k, v in offsets.items()}})
-        log.warning("pipeline %s: the shared checkpoint kept losing this worker's offsets to other workers' writes; "
-                    "it lags (a restart re-reads records the tables skip)", self.pipeline)

@@ -4,6 +4,8 @@ tables, data errors are PipelineDataError naming where."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from changelake.changelog import DataChangeEvent, Op, Schema, TableId
@@ -13,6 +15,7 @@ from changelake.connectors.lake.offsets_sink import LakeOffsetsSink
 from changelake.connectors.lake.position_sink import LakePositionSink
 from changelake.connectors.paimon import PaimonSink, PaimonSinkOptions
 from changelake.errors import PipelineDataError
+from changelake.pipeline.lock import checkpoint_lock
 
 T = TableId("db", "t")
 S = Schema.of([("id", parse_data_type("INT NOT NULL")), ("v", parse_data_type("STRING"))], ["id"])
@@ -73,6 +76,37 @@ def test_parallel_workers_merge_the_checkpoint_by_max(kind, tmp_path):
         assert sink.stored_position() == {"db.t/0": 7, "db.t/1": 9}
     finally:
         sink.close()
+
+
+@pytest.mark.parametrize("kind", ["iceberg", "paimon"])
+def test_parallel_workers_stores_interleaving_keep_both_advances(kind, tmp_path, monkeypatch):
+    # Worker B reads the shared checkpoint; worker A stores its advance before B writes B's merge.
+    # Unlocked, B's write (based on its older read) drops A's advance for good.
+    hold = checkpoint_lock(tmp_path / "state", "p")
+    a = LakeOffsetsSink(lake(kind, tmp_path), "p", merge=True, merge_lock=hold)
+    b = LakeOffsetsSink(lake(kind, tmp_path), "p", merge=True, merge_lock=hold)
+    a.open()
+    b.open()
+    other = threading.Thread(target=lambda: (a.commit({"db.t/1": 9}), a.flush()))
+    read = b.lake.read_checkpoint
+
+    def read_then_let_a_store(pipeline: str) -> dict[str, int]:
+        stored = read(pipeline)
+        if not other.is_alive():
+            other.start()
+            other.join(timeout=3)  # unlocked, A stores now; locked, A waits for B's write
+        return stored
+
+    monkeypatch.setattr(b.lake, "read_checkpoint", read_then_let_a_store)
+    try:
+        b.commit({"db.t/0": 7})
+        b.flush()
+        other.join(timeout=30)
+        assert not other.is_alive()
+        assert a.read_stored() == {"db.t/0": 7, "db.t/1": 9}
+    finally:
+        a.close()
+        b.close()
 
 
 def test_data_errors_name_the_record_and_the_table(tmp_path):
