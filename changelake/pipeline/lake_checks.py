@@ -5,6 +5,7 @@ Engine code (no Dagster): the asset checks and ``changelake check`` call these.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -52,9 +53,13 @@ def check_unique_keys(defn: PipelineDefinition, table: TableId, sample_size: int
 
 
 def topics_of_table(defn: PipelineDefinition, table: TableId) -> list[str]:
-    """The source topics of a lake table: topics are named ``db.table`` (as Pipeline 1 writes them)."""
+    """The source topics of a lake table: topics are named ``db.table`` (as Pipeline 1 writes them),
+    listed in ``topic`` or matched by ``topic-pattern`` (the whole name, as the Kafka source)."""
+    pattern = defn.source.get("topic-pattern")
+    if pattern:
+        return [str(table)] if re.fullmatch(str(pattern), str(table)) else []
     topics = [t.strip() for t in defn.source.get("topic", "").split(";") if t.strip()]
-    return [t for t in topics if t == str(table)] or topics[:0]
+    return [t for t in topics if t == str(table)]
 
 
 @dataclass(frozen=True)
