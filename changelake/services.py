@@ -367,7 +367,7 @@ class MariaDBService:
         self.home.mkdir(parents=True, exist_ok=True)
         datadir = self.home / "data"
         if not (datadir / "mysql").exists():
-            proc = subprocess.run(
+            init = subprocess.run(
                 [
                     install_db,
                     "--no-defaults",
@@ -379,9 +379,9 @@ class MariaDBService:
                 capture_output=True,
                 text=True,
             )
-            if proc.returncode != 0:
+            if init.returncode != 0:
                 shutil.rmtree(datadir, ignore_errors=True)
-                raise ServiceError(f"MariaDB: initialising the data directory failed: {proc.stderr.strip()[-300:]}")
+                raise ServiceError(f"MariaDB: initialising the data directory failed: {init.stderr.strip()[-300:]}")
         args = [
             mariadbd,
             "--no-defaults",

@@ -143,10 +143,12 @@ def run_workers(
             stopping = True
             stop_all()
         by_pipe = {id(pipe): index for index, pipe in pipes.items()}
-        for pipe in mp_connection.wait(list(pipes.values()), timeout=0.5):
+        ready: list[Any] = mp_connection.wait(list(pipes.values()), timeout=0.5)
+        for pipe in ready:
             index = by_pipe[id(pipe)]
             try:
-                kind, _, payload = pipe.recv()
+                report: tuple[str, int, Any] = pipe.recv()
+                kind, _, payload = report
             except Exception as exc:  # noqa: BLE001 - EOF, or a report cut short by a kill
                 # EOF: the worker exited and everything it sent has been read. A worker killed
                 # mid-send leaves a truncated report: ignored, its work is in the lake or redone.
