@@ -39,7 +39,7 @@ from changelake.connectors.mysql_cdc.event_handler import EventHandler, Progress
 from changelake.connectors.mysql_cdc.positions import BinlogPosition, SourcePosition
 from changelake.connectors.mysql_cdc.schema_tracker import SchemaTracker
 
-__all__ = ["BinlogReader", "Progress", "parse_truncate", "missing_columns", "is_connection_loss"]
+__all__ = ["BinlogReader", "Progress", "parse_truncate", "missing_columns", "is_connection_loss", "close_quietly"]
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +55,17 @@ class _StreamLost(ConnectionError):
 
 class _StreamEnded(ConnectionError):
     """The server ended the binlog stream (EOF packet) without being asked to."""
+
+
+def close_quietly(closable: Any) -> None:
+    """Close a connection or binlog stream that may already be dead; errors are ignored, None is
+    nothing to close."""
+    if closable is None:
+        return
+    try:
+        closable.close()
+    except Exception:  # noqa: BLE001 - closing a dead connection
+        pass
 
 
 def is_connection_loss(exc: BaseException) -> bool:
@@ -229,12 +240,8 @@ class BinlogReader:
         return self._stream
 
     def _close_stream(self) -> None:
-        if self._stream is not None:
-            try:
-                self._stream.close()
-            except Exception:  # noqa: BLE001 - closing a dead connection
-                pass
-            self._stream = None
+        close_quietly(self._stream)
+        self._stream = None
 
     def _run(self) -> None:
         position = self._start

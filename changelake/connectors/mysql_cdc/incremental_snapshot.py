@@ -50,7 +50,7 @@ from changelake.changelog.event import DataChangeEvent, Op
 from changelake.changelog.schema import TableId
 from changelake.connectors.errors import SourceError
 from changelake.connectors.mysql_cdc import _replication_fixes
-from changelake.connectors.mysql_cdc.binlog import BinlogReader, Progress, is_connection_loss
+from changelake.connectors.mysql_cdc.binlog import BinlogReader, Progress, close_quietly, is_connection_loss
 from changelake.connectors.mysql_cdc.chunks import INTEGRAL_KINDS, SPLITTABLE_KINDS, Chunk, ChunkSplitter
 from changelake.connectors.mysql_cdc.errors import SnapshotInterruptedError
 from changelake.connectors.mysql_cdc.positions import BinlogPosition, SnapshotProgress
@@ -145,12 +145,8 @@ class _Slot:
         return self.conn
 
     def close(self) -> None:
-        if self.conn is not None:
-            try:
-                self.conn.close()
-            except Exception:  # noqa: BLE001 - closing a dead connection
-                pass
-            self.conn = None
+        close_quietly(self.conn)
+        self.conn = None
 
 
 class IncrementalSnapshotReader:

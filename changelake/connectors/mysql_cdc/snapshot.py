@@ -34,7 +34,7 @@ import pymysql.cursors
 from changelake.changelog.event import DataChangeEvent, Op
 from changelake.changelog.schema import TableId
 from changelake.connectors.errors import SourceError
-from changelake.connectors.mysql_cdc.binlog import is_connection_loss
+from changelake.connectors.mysql_cdc.binlog import close_quietly, is_connection_loss
 from changelake.connectors.mysql_cdc.errors import SnapshotInterruptedError
 from changelake.connectors.mysql_cdc.positions import BinlogPosition, SnapshotProgress, SourcePosition
 from changelake.connectors.mysql_cdc.schema_tracker import TableSchema, load_table_schema
@@ -215,12 +215,8 @@ class SnapshotReader:
     def close(self) -> None:
         """End the snapshot transaction and close the connection (idempotent)."""
         self._rows = None
-        if self._conn is not None:
-            try:
-                self._conn.close()
-            except Exception:  # noqa: BLE001 - closing a dead connection
-                pass
-            self._conn = None
+        close_quietly(self._conn)
+        self._conn = None
 
     def _range_rows(self, table: TableSchema, column: str, after: Any) -> Iterator[tuple[TableSchema, tuple[Any, ...]]]:
         """One range of a non-unique chunk key: ``(after, boundary]`` (plus NULLs in the first)."""

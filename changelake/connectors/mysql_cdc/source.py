@@ -35,7 +35,7 @@ from changelake.changelog.event import DataChangeEvent
 from changelake.changelog.rowkind import RETRACT, RowKind
 from changelake.changelog.schema import TableId
 from changelake.connectors.errors import OptionValidationError, SourceError
-from changelake.connectors.mysql_cdc.binlog import BinlogReader, Progress, is_connection_loss
+from changelake.connectors.mysql_cdc.binlog import BinlogReader, Progress, close_quietly, is_connection_loss
 from changelake.connectors.mysql_cdc.errors import BinlogPurgedError, ServerIdClashError
 from changelake.connectors.mysql_cdc.options import MySqlSourceOptions, StartupMode
 from changelake.connectors.mysql_cdc.positions import BinlogPosition, SnapshotProgress, SourcePosition, binlog_file_index
@@ -245,12 +245,8 @@ class MySqlSource:
         if self._snapshot is not None:
             self._snapshot.close()
             self._snapshot = None
-        for conn in (self._ctl, self._hint_conn):
-            if conn is not None:
-                try:
-                    conn.close()
-                except Exception:  # noqa: BLE001 - closing a dead connection
-                    pass
+        close_quietly(self._ctl)
+        close_quietly(self._hint_conn)
         self._ctl = self._hint_conn = None
 
     def __enter__(self) -> "MySqlSource":
