@@ -57,16 +57,15 @@ class TopicReporter(Reporter):
 
     def __init__(self, defn: PipelineDefinition) -> None:
         super().__init__(defn)
-        self._namer: Any = None
-        if defn.sink_type == "kafka":
-            from changelake.connectors.kafka.sink import KafkaPipelineSink
+        from changelake.connectors.registry import ConnectorContext, find_factory
 
-            self._namer = KafkaPipelineSink(defn.options("sink"), pipeline_name=defn.name)  # no I/O
+        # a sink reporting topics names them (``topic_for``); built unopened, no I/O
+        self._namer: Any = find_factory(defn.sink_type).create_sink(defn.options("sink"), ConnectorContext(defn.name))
         self._probe = KafkaEndOffsets.from_options(defn.options("sink"))
         self.offsets: dict[str, int] = {}
 
     def topic_for(self, table: str) -> str:
-        return self._namer.topic_for(TableId.parse(table)) if self._namer is not None else str(table)
+        return str(self._namer.topic_for(TableId.parse(table)))
 
     def on_batch(self, batch: Mapping[str, Any]) -> list[dg.AssetMaterialization]:
         per_topic: dict[str, int] = {}
@@ -107,8 +106,10 @@ class LakeReporter(Reporter):
         lake = find_factory(defn.sink_type).create_sink(defn.options("sink"), ConnectorContext(defn.name))  # unopened
         self.progress = LakeProgress(identifier=lambda t: lake.table_name(TableId.parse(t)),
                                      topics_of=lambda t: topics_of_table(defn, TableId.parse(t)))
+        from changelake.connectors.registry import is_partitioned_source
+
         #: a MySQL -> lake pipeline has one binlog position, no Kafka offsets and no lag in offsets
-        self._from_kafka = defn.source_type == "kafka"
+        self._from_kafka = is_partitioned_source(defn.source_type)
         self._probe = KafkaEndOffsets.from_options(defn.options("source")) if self._from_kafka else None
         self._per_commit = per_commit
 
@@ -159,11 +160,13 @@ class LakeReporter(Reporter):
 
 
 def reporter_for(defn: PipelineDefinition) -> Reporter:
-    """The reporter of a pipeline by its sink type."""
-    from changelake.connectors.registry import lake_sink_types
+    """The reporter of a pipeline by what its sink type reports (the registry's ``progress``):
+    lake tables, topics, or nothing beyond the run's stats."""
+    from changelake.connectors.registry import progress_of
 
-    if defn.sink_type in lake_sink_types():
+    progress = progress_of(defn.sink_type)
+    if progress == "tables":
         return LakeReporter(defn)
-    if defn.source_type == "mysql":
+    if progress == "topics":
         return TopicReporter(defn)
     return Reporter(defn)

@@ -14,6 +14,9 @@ from resources.upsert_kafka import UpsertKafkaResource
 
 
 def defs() -> dg.Definitions:
+    # The deployment's lake catalog (the platform's lake pipelines write Iceberg); a Paimon
+    # deployment registers PaimonCatalogResource(warehouse=...) under the same key.
+    lake = IcebergCatalogResource(uri=dg.EnvVar("ICEBERG_CATALOG_URI"), warehouse=dg.EnvVar("ICEBERG_WAREHOUSE"))
     return dg.Definitions(
         resources={
             "mysql": MySqlResource(
@@ -23,8 +26,8 @@ def defs() -> dg.Definitions:
                 password=dg.EnvVar("MYSQL_PASSWORD"),
             ),
             "kafka": KafkaResource(bootstrap_servers=dg.EnvVar("KAFKA_BOOTSTRAP_SERVERS")),
-            "lake": IcebergCatalogResource(uri=dg.EnvVar("ICEBERG_CATALOG_URI"), warehouse=dg.EnvVar("ICEBERG_WAREHOUSE")),
-            "lake_io_manager": LakeIOManager(uri=dg.EnvVar("ICEBERG_CATALOG_URI"), warehouse=dg.EnvVar("ICEBERG_WAREHOUSE")),
+            "lake": lake,
+            "lake_io_manager": LakeIOManager(lake=lake),
             "pageviews_topics": PageviewsTopics(),
             # DuckDB for assets computing on lake tables (in memory: the lake is the storage)
             "duckdb": DuckDBResource(database=":memory:"),

@@ -29,6 +29,10 @@ class KafkaResource(dg.ConfigurableResource):
         return {"properties.bootstrap.servers": self.bootstrap_servers,
                 **{f"properties.{k}": str(v) for k, v in self.properties.items()}}
 
+    def options_for(self, connector: str) -> dict[str, str]:
+        """:meth:`connection_options` (the registry names this resource's kind for ``connector``)."""
+        return self.connection_options()
+
     def client_config(self) -> dict[str, str]:
         """librdkafka configuration (``bootstrap.servers`` plus :attr:`properties`)."""
         return {"bootstrap.servers": self.bootstrap_servers, **{k: str(v) for k, v in self.properties.items()}}

@@ -21,7 +21,7 @@ from changelake.pipeline.definition import PipelineDefinition
 from changelake.pipeline.lake_tables import lake_tables
 from changelake.pipeline.naming import PIPELINE_TAG, job_name, key_path
 from resources.binding import bind
-from resources.iceberg import IcebergCatalogResource
+from resources.lake import LakeCatalogResource
 from resources.kafka import KafkaResource
 from sensors.liveness import worker_gone
 
@@ -118,7 +118,7 @@ def make_lag_sensor(pipeline_path: Path, structure: PipelineDefinition) -> dg.Se
             "absorbed (only those tables); skips while a run of that pipeline is active."
         ),
     )
-    def on_lag(context: dg.SensorEvaluationContext, kafka: KafkaResource, lake: IcebergCatalogResource):
+    def on_lag(context: dg.SensorEvaluationContext, kafka: KafkaResource, lake: LakeCatalogResource):
         active = context.instance.get_run_records(
             dg.RunsFilter(tags={PIPELINE_TAG: pipeline}, statuses=_ACTIVE), limit=1
         )

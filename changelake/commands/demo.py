@@ -81,7 +81,7 @@ def _use_lake(lake: str) -> str:
     from changelake.pipeline.files import load_structure, pipeline_files
 
     pipeline_2 = LAKE_PIPELINES[lake]
-    if lake != "iceberg":
+    if pipeline_2.resolve() != PIPELINE_2.resolve():  # not the default Pipeline 2: swap it in
         from changelake.services import default_state_dir
 
         folder = default_state_dir() / "demo-pipelines" / lake

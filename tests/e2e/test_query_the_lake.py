@@ -17,7 +17,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 def _lake(tmp_path: Path) -> dict[str, str]:
     from changelake.connectors.iceberg import parse_sink_options
-    from changelake.connectors.iceberg.writer import open_catalog
+    from changelake.connectors.iceberg.catalog import open_catalog
 
     (tmp_path / "wh").mkdir()
     env = {"ICEBERG_CATALOG_URI": f"sqlite:///{tmp_path / 'catalog.db'}", "ICEBERG_WAREHOUSE": f"file://{tmp_path / 'wh'}"}
@@ -51,13 +51,15 @@ def test_a_downstream_asset_loads_the_lake_table_through_the_io_manager(tmp_path
     from assets.examples import CUSTOMERS, customers_by_age_band
     from dagster_duckdb import DuckDBResource
 
+    from resources import IcebergCatalogResource
     from resources.lake_io import LakeIOManager
 
     env = _lake(tmp_path)
     result = dg.materialize(
         [dg.AssetSpec(CUSTOMERS), customers_by_age_band],
         selection=[customers_by_age_band],
-        resources={"lake_io_manager": LakeIOManager(uri=env["ICEBERG_CATALOG_URI"], warehouse=env["ICEBERG_WAREHOUSE"]),
+        resources={"lake_io_manager": LakeIOManager(lake=IcebergCatalogResource(uri=env["ICEBERG_CATALOG_URI"],
+                                                                                warehouse=env["ICEBERG_WAREHOUSE"])),
                    "duckdb": DuckDBResource(database=":memory:")},
         instance=dg.DagsterInstance.ephemeral(),
     )
