@@ -52,7 +52,9 @@ from changelake.connectors.iceberg.types import to_arrow_array
 from changelake.connectors.lake.compaction import BatchItem, CompactedBatch
 from changelake.connectors.lake.sink import LakeTableSink, WriteResult
 
-__all__ = ["WriteResult", "IcebergSink", "open_catalog", "validate_sql_catalog_uri", "PIPELINE_NAMESPACE"]
+# catalog functions re-exported for callers that still import them from here (their home: catalog.py)
+__all__ = ["WriteResult", "IcebergSink", "open_catalog", "validate_sql_catalog_uri", "PIPELINE_NAMESPACE",
+           "read_namespace_property", "write_namespace_property"]
 
 
 _COMMIT_ATTEMPTS = 5
