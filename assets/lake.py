@@ -119,7 +119,7 @@ def build_lake_assets(path: Path, structure: PipelineDefinition) -> dg.AssetsDef
         from assets.reporting import LakeReporter, lake_metadata
         from changelake.pipeline.lock import PipelineLock
         from changelake.pipeline.runner import kafka_lag, run_pipeline
-        from changelake.services import default_state_dir
+        from changelake.state_dir import default_state_dir
 
         selected = [t for t in tables if lake_asset_key(str(t)) in context.selected_asset_keys]
         defn = bind(path, mysql=mysql, kafka=kafka, lake=lake)

@@ -82,7 +82,7 @@ def _use_lake(lake: str) -> str:
 
     pipeline_2 = LAKE_PIPELINES[lake]
     if pipeline_2.resolve() != PIPELINE_2.resolve():  # not the default Pipeline 2: swap it in
-        from changelake.services import default_state_dir
+        from changelake.state_dir import default_state_dir
 
         folder = default_state_dir() / "demo-pipelines" / lake
         shutil.rmtree(folder, ignore_errors=True)

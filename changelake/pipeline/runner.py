@@ -140,7 +140,7 @@ def build_changelog_sink(defn: PipelineDefinition, *, partitioned: bool = False,
             if not merge:
                 return LakeOffsetsSink(sink, defn.name)
             from changelake.pipeline.lock import checkpoint_lock
-            from changelake.services import default_state_dir
+            from changelake.state_dir import default_state_dir
 
             return LakeOffsetsSink(sink, defn.name, merge=True, merge_lock=checkpoint_lock(default_state_dir(), defn.name))
         return LakePositionSink(sink, defn.name)

@@ -19,7 +19,6 @@ are); ``table.properties.*`` (prefix stripped) become the options of tables the 
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -83,9 +82,9 @@ _RESERVED_TABLE_PROPERTIES = ("rowkind.field", "primary-key", "partition")
 def default_warehouse() -> Path:
     """The local filesystem warehouse: ``<state dir>/lake/paimon`` (``$CHANGELAKE_STATE_DIR`` or
     ``<repo>/.state``, as :func:`changelake.services.default_state_dir`)."""
-    # Imported by name: the services module (subprocess management) is outside the typed engine.
-    services = importlib.import_module("changelake.services")
-    return Path(services.default_state_dir()) / "lake" / "paimon"
+    from changelake.state_dir import default_state_dir
+
+    return default_state_dir() / "lake" / "paimon"
 
 
 @dataclass(frozen=True)
