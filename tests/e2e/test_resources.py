@@ -27,3 +27,20 @@ def test_kafka_resource_builds_the_pipeline_source_and_refuses_unknown_options()
     assert type(source).__name__ == "KafkaPipelineSource"
     with pytest.raises(OptionValidationError, match=r"(?s)Unsupported options.*no\.such"):
         kafka.sink({"no.such": "1"}, pipeline="p")
+
+
+def test_both_lake_catalog_resources_are_one_resource_type_filling_only_their_own_lake(tmp_path):
+    from resources import IcebergCatalogResource, LakeCatalogResource, PaimonCatalogResource
+
+    iceberg = IcebergCatalogResource(uri=f"sqlite:///{tmp_path / 'catalog.db'}", warehouse=f"file://{tmp_path / 'wh'}")
+    paimon = PaimonCatalogResource(warehouse=str(tmp_path / "paimon"))
+    assert isinstance(iceberg, LakeCatalogResource) and isinstance(paimon, LakeCatalogResource)
+    assert paimon.options_for("paimon") == {"catalog.properties.metastore": "filesystem",
+                                            "catalog.properties.warehouse": str(tmp_path / "paimon")}
+    assert paimon.options_for("iceberg") == {} and iceberg.options_for("paimon") == {}
+    assert iceberg.options_for("iceberg")["catalog.properties.uri"] == iceberg.uri
+    sink = paimon.sink({"commit.user": "job"}, pipeline="p")
+    assert type(sink).__name__ == "PaimonSink"
+    assert sink.options.catalog_properties["warehouse"] == str(tmp_path / "paimon")
+    assert sink.options.commit_user == "job"
+    assert PaimonCatalogResource().options_for("paimon") == {"catalog.properties.metastore": "filesystem"}
