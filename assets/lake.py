@@ -117,6 +117,7 @@ def build_lake_assets(path: Path, structure: PipelineDefinition) -> dg.AssetsDef
         context: dg.AssetExecutionContext, mysql: MySqlResource, kafka: KafkaResource, lake: LakeCatalogResource
     ):
         from assets.reporting import LakeReporter, lake_metadata
+        from changelake.pipeline.progress import lag_by_topic
         from changelake.pipeline.lock import PipelineLock
         from changelake.pipeline.runner import kafka_lag, run_pipeline
         from changelake.state_dir import default_state_dir
@@ -135,8 +136,7 @@ def build_lake_assets(path: Path, structure: PipelineDefinition) -> dg.AssetsDef
         context.log.info(f"pipeline {defn.name}: {stats.metadata()}")
         for table in selected:
             progress = reporter.progress.get(str(table))
-            lag = None if mysql_source else sum(
-                max(0, end - done) for tp, (done, end) in positions.items() if tp.rpartition("/")[0] == str(table))
+            lag = None if mysql_source else lag_by_topic(positions).get(str(table), 0)
             if not progress.changed:
                 context.log.info(f"{table}: nothing new (lag {lag}); not materialized")
                 continue

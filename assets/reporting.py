@@ -16,7 +16,7 @@ import dagster as dg
 
 from changelake.changelog import TableId
 from changelake.pipeline.definition import PipelineDefinition
-from changelake.pipeline.progress import KafkaEndOffsets, LakeProgress, TableProgress, lag_of
+from changelake.pipeline.progress import LakeProgress, TableProgress, lag_of
 from assets.keys import lake_asset_key, topic_asset_key
 
 __all__ = ["Reporter", "TopicReporter", "LakeReporter", "reporter_for", "lake_metadata"]
@@ -61,6 +61,8 @@ class TopicReporter(Reporter):
 
         # a sink reporting topics names them (``topic_for``); built unopened, no I/O
         self._namer: Any = find_factory(defn.sink_type).create_sink(defn.options("sink"), ConnectorContext(defn.name))
+        from changelake.connectors.kafka_common import KafkaEndOffsets
+
         self._probe = KafkaEndOffsets.from_options(defn.options("sink"))
         self.offsets: dict[str, int] = {}
 
@@ -110,6 +112,8 @@ class LakeReporter(Reporter):
 
         #: a MySQL -> lake pipeline has one binlog position, no Kafka offsets and no lag in offsets
         self._from_kafka = is_partitioned_source(defn.source_type)
+        from changelake.connectors.kafka_common import KafkaEndOffsets
+
         self._probe = KafkaEndOffsets.from_options(defn.options("source")) if self._from_kafka else None
         self._per_commit = per_commit
 
@@ -126,21 +130,7 @@ class LakeReporter(Reporter):
         """Fold one ``on_batch`` payload in; the changed tables of this batch. From Kafka the
         payload carries the lake's commit results (snapshot ids, offsets); from MySQL it carries the
         events per table and op written with the binlog position (the lake commits them with it)."""
-        if self._from_kafka:
-            return self.progress.add(batch)
-        steps = []
-        for table, ops in (batch.get("ops") or {}).items():
-            step = TableProgress(table, commits=1)
-            step.rows_inserted = int(ops.get("c", 0)) + int(ops.get("r", 0))
-            step.rows_updated = int(ops.get("u", 0))
-            step.rows_deleted = int(ops.get("d", 0))
-            total = self.progress.tables.setdefault(table, TableProgress(table))
-            total.rows_inserted += step.rows_inserted
-            total.rows_updated += step.rows_updated
-            total.rows_deleted += step.rows_deleted
-            total.commits += 1
-            steps.append(step)
-        return steps
+        return self.progress.add(batch) if self._from_kafka else self.progress.add_positioned(batch)
 
     def on_batch(self, batch: Mapping[str, Any]) -> list[dg.AssetMaterialization]:
         steps = self.add(batch)

@@ -28,6 +28,8 @@ conversion of :func:`to_iceberg_type` agrees with :func:`to_arrow_type`.
 
 from __future__ import annotations
 
+from functools import partial
+
 from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
@@ -98,17 +100,9 @@ def to_arrow_type(data_type: DataType) -> pa.DataType:
     return arrow.to_arrow_type(data_type, arrow.ICEBERG)
 
 
-def to_arrow_array(
-    values: Sequence[Any],
-    data_type: DataType | None,
-    arrow_type: pa.DataType,
-    *,
-    table: str | None = None,
-    column: str | None = None,
-) -> pa.Array:
-    """:func:`changelake.connectors.lake.arrow.to_arrow_array` raising IcebergTypeError (a value
-    does not fit: overflow, DECIMAL scale loss, wrong Python type; names table and column)."""
-    return arrow.to_arrow_array(values, data_type, arrow_type, table=table, column=column, error=IcebergTypeError)
+#: :func:`changelake.connectors.lake.arrow.to_arrow_array` raising IcebergTypeError (a value does not fit:
+#: overflow, DECIMAL scale loss, wrong Python type; names table and column).
+to_arrow_array = partial(arrow.to_arrow_array, error=IcebergTypeError)
 
 
 def schema_to_arrow(schema: Schema) -> pa.Schema:

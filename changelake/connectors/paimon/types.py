@@ -26,7 +26,7 @@ so both lakes hold the same values.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from functools import partial
 
 import pyarrow as pa
 
@@ -120,19 +120,6 @@ def widening(current: str, incoming: str) -> str:
     return "bad"
 
 
-def to_arrow_array(
-    values: Sequence[Any],
-    data_type: DataType | None,
-    arrow_type: pa.DataType,
-    *,
-    table: str | None = None,
-    column: str | None = None,
-) -> pa.Array:
-    """:func:`changelake.connectors.lake.arrow.to_arrow_array` for a Paimon column
-    (``arrow_type`` from :func:`arrow_type_of` of the lake column).
-
-    Raises:
-        PaimonTypeError: a value does not fit (overflow, DECIMAL scale loss, wrong Python type).
-    """
-    return arrow.to_arrow_array(values, data_type, arrow_type, table=table, column=column,
-                                error=PaimonTypeError, lake="Paimon ")
+#: :func:`changelake.connectors.lake.arrow.to_arrow_array` raising PaimonTypeError (a value does not fit:
+#: overflow, DECIMAL scale loss, wrong Python type; names table and column).
+to_arrow_array = partial(arrow.to_arrow_array, error=PaimonTypeError, lake="Paimon ")
