@@ -50,6 +50,7 @@ __all__ = [
     "ICEBERG",
     "PAIMON",
     "is_text_decimal",
+    "decimal_precision_scale",
     "to_arrow_type",
     "to_arrow_value",
     "to_arrow_array",
