@@ -157,6 +157,20 @@ class LakeSink(Protocol):
     def write_checkpoint(self, pipeline: str, offsets: Mapping[str, int]) -> None:
         """Store the offsets checkpoint of ``pipeline`` (after every table of a batch committed)."""
 
+    # -- what checks and reports read of a lake (no buffering involved) --------------------------
+    def table_name(self, table_id: TableId) -> str:
+        """The lake identifier of a source table as text (``namespace.table``, ``database.table``)."""
+
+    def primary_key(self, table_id: TableId) -> list[str]:
+        """The primary-key columns the lake table declares. Raises the lake's sink error when absent."""
+
+    def last_commit_ms(self, table_id: TableId) -> int | None:
+        """Commit time (ms since the epoch) of the table's latest snapshot; None if never written."""
+
+    def read_table(self, table_id: TableId, columns: Sequence[str] | None = None) -> Any:
+        """Every current row of the lake table as a ``pyarrow.Table`` (a full scan). Raises the
+        lake's sink error when the table or a column does not exist."""
+
 
 @runtime_checkable
 class BufferedSink(Protocol):

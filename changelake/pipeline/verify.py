@@ -40,9 +40,10 @@ def read_lake_table(defn: PipelineDefinition, table: TableId) -> Any:
     """Every current row of lake table ``table`` of ``defn``'s sink as a ``pyarrow.Table``, read
     by the lake sink the registry builds from ``sink.type`` (Iceberg: a pyiceberg scan; Paimon: a
     pypaimon read, merged by row kind)."""
+    from changelake.connectors.base import LakeSink
     from changelake.connectors.registry import ConnectorContext, find_factory
 
-    sink = find_factory(defn.sink_type).create_sink(defn.options("sink"), ConnectorContext(defn.name))
+    sink: LakeSink = find_factory(defn.sink_type).create_sink(defn.options("sink"), ConnectorContext(defn.name))
     return sink.read_table(table)
 
 
