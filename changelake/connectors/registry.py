@@ -81,8 +81,9 @@ class Endpoint(Generic[O, C]):
             and client properties; ``lake``: a lake catalog of this identifier); None: the YAML
             gives every key. An orchestrator's resource of that kind says which keys it fills.
         progress: what a sink's durable commits let an orchestrator report (:data:`Progress`).
-        maintenance: ``module:function`` maintaining the tables of a sink of these options
-            (``maintain(options, maintenance_options, tables) -> list[result]``, see
+        maintenance: ``module:function`` maintaining the tables of a sink
+            (``maintain(sink.options, maintenance_options, *, tables) -> list[result]``, given
+            the typed options of the sink this endpoint builds; see
             :mod:`changelake.connectors.lake.maintenance`); None: the sink needs none.
     """
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from changelake.connectors.base import LakeSink
 from changelake.connectors.errors import OptionValidationError
 from changelake.connectors.lake.maintenance import MaintenanceOptions, MaintenanceResult
 from changelake.connectors.registry import ConnectorContext, find_factory, maintenance_of, maintenance_sink_types
@@ -57,6 +58,8 @@ def maintain_pipeline_lake(
     if maintain is None:
         raise OptionValidationError(f"pipeline '{defn.name}': {maintenance_refusal(defn, 'lake maintenance')}",
                                     option="type")
-    sink_options = find_factory(defn.sink_type).endpoint("sink").validate(defn.options("sink"), ConnectorContext(defn.name))
-    results: list[MaintenanceResult] = maintain(sink_options, options, tables=tables)
+    # the sink as the registry builds it (unopened, no I/O): its typed options are what the lake's
+    # maintenance opens the catalog with
+    sink: LakeSink = find_factory(defn.sink_type).create_sink(defn.options("sink"), ConnectorContext(defn.name))
+    results: list[MaintenanceResult] = maintain(sink.options, options, tables=tables)
     return results

@@ -65,6 +65,7 @@ sink:
 def tinylake(tmp_path, monkeypatch):
     """The package on ``sys.path``, its one registry line, and a pipelines folder holding only
     a Kafka -> tinylake pipeline."""
+    import platform_defs.definitions  # noqa: F401 - its module-level defs built from the real pipelines, first
     root = tmp_path / "src" / "tinylake"
     root.mkdir(parents=True)
     for name, text in PACKAGE.items():
