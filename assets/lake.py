@@ -119,7 +119,8 @@ def build_lake_assets(path: Path, structure: PipelineDefinition) -> dg.AssetsDef
         from assets.reporting import LakeReporter, lake_metadata
         from changelake.pipeline.progress import lag_by_topic
         from changelake.pipeline.lock import PipelineLock
-        from changelake.pipeline.runner import kafka_lag, run_pipeline
+        from changelake.pipeline.lake_checkpoint import kafka_lag
+        from changelake.pipeline.runner import run_pipeline
         from changelake.state_dir import default_state_dir
 
         selected = [t for t in tables if lake_asset_key(str(t)) in context.selected_asset_keys]

@@ -75,6 +75,6 @@ class KafkaResource(dg.ConfigurableResource):
     def lag(self, defn: "PipelineDefinition", timeout_s: float = 10.0) -> dict[str, tuple[int, int]]:
         """Per ``topic/partition`` of the Kafka -> lake pipeline ``defn`` (bound to this cluster):
         (the lake checkpoint, Kafka's end offset); the difference is the lag in offsets."""
-        from changelake.pipeline.runner import kafka_lag
+        from changelake.pipeline.lake_checkpoint import kafka_lag
 
         return kafka_lag(defn, timeout_s=timeout_s)
