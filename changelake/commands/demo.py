@@ -92,6 +92,7 @@ def _use_lake(lake: str) -> str:
                 shutil.copy(path, folder / path.name)
         shutil.copy(pipeline_2, folder / pipeline_2.name)
         os.environ["CHANGELAKE_PIPELINES_DIR"] = str(folder)
+    os.environ["LAKE"] = lake  # the code location's lake catalog resource (resources/definitions.py)
     return load_structure(pipeline_2).name
 
 

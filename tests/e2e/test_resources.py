@@ -44,3 +44,20 @@ def test_both_lake_catalog_resources_are_one_resource_type_filling_only_their_ow
     assert sink.options.catalog_properties["warehouse"] == str(tmp_path / "paimon")
     assert sink.options.commit_user == "job"
     assert PaimonCatalogResource().options_for("paimon") == {"catalog.properties.metastore": "filesystem"}
+
+
+def test_the_deployment_picks_its_lake_catalog_with_LAKE(monkeypatch):
+    from resources import IcebergCatalogResource, PaimonCatalogResource
+    from resources.definitions import defs
+
+    monkeypatch.delenv("LAKE", raising=False)
+    resources = defs().resources
+    assert isinstance(resources["lake"], IcebergCatalogResource)
+    monkeypatch.setenv("LAKE", "paimon")
+    monkeypatch.setenv("PAIMON_WAREHOUSE", "/data/paimon")
+    resources = defs().resources
+    assert isinstance(resources["lake"], PaimonCatalogResource) and resources["lake"].warehouse == "/data/paimon"
+    assert resources["lake_io_manager"].lake is resources["lake"]  # the IO manager reads the same lake
+    monkeypatch.setenv("LAKE", "hudi")
+    with pytest.raises(ValueError, match="LAKE='hudi': no lake catalog resource for it; choose one of iceberg, paimon"):
+        defs()
