@@ -21,7 +21,7 @@ from changelake.pipeline.definition import PipelineDefinition
 from changelake.pipeline.lake_tables import lake_tables
 from changelake.pipeline.naming import FRESHNESS_CHECK, KEY_STATE_CHECK, LAKE_CHECKS, UNIQUE_KEYS_CHECK, lake_checks_of
 from resources.binding import bind
-from resources.iceberg import IcebergCatalogResource
+from resources.lake import LakeCatalogResource
 from resources.kafka import KafkaResource
 from resources.mysql import MySqlResource
 
@@ -60,7 +60,7 @@ def _table_checks(path: Path, structure: PipelineDefinition, table: TableId) -> 
 
     @dg.multi_asset_check(name=node, specs=specs, can_subset=True)
     def lake_checks(
-        context: dg.AssetCheckExecutionContext, mysql: MySqlResource, kafka: KafkaResource, lake: IcebergCatalogResource
+        context: dg.AssetCheckExecutionContext, mysql: MySqlResource, kafka: KafkaResource, lake: LakeCatalogResource
     ):
         from changelake.errors import ChangelakeError
         from changelake.pipeline.lake_checks import check_freshness, check_unique_keys

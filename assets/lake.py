@@ -20,10 +20,11 @@ import dagster as dg
 
 from assets.keys import job_name, lake_asset_key, mysql_asset_key, pool_name, topic_asset_key
 from changelake.changelog import TableId
+from changelake.connectors.registry import is_partitioned_source
 from changelake.pipeline.definition import PipelineDefinition
 from changelake.pipeline.lake_tables import captures, from_mysql, is_lake, lake_tables, mysql_table_of
 from resources.binding import bind
-from resources.iceberg import IcebergCatalogResource
+from resources.lake import LakeCatalogResource
 from resources.kafka import KafkaResource
 from resources.mysql import MySqlResource
 
@@ -36,7 +37,7 @@ SOURCES_GROUP = "sources"
 def _captured_by(structures: list[PipelineDefinition], table: TableId) -> PipelineDefinition | None:
     """The MySQL -> Kafka pipeline whose ``tables`` pattern captures ``table`` (None if none does)."""
     for s in structures:
-        if s.source_type == "mysql" and not is_lake(s) and captures(s, table):
+        if not is_lake(s) and not is_partitioned_source(s.source_type) and captures(s, table):
             return s
     return None
 
@@ -113,12 +114,14 @@ def build_lake_assets(path: Path, structure: PipelineDefinition) -> dg.AssetsDef
         ) + "; tables with nothing new are not materialized.",
     )
     def lake_assets(
-        context: dg.AssetExecutionContext, mysql: MySqlResource, kafka: KafkaResource, lake: IcebergCatalogResource
+        context: dg.AssetExecutionContext, mysql: MySqlResource, kafka: KafkaResource, lake: LakeCatalogResource
     ):
         from assets.reporting import LakeReporter, lake_metadata
+        from changelake.pipeline.progress import lag_by_topic
         from changelake.pipeline.lock import PipelineLock
-        from changelake.pipeline.runner import kafka_lag, run_pipeline
-        from changelake.services import default_state_dir
+        from changelake.pipeline.lake_checkpoint import kafka_lag
+        from changelake.pipeline.runner import run_pipeline
+        from changelake.state_dir import default_state_dir
 
         selected = [t for t in tables if lake_asset_key(str(t)) in context.selected_asset_keys]
         defn = bind(path, mysql=mysql, kafka=kafka, lake=lake)
@@ -134,8 +137,7 @@ def build_lake_assets(path: Path, structure: PipelineDefinition) -> dg.AssetsDef
         context.log.info(f"pipeline {defn.name}: {stats.metadata()}")
         for table in selected:
             progress = reporter.progress.get(str(table))
-            lag = None if mysql_source else sum(
-                max(0, end - done) for tp, (done, end) in positions.items() if tp.rpartition("/")[0] == str(table))
+            lag = None if mysql_source else lag_by_topic(positions).get(str(table), 0)
             if not progress.changed:
                 context.log.info(f"{table}: nothing new (lag {lag}); not materialized")
                 continue

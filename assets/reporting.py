@@ -16,7 +16,7 @@ import dagster as dg
 
 from changelake.changelog import TableId
 from changelake.pipeline.definition import PipelineDefinition
-from changelake.pipeline.progress import KafkaEndOffsets, LakeProgress, TableProgress, lag_of
+from changelake.pipeline.progress import LakeProgress, TableProgress, lag_of
 from assets.keys import lake_asset_key, topic_asset_key
 
 __all__ = ["Reporter", "TopicReporter", "LakeReporter", "reporter_for", "lake_metadata"]
@@ -57,16 +57,17 @@ class TopicReporter(Reporter):
 
     def __init__(self, defn: PipelineDefinition) -> None:
         super().__init__(defn)
-        self._namer: Any = None
-        if defn.sink_type == "kafka":
-            from changelake.connectors.kafka.sink import KafkaPipelineSink
+        from changelake.connectors.registry import ConnectorContext, find_factory
 
-            self._namer = KafkaPipelineSink(defn.options("sink"), pipeline_name=defn.name)  # no I/O
+        # a sink reporting topics names them (``topic_for``); built unopened, no I/O
+        self._namer: Any = find_factory(defn.sink_type).create_sink(defn.options("sink"), ConnectorContext(defn.name))
+        from changelake.connectors.kafka_common import KafkaEndOffsets
+
         self._probe = KafkaEndOffsets.from_options(defn.options("sink"))
         self.offsets: dict[str, int] = {}
 
     def topic_for(self, table: str) -> str:
-        return self._namer.topic_for(TableId.parse(table)) if self._namer is not None else str(table)
+        return str(self._namer.topic_for(TableId.parse(table)))
 
     def on_batch(self, batch: Mapping[str, Any]) -> list[dg.AssetMaterialization]:
         per_topic: dict[str, int] = {}
@@ -107,8 +108,12 @@ class LakeReporter(Reporter):
         lake = find_factory(defn.sink_type).create_sink(defn.options("sink"), ConnectorContext(defn.name))  # unopened
         self.progress = LakeProgress(identifier=lambda t: lake.table_name(TableId.parse(t)),
                                      topics_of=lambda t: topics_of_table(defn, TableId.parse(t)))
+        from changelake.connectors.registry import is_partitioned_source
+
         #: a MySQL -> lake pipeline has one binlog position, no Kafka offsets and no lag in offsets
-        self._from_kafka = defn.source_type == "kafka"
+        self._from_kafka = is_partitioned_source(defn.source_type)
+        from changelake.connectors.kafka_common import KafkaEndOffsets
+
         self._probe = KafkaEndOffsets.from_options(defn.options("source")) if self._from_kafka else None
         self._per_commit = per_commit
 
@@ -125,21 +130,7 @@ class LakeReporter(Reporter):
         """Fold one ``on_batch`` payload in; the changed tables of this batch. From Kafka the
         payload carries the lake's commit results (snapshot ids, offsets); from MySQL it carries the
         events per table and op written with the binlog position (the lake commits them with it)."""
-        if self._from_kafka:
-            return self.progress.add(batch)
-        steps = []
-        for table, ops in (batch.get("ops") or {}).items():
-            step = TableProgress(table, commits=1)
-            step.rows_inserted = int(ops.get("c", 0)) + int(ops.get("r", 0))
-            step.rows_updated = int(ops.get("u", 0))
-            step.rows_deleted = int(ops.get("d", 0))
-            total = self.progress.tables.setdefault(table, TableProgress(table))
-            total.rows_inserted += step.rows_inserted
-            total.rows_updated += step.rows_updated
-            total.rows_deleted += step.rows_deleted
-            total.commits += 1
-            steps.append(step)
-        return steps
+        return self.progress.add(batch) if self._from_kafka else self.progress.add_positioned(batch)
 
     def on_batch(self, batch: Mapping[str, Any]) -> list[dg.AssetMaterialization]:
         steps = self.add(batch)
@@ -159,11 +150,13 @@ class LakeReporter(Reporter):
 
 
 def reporter_for(defn: PipelineDefinition) -> Reporter:
-    """The reporter of a pipeline by its sink type."""
-    from changelake.connectors.registry import lake_sink_types
+    """The reporter of a pipeline by what its sink type reports (the registry's ``progress``):
+    lake tables, topics, or nothing beyond the run's stats."""
+    from changelake.connectors.registry import progress_of
 
-    if defn.sink_type in lake_sink_types():
+    progress = progress_of(defn.sink_type)
+    if progress == "tables":
         return LakeReporter(defn)
-    if defn.source_type == "mysql":
+    if progress == "topics":
         return TopicReporter(defn)
     return Reporter(defn)

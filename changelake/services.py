@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from changelake.errors import ChangelakeError
+from changelake.state_dir import default_state_dir  # re-exported: callers of the services module use it
 
 __all__ = [
     "ServiceError",
@@ -50,11 +51,6 @@ KAFKA_POM = REPO_ROOT / "kafka" / "pom.xml"
 
 class ServiceError(ChangelakeError):
     """A local service could not be started or reached. The message says what to do."""
-
-
-def default_state_dir() -> Path:
-    """``$CHANGELAKE_STATE_DIR`` or ``<repo>/.state``."""
-    return Path(os.environ.get("CHANGELAKE_STATE_DIR", REPO_ROOT / ".state")).resolve()
 
 
 def free_port() -> int:

@@ -19,7 +19,7 @@ from assets.reporting import reporter_for
 from changelake.pipeline.files import load_structure
 from platform_defs.running import run_supervised
 from resources.binding import bind
-from resources.iceberg import IcebergCatalogResource
+from resources.lake import LakeCatalogResource
 from resources.kafka import KafkaResource
 from resources.mysql import MySqlResource
 
@@ -57,7 +57,7 @@ def build_pipeline_job(path: Path) -> dg.JobDefinition:
         config: PipelineRunConfig,
         mysql: MySqlResource,
         kafka: KafkaResource,
-        lake: IcebergCatalogResource,
+        lake: LakeCatalogResource,
     ):
         defn = bind(path, mysql=mysql, kafka=kafka, lake=lake)
         context.log.info(f"pipeline {defn.name}: {defn.redacted()}")

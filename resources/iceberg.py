@@ -1,19 +1,22 @@
 """``IcebergCatalogResource``: the lake's Iceberg catalog (pyiceberg SQL catalog) and the
-``iceberg`` sink (Flink CDC's Iceberg pipeline connector)."""
+``iceberg`` sink (Flink CDC's Iceberg pipeline connector); a :class:`~resources.lake.LakeCatalogResource`."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, ClassVar
 
-import dagster as dg
 from pydantic import Field
+
+from resources.lake import LakeCatalogResource
 
 __all__ = ["IcebergCatalogResource"]
 
 
-class IcebergCatalogResource(dg.ConfigurableResource):
+class IcebergCatalogResource(LakeCatalogResource):
     """The Iceberg catalog of the lake (pyiceberg; SQL catalog on SQLite by default). No I/O until a
     method is called."""
+
+    identifier: ClassVar[str] = "iceberg"
 
     uri: str = Field(description="Catalog URI, e.g. sqlite:////abs/path/catalog.db.")
     warehouse: str = Field(description="Warehouse location, e.g. file:///abs/path/warehouse.")
@@ -27,23 +30,18 @@ class IcebergCatalogResource(dg.ConfigurableResource):
             "catalog.properties.warehouse": self.warehouse,
         }
 
+    def sink_options(self) -> dict[str, str]:
+        """The catalog options plus ``catalog.name``."""
+        return {**self.connection_options(), "catalog.name": self.catalog_name}
+
     def catalog(self) -> Any:
         """The ``pyiceberg`` catalog (``SqlCatalog``); creates its tables in the database if missing."""
         from pyiceberg.catalog.sql import SqlCatalog
 
         return SqlCatalog(self.catalog_name, uri=self.uri, warehouse=self.warehouse)
 
-    def sink(self, options: Mapping[str, str], pipeline: str) -> Any:
-        """An ``iceberg`` sink on this catalog, unopened: primary-key tables upserted per commit,
-        the pipeline's offsets or source position stored with each snapshot.
-
-        ``options``: Flink CDC's keys (``namespace``, ``table.properties.*``, ...); the catalog's
-        options fill what they leave out.
-
-        Raises:
-            OptionValidationError: unknown or invalid options (the supported keys are listed).
-        """
-        from changelake.connectors.registry import ConnectorContext, find_factory
-
-        raw = {**self.connection_options(), "catalog.name": self.catalog_name, **options}
-        return find_factory("iceberg").create_sink(raw, ConnectorContext(pipeline))
+    def read_table(self, namespace: str, table: str) -> tuple[Any, str]:
+        """A full pyiceberg scan of ``namespace.table`` and its current snapshot id."""
+        loaded = self.catalog().load_table((namespace, table))
+        snapshot = loaded.current_snapshot()
+        return loaded.scan().to_arrow(), str(snapshot.snapshot_id if snapshot else "")

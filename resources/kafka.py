@@ -29,6 +29,10 @@ class KafkaResource(dg.ConfigurableResource):
         return {"properties.bootstrap.servers": self.bootstrap_servers,
                 **{f"properties.{k}": str(v) for k, v in self.properties.items()}}
 
+    def options_for(self, connector: str) -> dict[str, str]:
+        """:meth:`connection_options` (the registry names this resource's kind for ``connector``)."""
+        return self.connection_options()
+
     def client_config(self) -> dict[str, str]:
         """librdkafka configuration (``bootstrap.servers`` plus :attr:`properties`)."""
         return {"bootstrap.servers": self.bootstrap_servers, **{k: str(v) for k, v in self.properties.items()}}
@@ -71,6 +75,6 @@ class KafkaResource(dg.ConfigurableResource):
     def lag(self, defn: "PipelineDefinition", timeout_s: float = 10.0) -> dict[str, tuple[int, int]]:
         """Per ``topic/partition`` of the Kafka -> lake pipeline ``defn`` (bound to this cluster):
         (the lake checkpoint, Kafka's end offset); the difference is the lag in offsets."""
-        from changelake.pipeline.runner import kafka_lag
+        from changelake.pipeline.lake_checkpoint import kafka_lag
 
         return kafka_lag(defn, timeout_s=timeout_s)

@@ -33,6 +33,10 @@ class MySqlResource(dg.ConfigurableResource):
         """The ``mysql`` source's connection options, Flink CDC's keys: hostname, port, username, password."""
         return {"hostname": self.host, "port": str(self.port), "username": self.user, "password": self.password}
 
+    def options_for(self, connector: str) -> dict[str, str]:
+        """:meth:`connection_options` (the registry names this resource's kind for ``connector``)."""
+        return self.connection_options()
+
     def connection_params(self) -> dict[str, Any]:
         """PyMySQL ``connect`` keyword arguments (host, port, user, password)."""
         return {"host": self.host, "port": self.port, "user": self.user, "password": self.password}

@@ -20,8 +20,9 @@ import dagster as dg
 from changelake.pipeline.definition import PipelineDefinition
 from changelake.pipeline.lake_tables import lake_tables
 from changelake.pipeline.naming import PIPELINE_TAG, job_name, key_path
+from changelake.pipeline.progress import lag_by_topic
 from resources.binding import bind
-from resources.iceberg import IcebergCatalogResource
+from resources.lake import LakeCatalogResource
 from resources.kafka import KafkaResource
 from sensors.liveness import worker_gone
 
@@ -118,7 +119,7 @@ def make_lag_sensor(pipeline_path: Path, structure: PipelineDefinition) -> dg.Se
             "absorbed (only those tables); skips while a run of that pipeline is active."
         ),
     )
-    def on_lag(context: dg.SensorEvaluationContext, kafka: KafkaResource, lake: IcebergCatalogResource):
+    def on_lag(context: dg.SensorEvaluationContext, kafka: KafkaResource, lake: LakeCatalogResource):
         active = context.instance.get_run_records(
             dg.RunsFilter(tags={PIPELINE_TAG: pipeline}, statuses=_ACTIVE), limit=1
         )
@@ -126,10 +127,7 @@ def make_lag_sensor(pipeline_path: Path, structure: PipelineDefinition) -> dg.Se
             return dg.SkipReason(f"pipeline {pipeline} is running (run {active[0].dagster_run.run_id})")
         defn = bind(pipeline_path, kafka=kafka, lake=lake)
         positions = kafka.lag(defn, timeout_s=10.0)
-        lag: dict[str, int] = {}
-        for tp, (done, end) in positions.items():
-            topic = tp.rpartition("/")[0]
-            lag[topic] = lag.get(topic, 0) + max(0, end - done)
+        lag = lag_by_topic(positions)
         behind = sorted(t for t, n in lag.items() if n > 0)
         if not behind:
             return dg.SkipReason("no Kafka lag")

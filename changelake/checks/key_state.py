@@ -1,7 +1,7 @@
 """Key-state comparison of a lake table with its source table, in DuckDB (no Dagster here).
 
-Both sides arrive as Arrow tables (lake: a pyiceberg scan; source: MySQL rows converted with
-:func:`changelake.connectors.iceberg.types.rows_to_arrow`). DuckDB joins them in process with a
+Both sides arrive as Arrow tables (lake: a full scan of the lake table; source: MySQL rows converted with
+:func:`changelake.connectors.lake.arrow.rows_to_arrow`). DuckDB joins them in process with a
 FULL OUTER JOIN on the primary key and compares every other column NULL-safely
 (``IS DISTINCT FROM``). Arrow tables are registered as DuckDB relations; only identifiers, quoted
 with double quotes, are written into the SQL, never data.

@@ -81,8 +81,8 @@ def _use_lake(lake: str) -> str:
     from changelake.pipeline.files import load_structure, pipeline_files
 
     pipeline_2 = LAKE_PIPELINES[lake]
-    if lake != "iceberg":
-        from changelake.services import default_state_dir
+    if pipeline_2.resolve() != PIPELINE_2.resolve():  # not the default Pipeline 2: swap it in
+        from changelake.state_dir import default_state_dir
 
         folder = default_state_dir() / "demo-pipelines" / lake
         shutil.rmtree(folder, ignore_errors=True)
@@ -92,6 +92,7 @@ def _use_lake(lake: str) -> str:
                 shutil.copy(path, folder / path.name)
         shutil.copy(pipeline_2, folder / pipeline_2.name)
         os.environ["CHANGELAKE_PIPELINES_DIR"] = str(folder)
+    os.environ["LAKE"] = lake  # the code location's lake catalog resource (resources/definitions.py)
     return load_structure(pipeline_2).name
 
 

@@ -1,7 +1,8 @@
-"""``changelake lake maintain FILE.yaml``: Iceberg table maintenance for a pipeline's lake.
+"""``changelake lake maintain FILE.yaml``: table maintenance for a pipeline's lake.
 
 Compacts small data files, expires snapshots and deletes unreferenced and orphan files in every
-lake table of the pipeline's ``iceberg`` sink (see :mod:`changelake.connectors.iceberg.maintenance`).
+lake table of the pipeline's sink, when its sink type declares maintenance (``iceberg``, see
+:mod:`changelake.connectors.iceberg.maintenance`; :mod:`changelake.pipeline.maintenance`).
 Defaults come from each table's properties (``history.expire.max-snapshot-age-ms``,
 ``history.expire.min-snapshots-to-keep``, ``write.target-file-size-bytes``), as Iceberg's own actions.
 Safe beside a running pipeline: a step that loses a commit race is reported and changes nothing.
@@ -20,7 +21,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("lake", help="lake table maintenance")
     sub = p.add_subparsers(dest="lake_command", required=True)
     m = sub.add_parser("maintain", help="compact, expire snapshots and remove orphan files of FILE.yaml's lake tables")
-    m.add_argument("file", type=Path, help="a pipeline YAML whose sink is 'iceberg'")
+    m.add_argument("file", type=Path, help="a pipeline YAML whose sink declares maintenance (iceberg)")
     m.add_argument("--table", action="append", default=None, metavar="NS.TABLE", help="only this table (repeatable)")
     m.add_argument("--max-snapshot-age-ms", type=int, default=None, help="expire snapshots older than this (ms)")
     m.add_argument("--min-snapshots-to-keep", type=int, default=None, help="newest snapshots never expired")
@@ -32,16 +33,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def maintain(args: argparse.Namespace) -> int:
-    from changelake.connectors.iceberg.maintenance import MaintenanceOptions
+    from changelake.connectors.lake.maintenance import MaintenanceOptions
     from changelake.pipeline.definition import load_pipeline
-    from changelake.pipeline.maintenance import maintain_pipeline_lake
+    from changelake.pipeline.maintenance import has_maintenance, maintain_pipeline_lake, maintenance_refusal
 
     if not args.file.is_file():
         print(f"error: pipeline file {str(args.file)!r} does not exist", file=sys.stderr)
         return 2
     definition = load_pipeline(args.file)
-    if definition.sink_type != "iceberg":
-        print(f"error: {args.file}: sink type is {definition.sink_type!r}; maintenance is for 'iceberg'", file=sys.stderr)
+    if not has_maintenance(definition):
+        print(f"error: {args.file}: {maintenance_refusal(definition)}", file=sys.stderr)
         return 2
     options = MaintenanceOptions(
         max_snapshot_age_ms=args.max_snapshot_age_ms,

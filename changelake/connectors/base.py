@@ -20,9 +20,27 @@ satisfy (checked by ``tests/unit/connectors/test_registry.py``):
 The ``kafka`` source (:class:`~changelake.connectors.kafka.source.KafkaPipelineSource`) is
 partitioned: it polls records with their topic-partition offsets rather than events with one
 position, so the runner pairs it with a :class:`LakeSink` only, seen through the same two contracts
-(:class:`~changelake.pipeline.partitioned_source.PartitionedSource` and
+(:class:`~changelake.connectors.lake.partitioned_source.PartitionedSource` and
 :class:`~changelake.connectors.lake.offsets_sink.LakeOffsetsSink`, whose position is the next
 offset per ``topic/partition``); one runner loop (:mod:`changelake.pipeline.loop`) runs every pair.
+Those adapters live together in :mod:`changelake.connectors.lake` (``partitioned_source``,
+``changelog_sink``, ``offsets_sink``, ``position_sink``).
+
+Optional abilities, the runner's whole contract beyond the two shapes (as Flink's ``Supports...``
+interfaces: declared by the connector, checked with ``isinstance``, never probed by name):
+
+=====================================  =====================================================
+ability                                 what the runner does with it
+=====================================  =====================================================
+:class:`BufferedSink`                   flushes when the source is idle and at stop; reports a
+                                        batch once durable
+:class:`ReportsMetrics` (sink)          copies ``metrics`` into the run's stats
+:class:`PartitionedChangelogSource`     offsets positions; tells the source what the sink
+                                        committed; counts ``last_records`` per poll
+:class:`RejectsRecords` (source)        hands a record the stage found bad back to the source
+:class:`ReportsBadRecords` (source)     copies ``bad_records``, ``dead_letters`` and
+                                        ``inferred_tables`` into the run's stats
+=====================================  =====================================================
 
 Every source and sink declares ``changelog_mode``: the row kinds it produces or accepts (Flink's
 ``ChangelogMode``).
@@ -36,7 +54,10 @@ from changelake.changelog.event import DataChangeEvent
 from changelake.changelog.rowkind import RowKind
 from changelake.changelog.schema import Schema, TableId
 
-__all__ = ["ChangelogSource", "ChangelogSink", "BufferedSink", "LakeSink"]
+__all__ = [
+    "ChangelogSource", "ChangelogSink", "BufferedSink", "LakeSink", "ReportsMetrics", "PartitionedChangelogSource",
+    "RejectsRecords", "ReportsBadRecords",
+]
 
 
 @runtime_checkable
@@ -136,6 +157,20 @@ class LakeSink(Protocol):
     def write_checkpoint(self, pipeline: str, offsets: Mapping[str, int]) -> None:
         """Store the offsets checkpoint of ``pipeline`` (after every table of a batch committed)."""
 
+    # -- what checks and reports read of a lake (no buffering involved) --------------------------
+    def table_name(self, table_id: TableId) -> str:
+        """The lake identifier of a source table as text (``namespace.table``, ``database.table``)."""
+
+    def primary_key(self, table_id: TableId) -> list[str]:
+        """The primary-key columns the lake table declares. Raises the lake's sink error when absent."""
+
+    def last_commit_ms(self, table_id: TableId) -> int | None:
+        """Commit time (ms since the epoch) of the table's latest snapshot; None if never written."""
+
+    def read_table(self, table_id: TableId, columns: Sequence[str] | None = None) -> Any:
+        """Every current row of the lake table as a ``pyarrow.Table`` (a full scan). Raises the
+        lake's sink error when the table or a column does not exist."""
+
 
 @runtime_checkable
 class BufferedSink(Protocol):
@@ -155,3 +190,52 @@ class BufferedSink(Protocol):
     def flush(self, force: bool = True) -> list[Any] | None:
         """Make what :meth:`commit` covered durable now (``force``) or if due while the source is
         idle; returns the per-table results when it did, else None."""
+
+
+@runtime_checkable
+class ReportsMetrics(Protocol):
+    """A sink (or source) with counters for the run's stats, e.g. ``{"records": 10, "commits": 2}``."""
+
+    metrics: Mapping[str, Any]
+
+
+@runtime_checkable
+class PartitionedChangelogSource(Protocol):
+    """A :class:`ChangelogSource` whose ``position`` is the next offset per ``topic/partition``
+    (``{"orders/0": 42}``; :class:`~changelake.connectors.lake.partitioned_source.PartitionedSource`).
+    It feeds a partitioned sink (a lake) only."""
+
+    #: Marks the offsets position (always True).
+    partitioned: bool
+    #: Log records returned by the last poll (rejected and empty ones included); a record may
+    #: hold no change event, or several.
+    last_records: int
+
+    def notify_committed(self, position: Mapping[str, int]) -> None:
+        """The sink holds ``position`` durably (e.g. commit it to the consumer group, for lag)."""
+
+
+@runtime_checkable
+class RejectsRecords(Protocol):
+    """A source that can take back the record a change event came from when the pipeline's stage
+    refuses it (a bad row): skip it (``<format>.ignore-parse-errors``), copy it to the dead-letter
+    topic, or raise naming topic, partition, offset and table."""
+
+    def reject(self, event: DataChangeEvent, error: BaseException, table: str) -> None:
+        """Skip or dead-letter the record of ``event``, or raise RecordError."""
+
+
+@runtime_checkable
+class ReportsBadRecords(Protocol):
+    """A source that counts what it skipped, and the tables whose records carried no schema."""
+
+    #: source tables whose types were inferred from values, in first-seen order
+    inferred_tables: list[str]
+
+    @property
+    def bad_records(self) -> int:
+        """Records skipped with ``<format>.ignore-parse-errors``."""
+
+    @property
+    def dead_letters(self) -> int:
+        """Of those, records copied to ``dead-letter.topic``."""

@@ -38,6 +38,7 @@ __all__ = [
     "client_properties",
     "ensure_topics",
     "end_offsets",
+    "KafkaEndOffsets",
     "partition_count",
     "require_broker",
     "unavailable_error",
@@ -322,3 +323,47 @@ def end_offsets(consumer_or_bootstrap: Consumer | str | Mapping[str, str], topic
     finally:
         if own:
             consumer.close()
+
+
+class KafkaEndOffsets:
+    """End (high-watermark) offsets of topics, through one reused consumer (closed by :meth:`close`).
+
+    Args:
+        properties: Kafka client properties (``bootstrap.servers`` ...), e.g. a pipeline block's
+            ``properties.*`` options with the prefix removed.
+    """
+
+    def __init__(self, properties: Mapping[str, Any], timeout_s: float = 10.0) -> None:
+        self._properties = dict(properties)
+        self._timeout_s = timeout_s
+        self._consumer: Any = None
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str], timeout_s: float = 10.0) -> "KafkaEndOffsets":
+        """From a source or sink block's options (``properties.*``)."""
+        return cls({k[len("properties."):]: v for k, v in options.items() if k.startswith("properties.")}, timeout_s)
+
+    def end_offsets(self, topics: Iterable[str]) -> dict[str, int]:
+        """``topic/partition`` -> end offset for each partition of ``topics`` (missing topics
+        skipped), read with :func:`end_offsets`."""
+        if self._consumer is None:
+            conf = dict(self._properties)
+            conf.update({"group.id": "changelake-progress", "enable.auto.commit": False})
+            conf.setdefault("log_level", 3)  # errors only: no client chatter in the run output
+            self._consumer = Consumer(with_logger(conf))
+        out: dict[str, int] = {}
+        for topic in topics:
+            md = self._consumer.list_topics(topic, timeout=self._timeout_s)
+            meta = md.topics.get(topic)
+            if meta is None or meta.error is not None:
+                continue
+            if meta.partitions:
+                ends = end_offsets(self._consumer, topic, self._timeout_s)
+                out.update({f"{topic}/{partition}": int(high) for partition, high in sorted(ends.items())})
+        return out
+
+    def close(self) -> None:
+        """Close the consumer (idempotent)."""
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None

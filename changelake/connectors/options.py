@@ -466,9 +466,10 @@ def key(name: str) -> _KeyBuilder:
     return _KeyBuilder(name)
 
 
-def prefixed(raw: Mapping[str, Any], prefix: str) -> dict[str, str]:
-    """Keys starting with ``prefix``, prefix stripped, values as strings (``properties.acks`` -> ``acks``)."""
-    return {k[len(prefix):]: str(v) for k, v in raw.items() if k.startswith(prefix)}
+def prefixed(raw: Mapping[str, Any], prefix: str, text: Callable[[Any], str] = str) -> dict[str, str]:
+    """Keys starting with ``prefix``, prefix stripped, values as strings (``text``; default ``str``)
+    (``properties.acks`` -> ``acks``)."""
+    return {k[len(prefix):]: text(v) for k, v in raw.items() if k.startswith(prefix)}
 
 
 def validate_unsupported_options(identifier: str, raw: Mapping[str, Any], options: Iterable[ConfigOption[Any] | str],

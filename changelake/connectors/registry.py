@@ -22,11 +22,18 @@ from typing import Any, Callable, Generic, Literal, Mapping, TypeVar
 from changelake.connectors.errors import OptionValidationError
 from changelake.connectors.options import ConfigOption
 
-__all__ = ["ConnectorContext", "Endpoint", "ConnectorFactory", "FACTORY_MODULES", "find_factory", "identifiers", "lake_sink_types", "supported_pairs"]
+__all__ = [
+    "ConnectorContext", "Endpoint", "ConnectorFactory", "FACTORY_MODULES", "Progress", "Role", "find_factory",
+    "identifiers", "lake_sink_types", "supported_pairs", "connection_of", "maintenance_of", "progress_of",
+    "is_partitioned_source", "maintenance_sink_types",
+]
 
 O = TypeVar("O")
 C = TypeVar("C")
 Role = Literal["source", "sink"]
+#: What a sink's commits let an orchestrator report: ``topics`` (the topics written, with their
+#: end offsets), ``tables`` (per lake table: rows, offsets, snapshot), ``none``.
+Progress = Literal["topics", "tables", "none"]
 
 #: identifier -> module declaring ``FACTORY`` (one line per connector package).
 FACTORY_MODULES: dict[str, str] = {
@@ -69,6 +76,15 @@ class Endpoint(Generic[O, C]):
             or a sink that stores per-partition offsets with each commit
             (:class:`~changelake.connectors.base.LakeSink`). A partitioned source needs a
             partitioned sink; a positioned source feeds any sink.
+        connection: the kind of deployment connection that fills the keys the YAML leaves to the
+            deployment (``mysql``: host and credentials; ``kafka``: ``properties.bootstrap.servers``
+            and client properties; ``lake``: a lake catalog of this identifier); None: the YAML
+            gives every key. An orchestrator's resource of that kind says which keys it fills.
+        progress: what a sink's durable commits let an orchestrator report (:data:`Progress`).
+        maintenance: ``module:function`` maintaining the tables of a sink
+            (``maintain(sink.options, maintenance_options, *, tables) -> list[result]``, given
+            the typed options of the sink this endpoint builds; see
+            :mod:`changelake.connectors.lake.maintenance`); None: the sink needs none.
     """
 
     required: tuple[str | ConfigOption[Any], ...]
@@ -76,6 +92,9 @@ class Endpoint(Generic[O, C]):
     validate: Callable[[Mapping[str, Any], ConnectorContext], O]
     build: Callable[[O, ConnectorContext], C]
     partitioned: bool = False
+    connection: str | None = None
+    progress: Progress = "none"
+    maintenance: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("required", "optional"):
@@ -158,3 +177,47 @@ def lake_sink_types() -> tuple[str, ...]:
     """Identifiers of the lake sinks (a partitioned sink side: one that stores per-partition
     offsets with its commits, :class:`~changelake.connectors.base.LakeSink`), sorted."""
     return tuple(i for i in identifiers("sink") if find_factory(i).endpoint("sink").partitioned)
+
+
+def maintenance_sink_types() -> tuple[str, ...]:
+    """Identifiers of the sinks that declare table maintenance, sorted."""
+    return tuple(i for i in identifiers("sink") if find_factory(i).endpoint("sink").maintenance is not None)
+
+
+def connection_of(identifier: str, role: Role) -> str | None:
+    """The kind of deployment connection filling the ``role`` side of ``identifier``
+    (:attr:`Endpoint.connection`); None for an unknown identifier or side, or none declared."""
+    if identifier not in FACTORY_MODULES:
+        return None
+    side = getattr(find_factory(identifier), role)
+    return side.connection if side is not None else None
+
+
+def progress_of(identifier: str) -> Progress:
+    """What the sink ``identifier`` reports per durable commit (:attr:`Endpoint.progress`).
+
+    Raises:
+        OptionValidationError: unknown identifier, or not a sink.
+    """
+    return find_factory(identifier).endpoint("sink").progress
+
+
+def is_partitioned_source(identifier: str) -> bool:
+    """True for a source with per-partition offsets (``kafka``): its pipeline's lag is measurable
+    in offsets. Raises OptionValidationError for an unknown identifier or a sink-only one."""
+    return find_factory(identifier).endpoint("source").partitioned
+
+
+def maintenance_of(identifier: str) -> Callable[..., Any] | None:
+    """The maintenance function of the sink ``identifier`` (:attr:`Endpoint.maintenance`,
+    imported on first use), None when it declares none.
+
+    Raises:
+        OptionValidationError: unknown identifier, or not a sink.
+    """
+    target = find_factory(identifier).endpoint("sink").maintenance
+    if target is None:
+        return None
+    module, _, name = target.partition(":")
+    function: Callable[..., Any] = getattr(importlib.import_module(module), name)
+    return function

@@ -76,20 +76,32 @@ def _fraction(microseconds: int) -> str:
     return f".{microseconds:06d}".rstrip("0") if microseconds else ""
 
 
-def format_time(value: dt.timedelta | dt.time) -> str:
-    """``[-]HH:mm:ss[.f]`` of a MySQL TIME (timedelta; may be negative or > 24 h) or a ``time``.
+def format_time(value: dt.timedelta | dt.time, precision: int | None = None) -> str:
+    """``[-]HH:mm:ss[.f]`` of a MySQL TIME (timedelta; may be negative or > 24 h) or a ``time``,
+    as Flink's JSON format writes it (the one time formatter: the formats and the lakes use it).
 
-    Examples: ``timedelta(seconds=-1.5)`` -> ``-00:00:01.5``; 838:59:59 -> ``838:59:59``.
+    Args:
+        value: the signed duration since midnight, or a time of day.
+        precision: fractional-second digits (0..6). ``None`` prints the microseconds with trailing
+            zeros removed, and nothing when they are 0. Digits beyond ``precision`` are truncated.
+
+    Examples: ``timedelta(seconds=-1.5)`` -> ``-00:00:01.5``; 838:59:59 -> ``838:59:59``;
+    ``format_time(timedelta(microseconds=500_000), 3)`` -> ``00:00:00.500``.
     """
     if isinstance(value, dt.time):
-        return f"{value.hour:02d}:{value.minute:02d}:{value.second:02d}{_fraction(value.microsecond)}"
-    total = value // dt.timedelta(microseconds=1)
-    sign = "-" if total < 0 else ""
-    total = abs(total)
-    seconds, micros = divmod(total, 1_000_000)
-    minutes, sec = divmod(seconds, 60)
-    hours, minute = divmod(minutes, 60)
-    return f"{sign}{hours:02d}:{minute:02d}:{sec:02d}{_fraction(micros)}"
+        sign, hours, minute, sec, micros = "", value.hour, value.minute, value.second, value.microsecond
+    else:
+        total = value // dt.timedelta(microseconds=1)
+        sign = "-" if total < 0 else ""
+        seconds, micros = divmod(abs(total), 1_000_000)
+        minutes, sec = divmod(seconds, 60)
+        hours, minute = divmod(minutes, 60)
+    if precision is None:
+        frac = _fraction(micros)
+    else:
+        digits = f"{micros:06d}"[: max(0, min(precision, 6))]
+        frac = f".{digits}" if digits else ""
+    return f"{sign}{hours:02d}:{minute:02d}:{sec:02d}{frac}"
 
 
 def format_timestamp(value: dt.datetime, *, iso: bool = False, zone: bool = False) -> str:

@@ -3,7 +3,7 @@
 The CLI resolves a YAML's ``${VAR}`` references from the process environment
 (:func:`~changelake.pipeline.definition.load_pipeline`). An orchestrator that holds the
 connections itself (the Dagster resources ``MySqlResource``, ``KafkaResource``,
-``IcebergCatalogResource``) hands them to :func:`bind_pipeline` as connector options, with
+``LakeCatalogResource``) hands them to :func:`bind_pipeline` as connector options, with
 Flink CDC's keys (``hostname``, ``port``, ``username``, ``password``;
 ``properties.bootstrap.servers``; ``catalog.properties.uri``, ...). Rule: a given option fills the
 key when the YAML leaves it to the deployment -- the key is absent, or its value references the

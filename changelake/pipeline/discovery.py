@@ -32,7 +32,7 @@ __all__ = ["discovery_file", "discovered_tables", "record_tables"]
 def discovery_file(pipeline_name: str, state_dir: Path | None = None) -> Path:
     """``<state dir>/discovered-tables/<pipeline name>.json`` (characters outside
     ``[A-Za-z0-9._-]`` in the name replaced by ``-``)."""
-    from changelake.services import default_state_dir
+    from changelake.state_dir import default_state_dir
 
     safe = re.sub(r"[^A-Za-z0-9._-]+", "-", pipeline_name).strip("-") or "pipeline"
     return (state_dir or default_state_dir()) / "discovered-tables" / f"{safe}.json"

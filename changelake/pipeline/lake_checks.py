@@ -94,11 +94,11 @@ class Freshness:
 
 def check_freshness(defn: PipelineDefinition, table: TableId, max_age_s: float = 300.0) -> Freshness:
     """Lag of lake table ``table`` behind Kafka, and the age of its last commit (Iceberg or Paimon)."""
-    from changelake.pipeline.runner import kafka_lag, open_lake_sink
+    from changelake.pipeline.progress import lag_by_topic
+    from changelake.pipeline.lake_checkpoint import kafka_lag, open_lake_sink
 
     topics = set(topics_of_table(defn, table))
-    positions = kafka_lag(defn)
-    lag = sum(max(0, end - done) for tp, (done, end) in positions.items() if tp.rpartition("/")[0] in topics)
+    lag = sum(n for topic, n in lag_by_topic(kafka_lag(defn)).items() if topic in topics)
     sink = open_lake_sink(defn)
     try:
         committed_ms = sink.last_commit_ms(table)

@@ -14,7 +14,7 @@ import re
 from changelake.changelog import TableId
 from changelake.changelog.route import Router, parse_route_rules
 from changelake.changelog.selectors import Selectors
-from changelake.connectors.registry import lake_sink_types
+from changelake.connectors.registry import is_partitioned_source, lake_sink_types
 from changelake.pipeline.definition import PipelineDefinition
 from changelake.pipeline.discovery import discovered_tables
 
@@ -29,8 +29,9 @@ def is_lake(defn: PipelineDefinition) -> bool:
 
 
 def from_mysql(defn: PipelineDefinition) -> bool:
-    """True for a pipeline that runs MySQL straight into the lake (no Kafka between)."""
-    return defn.source_type == "mysql" and is_lake(defn)
+    """True for a pipeline that runs a positioned source (``mysql``) straight into the lake (no
+    Kafka between: one source position for all tables, no per-partition offsets)."""
+    return is_lake(defn) and not is_partitioned_source(defn.source_type)
 
 
 def captured_tables(defn: PipelineDefinition) -> list[TableId]:

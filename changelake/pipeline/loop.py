@@ -12,6 +12,11 @@
 The position is committed with the data it covers, so a restart resumes exactly where the last
 durable commit ended. A sink that buffers (:class:`~changelake.connectors.base.BufferedSink`)
 reports which commits became durable; ``on_batch`` and :class:`RunStats` count those only.
+
+What the loop uses of a source and a sink beyond :class:`~changelake.connectors.base.ChangelogSource`
+and :class:`~changelake.connectors.base.ChangelogSink` is the optional abilities declared in
+:mod:`changelake.connectors.base` (buffering, metrics, partitioned position, rejecting a record,
+bad-record counts), each checked once with ``isinstance``.
 """
 
 from __future__ import annotations
@@ -19,8 +24,16 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Mapping
 
-from changelake.changelog import DataChangeEvent
-from changelake.connectors.lake.commit_policy import PendingPolls
+from changelake.changelog.tally import PendingPolls, tally_ops
+from changelake.connectors.base import (
+    BufferedSink,
+    ChangelogSink,
+    ChangelogSource,
+    PartitionedChangelogSource,
+    RejectsRecords,
+    ReportsBadRecords,
+    ReportsMetrics,
+)
 from changelake.pipeline.clock import StopClock
 from changelake.pipeline.stage import Stage
 from changelake.pipeline.stats import RunStats
@@ -37,8 +50,8 @@ log = logging.getLogger(__name__)
 
 def run_loop(
     pipeline: str,
-    sink: Any,
-    make_source: Callable[[Mapping[str, Any] | None], Any],
+    sink: ChangelogSink,
+    make_source: Callable[[Mapping[str, Any] | None], ChangelogSource],
     stage: Stage,
     clock: StopClock,
     *,
@@ -69,13 +82,14 @@ def run_loop(
         after the last durable commit is kept, a restart reads it again.
     """
     stats = RunStats(pipeline)
-    buffered = bool(getattr(sink, "buffers_commits", False))  # a BufferedSink
+    buffering = sink if isinstance(sink, BufferedSink) and sink.buffers_commits else None
     sink.open()
     try:
         stored = sink.stored_position()
         source = make_source(stored)
-        partitioned = bool(getattr(source, "partitioned", False))
-        reject = getattr(source, "reject", None)
+        offsets_source = source if isinstance(source, PartitionedChangelogSource) else None
+        partitioned = offsets_source is not None
+        reject = source.reject if isinstance(source, RejectsRecords) else None
         if partitioned:
             stats.offsets = {k: int(v) for k, v in (stored or {}).items()}
         else:
@@ -87,9 +101,8 @@ def run_loop(
             nonlocal pending
             if partitioned:
                 stats.offsets = {k: int(v) for k, v in (sink.stored_position() or {}).items()}
-                notify = getattr(source, "notify_committed", None)
-                if notify is not None and stats.offsets:
-                    notify(stats.offsets)
+                if offsets_source is not None and stats.offsets:
+                    offsets_source.notify_committed(stats.offsets)
             if pending.records or pending.events:
                 stats.batches += 1
                 for table, count in pending.applied.items():
@@ -111,48 +124,40 @@ def run_loop(
                 current = source.position
                 if out:
                     sink.write(out)
-                records = int(getattr(source, "last_records", len(events)))
-                pending.note(records, len(events), {}, *_per_table(out))
+                records = offsets_source.last_records if offsets_source is not None else len(events)
+                pending.note(records, len(events), {}, *tally_ops(out))
                 stats.events += len(events)
                 results: list[Any] | None = None
                 if current is not None and (events or current != committed):
-                    results = sink.commit(current)
+                    if buffering is not None:
+                        results = buffering.commit(current)
+                    else:
+                        sink.commit(current)
+                        results = []
                     committed = current
                     if not partitioned:
                         stats.position = current
-                    if not buffered:
-                        results = []
-                if buffered and not events and results is None:
-                    results = sink.flush(force=False)
+                if buffering is not None and not events and results is None:
+                    results = buffering.flush(force=False)
                 if results is not None:
                     durable(results, current)
                 reason = clock.stop_reason(until_caught_up, not events, source.caught_up)
                 if reason:
-                    if buffered:
-                        final = sink.flush(force=True)
+                    if buffering is not None:
+                        final = buffering.flush(force=True)
                         if final is not None:
                             durable(final, committed)
                     stats.stopped_because = reason
                     break
         finally:
-            stats.bad_records = int(getattr(source, "bad_records", 0))
-            stats.dead_letters = int(getattr(source, "dead_letters", 0))
-            stats.inferred_schema_tables = list(getattr(source, "inferred_tables", []))
+            if isinstance(source, ReportsBadRecords):
+                stats.bad_records = int(source.bad_records)
+                stats.dead_letters = int(source.dead_letters)
+                stats.inferred_schema_tables = list(source.inferred_tables)
             source.close()
     finally:
         sink.close()
-        stats.metrics = dict(getattr(sink, "metrics", {}))
+        stats.metrics = dict(sink.metrics) if isinstance(sink, ReportsMetrics) else {}
     stats.elapsed_s = clock.elapsed
     return stats
 
-
-def _per_table(events: list[DataChangeEvent]) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
-    """Change events per sink table, and per sink table and op letter."""
-    applied: dict[str, int] = {}
-    ops: dict[str, dict[str, int]] = {}
-    for event in events:
-        table = str(event.table)
-        applied[table] = applied.get(table, 0) + 1
-        by_op = ops.setdefault(table, {})
-        by_op[event.op.value] = by_op.get(event.op.value, 0) + 1
-    return applied, ops

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from changelake.connectors.registry import is_partitioned_source
 from changelake.pipeline.definition import PipelineDefinition
 
 __all__ = [
@@ -45,6 +46,7 @@ def key_path(kind: str, name: str) -> list[str]:
 
 
 def lake_checks_of(defn: PipelineDefinition) -> tuple[str, ...]:
-    """The checks of a lake pipeline's tables: all three when it reads Kafka; without
-    ``lake_is_fresh`` when it reads MySQL directly (no Kafka lag to measure)."""
-    return LAKE_CHECKS if defn.source_type == "kafka" else (KEY_STATE_CHECK, UNIQUE_KEYS_CHECK)
+    """The checks of a lake pipeline's tables: all three when it reads a partitioned source
+    (``kafka``: its lag is measurable in offsets); without ``lake_is_fresh`` when it reads a
+    positioned source (``mysql``) directly (no Kafka lag to measure)."""
+    return LAKE_CHECKS if is_partitioned_source(defn.source_type) else (KEY_STATE_CHECK, UNIQUE_KEYS_CHECK)

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
-__all__ = ["TableProgress", "LakeProgress", "TopicProgress", "KafkaEndOffsets", "lag_of"]
+__all__ = ["TableProgress", "LakeProgress", "TopicProgress", "lag_of", "lag_by_topic"]
 
 _OP_FIELD = {"c": "rows_inserted", "r": "rows_inserted", "u": "rows_updated", "d": "rows_deleted"}
 
@@ -34,6 +34,21 @@ class TableProgress:
     commits: int = 0
     offsets: dict[str, int] = field(default_factory=dict)
     snapshot_id: int | None = None
+
+    def count_ops(self, ops: Mapping[str, int]) -> None:
+        """Add change events by op letter: ``c``/``r`` inserted, ``u`` updated, ``d`` deleted."""
+        for op, count in ops.items():
+            name = _OP_FIELD.get(op)
+            if name:
+                setattr(self, name, getattr(self, name) + int(count))
+
+    def accumulate(self, step: "TableProgress") -> None:
+        """Add one commit's progress (rows, one commit, truncated)."""
+        self.rows_inserted += step.rows_inserted
+        self.rows_updated += step.rows_updated
+        self.rows_deleted += step.rows_deleted
+        self.truncated = self.truncated or step.truncated
+        self.commits += 1
 
     @property
     def changed(self) -> bool:
@@ -91,18 +106,23 @@ class LakeProgress:
                 offsets = {tp: o for tp, o in offsets.items() if tp.rpartition("/")[0] in topics}
             step = TableProgress(table, commits=1, offsets=offsets, snapshot_id=result.snapshot_id,
                                  truncated=bool(getattr(result, "truncated", False)))
-            for op, count in ops.items():
-                name = _OP_FIELD.get(op)
-                if name:
-                    setattr(step, name, getattr(step, name) + int(count))
+            step.count_ops(ops)
             total = self.tables.setdefault(table, TableProgress(table))
-            total.rows_inserted += step.rows_inserted
-            total.rows_updated += step.rows_updated
-            total.rows_deleted += step.rows_deleted
-            total.truncated = total.truncated or step.truncated
-            total.commits += 1
+            total.accumulate(step)
             total.offsets.update(step.offsets)
             total.snapshot_id = step.snapshot_id
+            out.append(step)
+        return out
+
+    def add_positioned(self, batch: Mapping[str, Any]) -> list[TableProgress]:
+        """Fold in one batch of a positioned source (``mysql``) into a lake: the events per table
+        and op written with the source position (the lake commits them with it; no per-table
+        results, offsets or snapshot ids). Returns this batch's per-table progress."""
+        out: list[TableProgress] = []
+        for table, ops in (batch.get("ops") or {}).items():
+            step = TableProgress(table, commits=1)
+            step.count_ops(ops)
+            self.tables.setdefault(table, TableProgress(table)).accumulate(step)
             out.append(step)
         return out
 
@@ -124,54 +144,20 @@ class TopicProgress:
 
 def lag_of(offsets: Mapping[str, int], ends: Mapping[str, int]) -> int:
     """Records (offsets) between what was absorbed and the end, summed over ``ends``' partitions;
-    a partition not in ``offsets`` counts from 0."""
+    a partition not in ``offsets`` counts from 0 (the one lag sum)."""
     return sum(max(0, end - offsets.get(tp, 0)) for tp, end in ends.items())
 
 
-class KafkaEndOffsets:
-    """End (high-watermark) offsets of topics, through one reused consumer (closed by :meth:`close`).
-
-    Args:
-        properties: Kafka client properties (``bootstrap.servers`` ...), e.g. a pipeline block's
-            ``properties.*`` options with the prefix removed.
-    """
-
-    def __init__(self, properties: Mapping[str, Any], timeout_s: float = 10.0) -> None:
-        self._properties = dict(properties)
-        self._timeout_s = timeout_s
-        self._consumer: Any = None
-
-    @classmethod
-    def from_options(cls, options: Mapping[str, str], timeout_s: float = 10.0) -> "KafkaEndOffsets":
-        """From a source or sink block's options (``properties.*``)."""
-        return cls({k[len("properties."):]: v for k, v in options.items() if k.startswith("properties.")}, timeout_s)
-
-    def end_offsets(self, topics: Iterable[str]) -> dict[str, int]:
-        """``topic/partition`` -> end offset for each partition of ``topics`` (missing topics skipped)."""
-        from confluent_kafka import Consumer, TopicPartition
-
-        from changelake.connectors.kafka_common import with_logger
-
-        if self._consumer is None:
-            conf = dict(self._properties)
-            conf.update({"group.id": "changelake-progress", "enable.auto.commit": False})
-            conf.setdefault("log_level", 3)  # errors only: no client chatter in the run output
-            self._consumer = Consumer(with_logger(conf))
-        out: dict[str, int] = {}
-        for topic in topics:
-            md = self._consumer.list_topics(topic, timeout=self._timeout_s)
-            meta = md.topics.get(topic)
-            if meta is None or meta.error is not None:
-                continue
-            for partition in sorted(meta.partitions):
-                _, high = self._consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=self._timeout_s)
-                out[f"{topic}/{partition}"] = int(high)
-        return out
-
-    def close(self) -> None:
-        if self._consumer is not None:
-            self._consumer.close()
-            self._consumer = None
+def lag_by_topic(positions: Mapping[str, tuple[int, int]]) -> dict[str, int]:
+    """Lag per topic of ``{"topic/partition": (absorbed, end)}`` (as ``kafka_lag`` returns it):
+    :func:`lag_of` over each topic's partitions, e.g. ``{"db.t": 12}``."""
+    absorbed: dict[str, dict[str, int]] = {}
+    ends: dict[str, dict[str, int]] = {}
+    for tp, (done, end) in positions.items():
+        topic = tp.rpartition("/")[0]
+        absorbed.setdefault(topic, {})[tp] = done
+        ends.setdefault(topic, {})[tp] = end
+    return {topic: lag_of(absorbed[topic], ends[topic]) for topic in ends}
 
 
 def dumps(value: Any) -> str:

@@ -7,7 +7,7 @@ position with the data). This module only pairs them:
 * a positioned source (``mysql``) feeds any sink: ``kafka`` and ``upsert-kafka`` store the
   position themselves; a lake (``iceberg``, ``paimon``) through
   :class:`~changelake.connectors.lake.position_sink.LakePositionSink`, directly as Flink CDC does;
-* a partitioned source (``kafka``, through :class:`~changelake.pipeline.partitioned_source.PartitionedSource`)
+* a partitioned source (``kafka``, through :class:`~changelake.connectors.lake.partitioned_source.PartitionedSource`)
   feeds a lake through :class:`~changelake.connectors.lake.offsets_sink.LakeOffsetsSink`;
   ``pipeline.parallelism`` N > 1 runs N such loops as worker processes in one consumer group
   (:mod:`changelake.pipeline.scale_out`).
@@ -116,7 +116,7 @@ def run_pipeline(
         )
         if not partitioned:
             return source
-        from changelake.pipeline.partitioned_source import PartitionedSource
+        from changelake.connectors.lake.partitioned_source import PartitionedSource
 
         group_start = sink.read_stored if worker and isinstance(sink, LakeOffsetsSink) else None
         return PartitionedSource(source, start=None if worker else stored, group_start=group_start,
@@ -140,7 +140,7 @@ def build_changelog_sink(defn: PipelineDefinition, *, partitioned: bool = False,
             if not merge:
                 return LakeOffsetsSink(sink, defn.name)
             from changelake.pipeline.lock import checkpoint_lock
-            from changelake.services import default_state_dir
+            from changelake.state_dir import default_state_dir
 
             return LakeOffsetsSink(sink, defn.name, merge=True, merge_lock=checkpoint_lock(default_state_dir(), defn.name))
         return LakePositionSink(sink, defn.name)

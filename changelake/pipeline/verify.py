@@ -1,8 +1,9 @@
 """Prove a lake table's key state equals its MySQL table's (the DuckDB asset check's engine).
 
-The MySQL side is read with the CDC source's own value conversion (the snapshot path's), so MySQL and the lake are compared in one type system;
-the lake side is a full pyiceberg scan. Both become Arrow tables with the lake table's Arrow
-schema and are joined by :func:`changelake.checks.key_state.compare_key_state` in DuckDB.
+The MySQL side is read with the CDC source's own value conversion (the snapshot path's) and typed
+with the lake family's Arrow mapping (:func:`changelake.connectors.lake.arrow.rows_to_arrow`), so
+MySQL and the lake are compared in one type system; the lake side is a full scan by the lake sink
+the registry builds. Both are joined by :func:`changelake.checks.key_state.compare_key_state` in DuckDB.
 """
 
 from __future__ import annotations
@@ -39,9 +40,10 @@ def read_lake_table(defn: PipelineDefinition, table: TableId) -> Any:
     """Every current row of lake table ``table`` of ``defn``'s sink as a ``pyarrow.Table``, read
     by the lake sink the registry builds from ``sink.type`` (Iceberg: a pyiceberg scan; Paimon: a
     pypaimon read, merged by row kind)."""
+    from changelake.connectors.base import LakeSink
     from changelake.connectors.registry import ConnectorContext, find_factory
 
-    sink = find_factory(defn.sink_type).create_sink(defn.options("sink"), ConnectorContext(defn.name))
+    sink: LakeSink = find_factory(defn.sink_type).create_sink(defn.options("sink"), ConnectorContext(defn.name))
     return sink.read_table(table)
 
 
@@ -82,7 +84,7 @@ def verify_lake_table(
     import os
 
     from changelake.checks.key_state import compare_key_state
-    from changelake.connectors.iceberg.types import rows_to_arrow
+    from changelake.connectors.lake.arrow import rows_to_arrow
 
     params = dict(mysql) if mysql is not None else mysql_params_from_env(os.environ)
     attempts = 0

@@ -17,7 +17,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 def _lake(tmp_path: Path) -> dict[str, str]:
     from changelake.connectors.iceberg import parse_sink_options
-    from changelake.connectors.iceberg.writer import open_catalog
+    from changelake.connectors.iceberg.catalog import open_catalog
 
     (tmp_path / "wh").mkdir()
     env = {"ICEBERG_CATALOG_URI": f"sqlite:///{tmp_path / 'catalog.db'}", "ICEBERG_WAREHOUSE": f"file://{tmp_path / 'wh'}"}
@@ -51,13 +51,15 @@ def test_a_downstream_asset_loads_the_lake_table_through_the_io_manager(tmp_path
     from assets.examples import CUSTOMERS, customers_by_age_band
     from dagster_duckdb import DuckDBResource
 
+    from resources import IcebergCatalogResource
     from resources.lake_io import LakeIOManager
 
     env = _lake(tmp_path)
     result = dg.materialize(
         [dg.AssetSpec(CUSTOMERS), customers_by_age_band],
         selection=[customers_by_age_band],
-        resources={"lake_io_manager": LakeIOManager(uri=env["ICEBERG_CATALOG_URI"], warehouse=env["ICEBERG_WAREHOUSE"]),
+        resources={"lake_io_manager": LakeIOManager(lake=IcebergCatalogResource(uri=env["ICEBERG_CATALOG_URI"],
+                                                                                warehouse=env["ICEBERG_WAREHOUSE"])),
                    "duckdb": DuckDBResource(database=":memory:")},
         instance=dg.DagsterInstance.ephemeral(),
     )
@@ -65,3 +67,32 @@ def test_a_downstream_asset_loads_the_lake_table_through_the_io_manager(tmp_path
     (mat,) = result.asset_materializations_for_node("customers_by_age_band")
     assert mat.metadata["customers"].value == 3
     assert mat.metadata["per_band"].value == {"20s": 1, "30s": 1, "unknown": 1}
+
+
+def test_the_io_manager_loads_a_paimon_lake_table_through_the_paimon_catalog_resource(tmp_path):
+    from assets.examples import CUSTOMERS, customers_by_age_band
+    from dagster_duckdb import DuckDBResource
+
+    from changelake.changelog import ChangelogRow, Schema, TableId
+    from changelake.changelog.types import parse_data_type
+    from resources import PaimonCatalogResource
+    from resources.lake_io import LakeIOManager
+
+    lake = PaimonCatalogResource(warehouse=str(tmp_path / "paimon"))
+    schema = Schema.of([("id", parse_data_type("INT NOT NULL")), ("age", parse_data_type("INT"))], ["id"])
+    with lake.sink({}, pipeline="p") as sink:  # the registry's paimon sink on the resource's warehouse
+        sink.write(TableId("kafka_test", "customers"),
+                   [ChangelogRow.insert({"id": i, "age": age}) for i, age in ((1, 20), (2, 35), (3, None), (4, 38))],
+                   schema, {"kafka_test.customers/0": 4})
+    table, snapshot_id = lake.read_table("kafka_test", "customers")
+    assert table.num_rows == 4 and snapshot_id != ""
+    result = dg.materialize(
+        [dg.AssetSpec(CUSTOMERS), customers_by_age_band],
+        selection=[customers_by_age_band],
+        resources={"lake_io_manager": LakeIOManager(lake=lake), "duckdb": DuckDBResource(database=":memory:")},
+        instance=dg.DagsterInstance.ephemeral(),
+    )
+    assert result.success
+    (mat,) = result.asset_materializations_for_node("customers_by_age_band")
+    assert mat.metadata["customers"].value == 4
+    assert mat.metadata["per_band"].value == {"20s": 1, "30s": 2, "unknown": 1}

@@ -1,7 +1,8 @@
 """No upward arrows (DESIGN.md's layer table): the engine imports no Dagster-layer package;
 resources import the engine; assets and sensors import resources (not each other); platform_defs
 imports them all. The command line (``changelake/commands``, ``changelake/cli.py``) sits on top and
-may import anything."""
+may import anything. And no import circles between modules, counting the imports inside functions
+(which hide an arrow from a reader but not from the import system)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,16 @@ ALLOWED = {
     "platform_defs": {"changelake", "resources", "assets", "sensors", "platform_defs"},
 }
 TOP = ("changelake/commands/", "changelake/cli.py")
+#: engine package -> the engine packages it may import (DESIGN.md's table, below the Dagster layer);
+#: every engine module may import the root modules in ENGINE_ROOT.
+ENGINE = {
+    "changelog": {"changelog"},
+    "formats": {"changelog", "formats"},
+    "connectors": {"changelog", "formats", "connectors"},
+    "checks": {"checks"},
+    "pipeline": {"changelog", "formats", "connectors", "checks", "pipeline"},
+}
+ENGINE_ROOT = {"changelake", "changelake.errors", "changelake.state_dir"}
 
 
 def _imports(path: Path) -> set[str]:
@@ -48,3 +59,93 @@ def test_no_module_imports_a_layer_above_its_own(path):
 def test_the_engine_has_no_dagster_import():
     engine = [p for p in _modules() if p.relative_to(ROOT).parts[0] == "changelake"]
     assert [str(p.relative_to(ROOT)) for p in engine if "dagster" in _imports(p)] == []
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Module -> the project modules it imports anywhere in its text (module level, in functions,
+    under ``TYPE_CHECKING``); ``from package import name`` counts as importing ``package.name``
+    when that is a module."""
+    paths = {_module_name(p): p for package in ALLOWED for p in sorted((ROOT / package).rglob("*.py"))}
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        out: set[str] = set()
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                out |= {a.name for a in node.names if a.name in paths}
+            elif isinstance(node, ast.ImportFrom):
+                base = package[: len(package) - node.level + 1] if node.level else []
+                module = ".".join([*base, *([node.module] if node.module else [])])
+                for alias in node.names:
+                    target = f"{module}.{alias.name}"
+                    if target in paths:
+                        out.add(target)
+                    elif module in paths:
+                        out.add(module)
+        out.discard(name)
+        graph[name] = out
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan), sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def test_engine_packages_import_only_the_packages_below_them():
+    upward = []
+    for module, imported in sorted(_import_graph().items()):
+        parts = module.split(".")
+        if parts[0] != "changelake" or len(parts) < 3 or parts[1] not in ENGINE:
+            continue
+        for target in sorted(imported):
+            tparts = target.split(".")
+            if tparts[0] != "changelake" or target in ENGINE_ROOT:
+                continue
+            if len(tparts) < 2 or tparts[1] not in ENGINE[parts[1]]:
+                upward.append(f"{module} -> {target}")
+    assert upward == []
+
+
+def test_the_circle_finder_finds_a_circle_through_function_level_imports():
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circles():
+    assert _circles(_import_graph()) == []

@@ -16,7 +16,8 @@ from changelake.connectors.iceberg.errors import (
 from changelake.connectors.iceberg.offsets import OFFSETS_PROPERTY, topic_partition
 from changelake.connectors.iceberg.options import IDENTIFIER, IcebergSinkOptions, parse_sink_options
 from changelake.connectors.iceberg.reader import read_table
-from changelake.connectors.iceberg.writer import IcebergSink, WriteResult, open_catalog
+from changelake.connectors.iceberg.catalog import open_catalog
+from changelake.connectors.iceberg.writer import IcebergSink, WriteResult
 
 __all__ = [
     "IDENTIFIER",

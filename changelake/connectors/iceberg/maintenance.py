@@ -27,7 +27,6 @@ from __future__ import annotations
 import time
 import uuid
 import warnings
-from dataclasses import dataclass
 from typing import Iterable
 from urllib.parse import urlparse
 
@@ -40,8 +39,11 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table, TableProperties
 from pyiceberg.table.snapshots import Snapshot, ancestors_of
 
+from changelake.connectors.iceberg.catalog import PIPELINE_NAMESPACE, open_catalog
 from changelake.connectors.iceberg.errors import IcebergSinkError
 from changelake.connectors.iceberg.offsets import COMMIT_ID_PROPERTY, OFFSETS_PROPERTY
+from changelake.connectors.iceberg.options import IcebergSinkOptions
+from changelake.connectors.lake.maintenance import DAY_MS as _DAY_MS, MaintenanceOptions, MaintenanceResult
 
 __all__ = [
     "MaintenanceOptions",
@@ -49,6 +51,7 @@ __all__ = [
     "MaintenanceError",
     "maintain_table",
     "maintain_catalog",
+    "maintain_lake",
     "compact_data_files",
     "expire_snapshots",
     "remove_orphan_files",
@@ -57,63 +60,11 @@ __all__ = [
 
 #: Snapshot-summary key naming the maintenance operation that wrote the snapshot.
 OPERATION_PROPERTY = "changelake.operation"
-_DAY_MS = 24 * 60 * 60 * 1000
 _SMALL_FILE_RATIO = 0.75
 
 
 class MaintenanceError(IcebergSinkError):
     """A maintenance step failed (names the table). The table is unchanged by the failed step."""
-
-
-@dataclass(frozen=True)
-class MaintenanceOptions:
-    """What :func:`maintain_table` does; ``None`` means "the table property, else Iceberg's default".
-
-    Attributes:
-        max_snapshot_age_ms: snapshots older than this many ms expire
-            (``history.expire.max-snapshot-age-ms``, default 5 days).
-        min_snapshots_to_keep: the newest N ancestors of the current snapshot never expire
-            (``history.expire.min-snapshots-to-keep``, default 1).
-        orphan_older_than_ms: unreferenced files younger than this many ms are kept (default 3 days).
-        target_file_size_bytes: compaction's target file size (``write.target-file-size-bytes``).
-        min_input_files: compaction runs only when at least this many small files exist (default 5,
-            as Iceberg's ``min-input-files``).
-        compact, expire, remove_orphans: switch each step on or off (all on by default).
-    """
-
-    max_snapshot_age_ms: int | None = None
-    min_snapshots_to_keep: int | None = None
-    orphan_older_than_ms: int = 3 * _DAY_MS
-    target_file_size_bytes: int | None = None
-    min_input_files: int = 5
-    compact: bool = True
-    expire: bool = True
-    remove_orphans: bool = True
-
-
-@dataclass(frozen=True)
-class MaintenanceResult:
-    """What :func:`maintain_table` did to one table.
-
-    Attributes:
-        table: ``namespace.table``.
-        files_compacted: small data files rewritten (0 when compaction did not run).
-        files_written: data files written by compaction.
-        snapshots_expired: snapshots removed from the table metadata.
-        files_deleted: files deleted because only expired snapshots referenced them.
-        orphan_files_deleted: unreferenced files deleted from the table's location.
-        data_files: live data files after maintenance.
-        snapshots: snapshots left in the table metadata.
-    """
-
-    table: str
-    files_compacted: int = 0
-    files_written: int = 0
-    snapshots_expired: int = 0
-    files_deleted: int = 0
-    orphan_files_deleted: int = 0
-    data_files: int = 0
-    snapshots: int = 0
 
 
 def maintain_table(table: Table, options: MaintenanceOptions = MaintenanceOptions(), *, now_ms: int | None = None) -> MaintenanceResult:
@@ -192,6 +143,24 @@ def maintain_catalog(
             found.extend((".".join(ident[:-1]), ident[-1]) for ident in catalog.list_tables(namespace))
         tables = found
     return [maintain_table(catalog.load_table(ident), options, now_ms=now_ms) for ident in sorted(tables)]
+
+
+def maintain_lake(
+    options: IcebergSinkOptions,
+    maintenance: MaintenanceOptions = MaintenanceOptions(),
+    *,
+    tables: Iterable[tuple[str, str]] | None = None,
+) -> list[MaintenanceResult]:
+    """The ``iceberg`` sink's maintenance (the registry's ``maintenance`` of its factory): open the
+    catalog of ``options`` and :func:`maintain_catalog` its tables, leaving the pipeline checkpoint
+    namespace (:data:`~changelake.connectors.iceberg.catalog.PIPELINE_NAMESPACE`) alone.
+
+    Raises:
+        OptionValidationError: the catalog URI is invalid.
+        IcebergSinkError: the catalog cannot be loaded.
+        MaintenanceError: a table's step failed.
+    """
+    return maintain_catalog(open_catalog(options), maintenance, tables=tables, skip_namespaces=[PIPELINE_NAMESPACE])
 
 
 # -- compaction --------------------------------------------------------------------------------

@@ -24,13 +24,14 @@ from typing import Any, Mapping
 
 from changelake.changelog.schema import TableId
 from changelake.connectors.errors import OptionValidationError
+from changelake.connectors.options import ConfigOption, key
 from changelake.connectors.lake.options import (
     CATALOG_PROPERTIES_PREFIX,
     DEFAULT_COMMIT_INTERVAL_S,
     DEFAULT_COMMIT_MAX_ROWS,
     TABLE_PROPERTIES_PREFIX,
     check_type,
-    common_option_docs,
+    common_options,
     describe_options,
     parse_commit_interval,
     parse_commit_max_rows,
@@ -55,18 +56,17 @@ IDENTIFIER = "iceberg"
 #: Namespace used for a TableId without a database.
 DEFAULT_NAMESPACE = "default"
 
-# key -> description; the single declaration of every non-prefix option (the lake sinks' common
-# keys and this sink's own).
-_OPTION_DOCS: dict[str, str] = {
-    **common_option_docs(IDENTIFIER),
-    "catalog.name": "Name given to the pyiceberg catalog (default 'changelake').",
-    "namespace": (
+# The single declaration of every non-prefix option (the lake sinks' common keys and this sink's own).
+_OPTIONS: tuple[ConfigOption[Any], ...] = (
+    *common_options(IDENTIFIER),
+    key("catalog.name").string_type().default_value("changelake").with_description(
+        "Name given to the pyiceberg catalog (default 'changelake')."),
+    key("namespace").string_type().no_default_value().with_description(
         "Iceberg namespace per source database: either one namespace for every table ('lake') or "
         "'db1:ns1;db2:ns2' (unlisted databases keep their own name). Default: the TableId's "
-        "database is the namespace, so the lake table is '<db>.<table>'."
-    ),
-}
-SUPPORTED_KEYS: tuple[str, ...] = supported_keys(_OPTION_DOCS)
+        "database is the namespace, so the lake table is '<db>.<table>'."),
+)
+SUPPORTED_KEYS: tuple[str, ...] = supported_keys(_OPTIONS)
 
 
 @dataclass(frozen=True)
@@ -178,7 +178,7 @@ def parse_sink_options(raw: Mapping[str, Any]) -> IcebergSinkOptions:
             missing ``catalog.properties.uri``/``warehouse`` for a SQL catalog, bad ``namespace``,
             ``commit.max-rows`` not a positive integer, or ``commit.interval`` not a positive duration.
     """
-    refuse_unknown_keys(IDENTIFIER, raw, _OPTION_DOCS)
+    refuse_unknown_keys(IDENTIFIER, raw, _OPTIONS)
     check_type(IDENTIFIER, raw)
     catalog = prefixed(raw, CATALOG_PROPERTIES_PREFIX)
     catalog.setdefault("type", "sql")

@@ -9,7 +9,7 @@ import pyarrow as pa
 from changelake.changelog.schema import TableId
 from changelake.connectors.iceberg.errors import IcebergSinkError
 from changelake.connectors.iceberg.options import IcebergSinkOptions, parse_sink_options
-from changelake.connectors.iceberg.writer import open_catalog
+from changelake.connectors.iceberg.catalog import open_catalog
 
 __all__ = ["read_table"]
 

@@ -62,12 +62,15 @@ FACTORY = ConnectorFactory(
         validate=_validate_source,
         build=_build_source,
         partitioned=True,
+        connection="kafka",
     ),
     sink=Endpoint(
         required=(BOOTSTRAP_SERVERS,),
         optional=(*SINK_OPTIONS, PROPERTIES_PREFIX + "*", _FORMAT_PREFIX),
         validate=_validate_sink,
         build=_build_sink,
+        connection="kafka",
+        progress="topics",
     ),
     description="Change events on Kafka topics (Flink CDC's Kafka pipeline sink; Kafka YAML source).",
 )

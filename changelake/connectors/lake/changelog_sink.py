@@ -26,8 +26,9 @@ from changelake.changelog.event import DataChangeEvent, Op
 from changelake.changelog.row import ChangelogRow
 from changelake.changelog.rowkind import RETRACT, RowKind
 from changelake.changelog.schema import Schema, TableId
-from changelake.connectors.base import LakeSink
-from changelake.connectors.lake.commit_policy import CommitPolicy, PendingPolls
+from changelake.connectors.base import BufferedSink, LakeSink, ReportsMetrics
+from changelake.changelog.tally import PendingPolls
+from changelake.connectors.lake.commit_policy import CommitPolicy
 from changelake.connectors.lake.compaction import BatchItem, TruncateMarker
 from changelake.connectors.lake.offsets import topic_partition
 from changelake.errors import PipelineDataError
@@ -35,8 +36,9 @@ from changelake.errors import PipelineDataError
 __all__ = ["LakeChangelogSink"]
 
 
-class LakeChangelogSink:
-    """Base: events -> lake rows with their offsets, commit policy, checkpoint after the tables.
+class LakeChangelogSink(BufferedSink, ReportsMetrics):
+    """Base: events -> lake rows with their offsets, commit policy, checkpoint after the tables;
+    a :class:`~changelake.connectors.base.BufferedSink` that reports metrics.
 
     Args:
         lake: an unopened lake sink (``IcebergSink``, ``PaimonSink``).

@@ -11,8 +11,8 @@ commit them together, as Flink's Iceberg sink commits once per checkpoint interv
 * a poll returned nothing (the source is drained for now: commit what is there), or
 * the run stops.
 
-:class:`PendingPolls` counts what was polled since the last durable commit (the runner's batch
-report, and the time of the first uncommitted poll).
+:class:`~changelake.changelog.tally.PendingPolls` counts what was polled since the last durable
+commit (the time of the first uncommitted poll).
 
 Exactly-once is unchanged: the buffered polls' Kafka offsets go into the same commit as their
 rows, and the pipeline checkpoint is written only after every buffered table committed.
@@ -21,53 +21,12 @@ rows, and the pipeline checkpoint is written only after every buffered table com
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
+from changelake.changelog.tally import PendingPolls
+
 __all__ = ["CommitPolicy", "PendingPolls"]
-
-
-@dataclass
-class PendingPolls:
-    """What was polled since the last commit.
-
-    Attributes:
-        records: Kafka records polled (including rejected ones).
-        events: change events in them.
-        offsets: next offset per ``topic/partition`` after the polled records.
-        applied: change events per sink table (``db.table`` -> count).
-        ops: change events per sink table and op letter (``db.table`` -> ``{"c": n, "u": n, ...}``).
-        since: ``time.monotonic()`` of the first uncommitted poll (None when nothing is pending).
-    """
-
-    records: int = 0
-    events: int = 0
-    offsets: dict[str, int] = field(default_factory=dict)
-    applied: dict[str, int] = field(default_factory=dict)
-    ops: dict[str, dict[str, int]] = field(default_factory=dict)
-    since: float | None = None
-
-    def note(
-        self,
-        records: int,
-        events: int,
-        offsets: dict[str, int],
-        applied: dict[str, int],
-        ops: dict[str, dict[str, int]] | None = None,
-    ) -> None:
-        """Add one poll's figures (offsets: max per partition)."""
-        if self.since is None:
-            self.since = time.monotonic()
-        self.records += records
-        self.events += events
-        for tp, offset in offsets.items():
-            self.offsets[tp] = max(self.offsets.get(tp, 0), offset)
-        for table, count in applied.items():
-            self.applied[table] = self.applied.get(table, 0) + count
-        for table, by_op in (ops or {}).items():
-            mine = self.ops.setdefault(table, {})
-            for op, count in by_op.items():
-                mine[op] = mine.get(op, 0) + count
 
 
 @dataclass(frozen=True)

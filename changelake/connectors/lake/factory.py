@@ -23,10 +23,16 @@ _DESCRIPTION = "Primary-key lake tables, Kafka offsets or the source position st
 
 def lake_sink_factory(
     identifier: str, supported_keys: tuple[str, ...], parse: Callable[[Mapping[str, Any]], Any], sink_class: str,
+    *, maintenance: str | None = None,
 ) -> ConnectorFactory:
     """The sink factory of a lake: validate with ``parse`` (raw options -> typed options, raises
     OptionValidationError), build ``sink_class`` (``module:Class``, imported on first build so
-    that validating options never imports the table format's library)."""
+    that validating options never imports the table format's library).
+
+    Every lake answers the registry's questions alike: a ``lake`` connection (a lake catalog of
+    ``identifier`` fills its catalog keys), progress per lake table; ``maintenance`` names its
+    table maintenance (``module:function``, see :mod:`changelake.connectors.lake.maintenance`),
+    None when it has none."""
     module, _, name = sink_class.partition(":")
 
     def build(options: Any, context: ConnectorContext) -> Any:
@@ -37,6 +43,7 @@ def lake_sink_factory(
 
     return ConnectorFactory(
         identifier,
-        sink=Endpoint(required=(), optional=supported_keys, validate=validate, build=build, partitioned=True),
+        sink=Endpoint(required=(), optional=supported_keys, validate=validate, build=build, partitioned=True,
+                      connection="lake", progress="tables", maintenance=maintenance),
         description=_DESCRIPTION,
     )

@@ -1,13 +1,14 @@
-"""Options shared by the lake sinks (``iceberg``, ``paimon``): the common keys, their validation
-(as Flink's ``FactoryHelper``: unknown keys refused with the supported list) and the masked
-description safe to log. Each lake declares only its own keys on top of :func:`common_option_docs`."""
+"""Options shared by the lake sinks (``iceberg``, ``paimon``): the common keys, declared as every
+connector declares its options (:class:`~changelake.connectors.options.ConfigOption`), their
+validation (as Flink's ``FactoryHelper``: unknown keys refused with the supported list) and the
+masked description safe to log. Each lake declares only its own keys on top of :func:`common_options`."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from changelake.connectors.errors import OptionValidationError
-from changelake.connectors.options import parse_duration
+from changelake.connectors.options import ConfigOption, key, prefixed, validate_unsupported_options
 
 __all__ = [
     "CATALOG_PROPERTIES_PREFIX",
@@ -15,7 +16,9 @@ __all__ = [
     "COMMIT_INTERVAL_DOC",
     "DEFAULT_COMMIT_INTERVAL_S",
     "DEFAULT_COMMIT_MAX_ROWS",
-    "common_option_docs",
+    "COMMIT_MAX_ROWS",
+    "COMMIT_INTERVAL",
+    "common_options",
     "supported_keys",
     "refuse_unknown_keys",
     "check_type",
@@ -39,39 +42,36 @@ COMMIT_INTERVAL_DOC = (
 _SECRET_HINTS = ("password", "secret", "token", "credential", "key")
 
 
-def common_option_docs(identifier: str) -> dict[str, str]:
-    """key -> description of the keys every lake sink has (``type``, ``name``, ``commit.*``)."""
-    return {
-        "type": f"Sink identifier; must be '{identifier}'.",
-        "name": "Optional display name of the sink.",
-        "commit.max-rows": (
-            "Rows buffered by the sink's add() before should_flush() is true; each flush commits once "
-            f"per table (default {DEFAULT_COMMIT_MAX_ROWS}, must be > 0)."
-        ),
-        "commit.interval": COMMIT_INTERVAL_DOC,
-    }
+#: ``commit.max-rows`` (parsed by :func:`parse_commit_max_rows`).
+COMMIT_MAX_ROWS = key("commit.max-rows").int_type(minimum=1).default_value(DEFAULT_COMMIT_MAX_ROWS).with_unit(
+    "rows").with_description(
+    "Rows buffered by the sink's add() before should_flush() is true; each flush commits once "
+    f"per table (default {DEFAULT_COMMIT_MAX_ROWS}, must be > 0).").from_origin("changelake")
+#: ``commit.interval`` (parsed by :func:`parse_commit_interval`).
+COMMIT_INTERVAL = key("commit.interval").duration_type().no_default_value().with_description(
+    COMMIT_INTERVAL_DOC).from_origin("changelake")
 
 
-def supported_keys(docs: Mapping[str, str]) -> tuple[str, ...]:
-    """The declared keys plus the ``catalog.properties.*`` and ``table.properties.*`` prefixes."""
-    return (*docs, CATALOG_PROPERTIES_PREFIX + "*", TABLE_PROPERTIES_PREFIX + "*")
-
-
-def refuse_unknown_keys(identifier: str, raw: Mapping[str, Any], docs: Mapping[str, str]) -> None:
-    """Raises OptionValidationError ("Unsupported options found for '<identifier>'", listing the
-    unsupported and the supported keys, as Flink's ``FactoryHelper.validateExcept``)."""
-    unknown = sorted(
-        k for k in raw
-        if k not in docs and not k.startswith(CATALOG_PROPERTIES_PREFIX) and not k.startswith(TABLE_PROPERTIES_PREFIX)
+def common_options(identifier: str) -> tuple[ConfigOption[Any], ...]:
+    """The options every lake sink has: ``type``, ``name``, ``commit.max-rows``, ``commit.interval``."""
+    return (
+        key("type").string_type().default_value(identifier).with_description(f"Sink identifier; must be '{identifier}'."),
+        key("name").string_type().no_default_value().with_description("Optional display name of the sink."),
+        COMMIT_MAX_ROWS,
+        COMMIT_INTERVAL,
     )
-    if unknown:
-        raise OptionValidationError(
-            f"Unsupported options found for '{identifier}'.\n\nUnsupported options:\n\n"
-            + "\n".join(unknown)
-            + "\n\nSupported options:\n\n"
-            + "\n".join(supported_keys(docs)),
-            option=unknown[0],
-        )
+
+
+def supported_keys(options: tuple[ConfigOption[Any], ...]) -> tuple[str, ...]:
+    """The declared keys plus the ``catalog.properties.*`` and ``table.properties.*`` prefixes."""
+    return (*(o.key for o in options), CATALOG_PROPERTIES_PREFIX + "*", TABLE_PROPERTIES_PREFIX + "*")
+
+
+def refuse_unknown_keys(identifier: str, raw: Mapping[str, Any], options: tuple[ConfigOption[Any], ...]) -> None:
+    """Raises OptionValidationError ("Unsupported options found for '<identifier>'", listing the
+    unsupported and the supported keys, as Flink's ``FactoryHelper.validateExcept``), through the
+    connectors' one check (:func:`~changelake.connectors.options.validate_unsupported_options`)."""
+    validate_unsupported_options(identifier, raw, options, prefixes=(CATALOG_PROPERTIES_PREFIX, TABLE_PROPERTIES_PREFIX))
 
 
 def check_type(identifier: str, raw: Mapping[str, Any]) -> None:
@@ -79,11 +79,6 @@ def check_type(identifier: str, raw: Mapping[str, Any]) -> None:
     value = raw.get("type", identifier)
     if str(value) != identifier:
         raise OptionValidationError(f"'type' must be '{identifier}' for this sink; got {value!r}", option="type")
-
-
-def prefixed(raw: Mapping[str, Any], prefix: str, text: Callable[[Any], str] = str) -> dict[str, str]:
-    """The options under ``prefix``, prefix stripped, values as text (``text``)."""
-    return {k[len(prefix):]: text(v) for k, v in raw.items() if k.startswith(prefix)}
 
 
 def parse_commit_max_rows(raw: Mapping[str, Any]) -> int:
@@ -106,12 +101,10 @@ def parse_commit_interval(raw: Mapping[str, Any]) -> float:
     Raises:
         OptionValidationError: not a Flink duration, or not > 0 (names the option and the value).
     """
-    from changelake.connectors.options import key
-
     value = raw.get("commit.interval")
     if value is None:
         return DEFAULT_COMMIT_INTERVAL_S
-    seconds = key("commit.interval").duration_type().no_default_value().parse_value(value).total_seconds()
+    seconds = COMMIT_INTERVAL.parse_value(value).total_seconds()
     if seconds <= 0:
         raise OptionValidationError(f"'commit.interval' must be > 0; got {value!r}", option="commit.interval")
     return seconds

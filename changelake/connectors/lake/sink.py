@@ -159,6 +159,10 @@ class LakeTableSink:
         or a column does not exist."""
         raise NotImplementedError
 
+    def last_commit_ms(self, table_id: TableId) -> int | None:
+        """Commit time (ms since the epoch) of the lake table's latest snapshot; None if never written."""
+        raise NotImplementedError
+
     def read_pipeline_property(self, key: str) -> str | None:
         """A pipeline property (e.g. a checkpoint) of this lake, None when absent."""
         raise NotImplementedError

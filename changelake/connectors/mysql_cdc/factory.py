@@ -221,6 +221,7 @@ FACTORY = ConnectorFactory(
         optional=tuple(sorted(k for k in OPTION_KEYS if k not in REQUIRED_KEYS)),
         validate=lambda raw, context: validate_options(raw),
         build=_build_source,
+        connection="mysql",
     ),
     description="MySQL/MariaDB snapshot + binlog change capture (Flink CDC's MySQL pipeline source).",
 )

@@ -18,7 +18,8 @@ from changelake.connectors.paimon.errors import (
 )
 from changelake.connectors.paimon.options import IDENTIFIER, ROW_KIND_FIELD, PaimonSinkOptions, parse_sink_options
 from changelake.connectors.paimon.reader import read_table
-from changelake.connectors.paimon.writer import PaimonSink, WriteResult, open_catalog
+from changelake.connectors.paimon.catalog import open_catalog
+from changelake.connectors.paimon.writer import PaimonSink, WriteResult
 
 __all__ = [
     "IDENTIFIER",

@@ -19,7 +19,6 @@ are); ``table.properties.*`` (prefix stripped) become the options of tables the 
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -27,13 +26,14 @@ from typing import Any, Mapping
 
 from changelake.changelog.schema import TableId
 from changelake.connectors.errors import OptionValidationError
+from changelake.connectors.options import ConfigOption, key
 from changelake.connectors.lake.options import (
     CATALOG_PROPERTIES_PREFIX,
     DEFAULT_COMMIT_INTERVAL_S,
     DEFAULT_COMMIT_MAX_ROWS,
     TABLE_PROPERTIES_PREFIX,
     check_type,
-    common_option_docs,
+    common_options,
     describe_options,
     parse_commit_interval,
     parse_commit_max_rows,
@@ -61,20 +61,17 @@ IDENTIFIER = "paimon"
 ROW_KIND_FIELD = "_changelake_row_kind"
 
 _METASTORES = ("filesystem", "rest")
-# key -> description; the single declaration of every non-prefix option (the lake sinks' common
-# keys and this sink's own).
-_OPTION_DOCS: dict[str, str] = {
-    **common_option_docs(IDENTIFIER),
-    "commit.user": (
+# The single declaration of every non-prefix option (the lake sinks' common keys and this sink's own).
+_OPTIONS: tuple[ConfigOption[Any], ...] = (
+    *common_options(IDENTIFIER),
+    key("commit.user").string_type().default_value("admin").with_description(
         "Paimon commit user of the sink's snapshots (default 'admin', as Flink CDC). Give every "
-        "job its own, as the seed advises."
-    ),
-    "partition.key": (
+        "job its own, as the seed advises."),
+    key("partition.key").string_type().no_default_value().with_description(
         "Partition keys per table: 'db.t1:k1,k2;db.t2:k3' (as Flink CDC's Paimon sink). Only "
-        "applied when the sink creates the table."
-    ),
-}
-SUPPORTED_KEYS: tuple[str, ...] = supported_keys(_OPTION_DOCS)
+        "applied when the sink creates the table."),
+)
+SUPPORTED_KEYS: tuple[str, ...] = supported_keys(_OPTIONS)
 _DEFAULT_COMMIT_USER = "admin"
 # Table options the sink owns: a user value would break the row kinds or the primary key.
 _RESERVED_TABLE_PROPERTIES = ("rowkind.field", "primary-key", "partition")
@@ -83,9 +80,9 @@ _RESERVED_TABLE_PROPERTIES = ("rowkind.field", "primary-key", "partition")
 def default_warehouse() -> Path:
     """The local filesystem warehouse: ``<state dir>/lake/paimon`` (``$CHANGELAKE_STATE_DIR`` or
     ``<repo>/.state``, as :func:`changelake.services.default_state_dir`)."""
-    # Imported by name: the services module (subprocess management) is outside the typed engine.
-    services = importlib.import_module("changelake.services")
-    return Path(services.default_state_dir()) / "lake" / "paimon"
+    from changelake.state_dir import default_state_dir
+
+    return default_state_dir() / "lake" / "paimon"
 
 
 @dataclass(frozen=True)
@@ -197,7 +194,7 @@ def parse_sink_options(raw: Mapping[str, Any]) -> PaimonSinkOptions:
             ``partition``), a malformed ``partition.key``, ``commit.max-rows`` not > 0, or
             ``commit.interval`` not a positive duration.
     """
-    refuse_unknown_keys(IDENTIFIER, raw, _OPTION_DOCS)
+    refuse_unknown_keys(IDENTIFIER, raw, _OPTIONS)
     check_type(IDENTIFIER, raw)
     catalog = prefixed(raw, CATALOG_PROPERTIES_PREFIX, _text)
     _validate_catalog(catalog)

@@ -7,6 +7,7 @@ from typing import Any, Mapping, Sequence
 import pyarrow as pa
 
 from changelake.changelog.schema import TableId
+from changelake.connectors.paimon.catalog import READ_OPTIONS, identifier, load_table, open_catalog
 from changelake.connectors.paimon.errors import PaimonSinkError
 from changelake.connectors.paimon.options import ROW_KIND_FIELD, PaimonSinkOptions, parse_sink_options
 
@@ -26,8 +27,6 @@ def scan_table(table: Any, columns: Sequence[str] | None = None, *, first_key_in
     Level-0 files of a deletion-vector table are merged here (``deletion-vectors.merge-on-read``),
     since pypaimon writes but never compacts them.
     """
-    from changelake.connectors.paimon.writer import READ_OPTIONS
-
     names = [f.name for f in table.table_schema.fields if f.name != ROW_KIND_FIELD]
     builder = table.copy(READ_OPTIONS).new_read_builder()
     wanted = list(columns) if columns is not None else names
@@ -68,20 +67,17 @@ def read_table(
         PaimonSinkError: the table does not exist, or a column is unknown (names both).
         OptionValidationError: raw options are invalid.
     """
-    from changelake.connectors.paimon.writer import PaimonSink
-
     options = sink_options if isinstance(sink_options, PaimonSinkOptions) else parse_sink_options(sink_options)
-    with PaimonSink(options) as sink:
-        name = sink.identifier(table_id)
-        table = sink.load_table(table_id)
-        if table is None:
-            raise PaimonSinkError(f"Paimon table {name!r} (for {table_id}) does not exist", table=name)
-        lake_columns = [f.name for f in table.table_schema.fields if f.name != ROW_KIND_FIELD]
-        unknown = [c for c in columns or () if c not in lake_columns]
-        if unknown:
-            raise PaimonSinkError(
-                f"column(s) {unknown} not in Paimon table {name!r}; it has {lake_columns}",
-                table=name,
-                column=unknown[0],
-            )
-        return scan_table(table, columns)
+    name = identifier(table_id)
+    table = load_table(open_catalog(options), table_id)
+    if table is None:
+        raise PaimonSinkError(f"Paimon table {name!r} (for {table_id}) does not exist", table=name)
+    lake_columns = [f.name for f in table.table_schema.fields if f.name != ROW_KIND_FIELD]
+    unknown = [c for c in columns or () if c not in lake_columns]
+    if unknown:
+        raise PaimonSinkError(
+            f"column(s) {unknown} not in Paimon table {name!r}; it has {lake_columns}",
+            table=name,
+            column=unknown[0],
+        )
+    return scan_table(table, columns)

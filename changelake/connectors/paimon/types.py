@@ -19,18 +19,20 @@ TIMESTAMP_LTZ(p)               TIMESTAMP_LTZ(6)        timestamp[us, tz=UTC]
 
 Integer widths are kept as Flink CDC's Paimon sink keeps them. TIME, wide DECIMAL and
 timestamps are stored exactly as the Iceberg sink stores them (Paimon's TIME is a time of day,
-MySQL's ranges over -838:59:59..838:59:59), with the same value conversion
-(:func:`changelake.connectors.iceberg.types.to_arrow_value`), so both lakes hold the same values.
+MySQL's ranges over -838:59:59..838:59:59), with the lake family's one value conversion
+(:mod:`changelake.connectors.lake.arrow`, pypaimon's layout :data:`~changelake.connectors.lake.arrow.PAIMON`),
+so both lakes hold the same values.
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from functools import partial
 
 import pyarrow as pa
 
-from changelake.changelog.types import DataType, TypeRoot
-from changelake.connectors.iceberg.types import MAX_DECIMAL_PRECISION, to_arrow_value
+from changelake.changelog.types import DataType, TypeRoot, parse_data_type
+from changelake.connectors.lake import arrow
+from changelake.connectors.lake.arrow import decimal_precision_scale
 from changelake.connectors.paimon.errors import PaimonTypeError
 
 __all__ = ["to_paimon_type", "arrow_type_of", "to_arrow_array", "widening"]
@@ -55,20 +57,6 @@ _SIMPLE: dict[TypeRoot, str] = {
     TypeRoot.TIMESTAMP_LTZ: "TIMESTAMP_LTZ(6)",
 }
 _INTEGER_ORDER = ("TINYINT", "SMALLINT", "INT", "BIGINT")
-_ARROW: dict[str, pa.DataType] = {
-    "BOOLEAN": pa.bool_(),
-    "TINYINT": pa.int8(),
-    "SMALLINT": pa.int16(),
-    "INT": pa.int32(),
-    "BIGINT": pa.int64(),
-    "FLOAT": pa.float32(),
-    "DOUBLE": pa.float64(),
-    "STRING": pa.string(),
-    "BYTES": pa.binary(),
-    "DATE": pa.date32(),
-    "TIMESTAMP(6)": pa.timestamp("us"),
-    "TIMESTAMP_LTZ(6)": pa.timestamp("us", tz="UTC"),
-}
 
 
 def to_paimon_type(data_type: DataType) -> str:
@@ -77,9 +65,8 @@ def to_paimon_type(data_type: DataType) -> str:
     Nullability is not part of it.
     """
     if data_type.root is TypeRoot.DECIMAL:
-        precision = data_type.precision if data_type.precision is not None else 10
-        scale = data_type.scale or 0
-        return "STRING" if precision > MAX_DECIMAL_PRECISION else f"DECIMAL({precision}, {scale})"
+        precision, scale = decimal_precision_scale(data_type)
+        return "STRING" if arrow.is_text_decimal(data_type) else f"DECIMAL({precision}, {scale})"
     return _SIMPLE[data_type.root]
 
 
@@ -90,23 +77,24 @@ def _decimal(paimon_type: str) -> tuple[int, int] | None:
     return int(precision), int(scale or 0)
 
 
+#: Paimon type names this sink writes (:func:`to_paimon_type`) or reads back from a table schema.
+_KNOWN = frozenset({*_SIMPLE.values(), "CHAR", "VARCHAR", "BINARY", "VARBINARY", "DECIMAL"})
+
+
 def arrow_type_of(paimon_type: str) -> pa.DataType:
-    """The Arrow type pypaimon writes and reads for a Paimon type name of :func:`to_paimon_type`.
+    """The Arrow type pypaimon writes and reads for a Paimon type name of :func:`to_paimon_type`
+    (the lake family's mapping, :func:`changelake.connectors.lake.arrow.to_arrow_type`, in
+    pypaimon's layout).
 
     Raises:
         PaimonTypeError: a type this sink never creates (e.g. ``MAP<...>``).
     """
     name = paimon_type.upper().replace(" NOT NULL", "")
-    decimal = _decimal(name)
-    if decimal is not None:
-        return pa.decimal128(*decimal)
-    if name.startswith(("CHAR", "VARCHAR")):
-        return pa.string()
-    if name.startswith(("BINARY", "VARBINARY")):
-        return pa.binary()
+    if name not in _KNOWN and name.partition("(")[0] not in _KNOWN:
+        raise PaimonTypeError(f"Paimon type {paimon_type!r} is not one the changelake sink writes")
     try:
-        return _ARROW[name]
-    except KeyError:
+        return arrow.to_arrow_type(parse_data_type(name), arrow.PAIMON)
+    except (ValueError, KeyError):
         raise PaimonTypeError(f"Paimon type {paimon_type!r} is not one the changelake sink writes") from None
 
 
@@ -132,32 +120,6 @@ def widening(current: str, incoming: str) -> str:
     return "bad"
 
 
-def to_arrow_array(
-    values: Sequence[Any],
-    data_type: DataType | None,
-    arrow_type: pa.DataType,
-    *,
-    table: str | None = None,
-    column: str | None = None,
-) -> pa.Array:
-    """Build an Arrow array of ``arrow_type`` (the lake column's) from changelake Python values.
-
-    Args:
-        values: one Python value per row (``None`` = NULL).
-        data_type: the values' changelake type, or ``None`` when the column is absent from the
-            incoming schema (then every value must be ``None``).
-        arrow_type: the target Arrow type, from :func:`arrow_type_of` of the lake column.
-        table, column: named in errors.
-
-    Raises:
-        PaimonTypeError: a value does not fit (overflow, DECIMAL scale loss, wrong Python type).
-    """
-    converted = list(values) if data_type is None else [to_arrow_value(v, data_type) for v in values]
-    try:
-        return pa.array(converted, type=arrow_type)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError) as exc:
-        raise PaimonTypeError(
-            f"cannot store column {column!r} of Paimon table {table!r} as {arrow_type}: {exc}",
-            table=table,
-            column=column,
-        ) from exc
+#: :func:`changelake.connectors.lake.arrow.to_arrow_array` raising PaimonTypeError (a value does not fit:
+#: overflow, DECIMAL scale loss, wrong Python type; names table and column).
+to_arrow_array = partial(arrow.to_arrow_array, error=PaimonTypeError, lake="Paimon ")

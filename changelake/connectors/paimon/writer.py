@@ -21,7 +21,6 @@ Java readers see them once a Paimon compaction (e.g. Flink's ``compact`` action)
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import pyarrow as pa
@@ -34,14 +33,13 @@ from changelake.connectors.lake.offsets import COMMIT_ID_PROPERTY, OFFSETS_PROPE
 from changelake.connectors.lake.sink import LakeTableSink, WriteResult
 from changelake.connectors.paimon.errors import PaimonCommitError, PaimonSinkError
 from changelake.connectors.paimon.evolve import paimon_schema_of, plan_evolution, to_schema_changes
+from changelake.connectors.paimon.catalog import DEFAULT_DATABASE, identifier, load_table, open_catalog
 from changelake.connectors.paimon.offsets import next_commit_identifier, read_committed_offsets
 from changelake.connectors.paimon.options import ROW_KIND_FIELD, PaimonSinkOptions
 from changelake.connectors.paimon.types import arrow_type_of, to_arrow_array
 
 __all__ = ["WriteResult", "PaimonSink", "open_catalog", "DEFAULT_DATABASE", "CHECKPOINT_TABLE"]
 
-#: Paimon database of a TableId without a database.
-DEFAULT_DATABASE = "default"
 #: Where :meth:`PaimonSink.write_checkpoint` keeps pipeline checkpoints (one row per pipeline).
 CHECKPOINT_TABLE = TableId("changelake", "pipeline_checkpoints")
 _CHECKPOINT_SCHEMA = Schema.of(
@@ -53,29 +51,6 @@ _CHECKPOINT_SCHEMA = Schema.of(
 )
 # Empty commits must still record offsets (pypaimon skips them by default).
 _WRITE_OPTIONS = {"snapshot.ignore-empty-commit": "false"}
-# pypaimon never compacts: with deletion vectors, batch reads must merge level-0 files themselves.
-READ_OPTIONS = {"deletion-vectors.merge-on-read": "true"}
-
-
-def open_catalog(options: PaimonSinkOptions) -> Any:
-    """The pypaimon catalog of ``options`` (creates a local filesystem warehouse's directory).
-
-    Raises:
-        PaimonSinkError: the catalog cannot be created (the message names the metastore and never
-            carries the properties, which may hold tokens).
-    """
-    from pypaimon import CatalogFactory
-
-    props = dict(options.catalog_properties)
-    warehouse = props.get("warehouse", "")
-    if options.metastore == "filesystem" and "://" not in warehouse:
-        Path(warehouse).mkdir(parents=True, exist_ok=True)
-    try:
-        return CatalogFactory.create(props)
-    except Exception as exc:
-        raise PaimonSinkError(
-            f"cannot create Paimon catalog with metastore {options.metastore!r}: {type(exc).__name__}"
-        ) from exc
 
 
 class PaimonSink(LakeTableSink):
@@ -137,16 +112,11 @@ class PaimonSink(LakeTableSink):
     # -- tables --------------------------------------------------------------------------------
     def identifier(self, table_id: TableId) -> str:
         """The Paimon identifier ``database.table`` of a source table."""
-        return f"{table_id.database or DEFAULT_DATABASE}.{table_id.table}"
+        return identifier(table_id)
 
     def load_table(self, table_id: TableId) -> Any | None:
         """The lake table of ``table_id`` (a pypaimon ``FileStoreTable``, freshly loaded), or None."""
-        from pypaimon.catalog.catalog_exception import DatabaseNotExistException, TableNotExistException
-
-        try:
-            return self.catalog.get_table(self.identifier(table_id))
-        except (TableNotExistException, DatabaseNotExistException):
-            return None
+        return load_table(self.catalog, table_id)
 
     def primary_key(self, table_id: TableId) -> list[str]:
         """The table's primary keys (as created from the source's primary key or ``transform``).

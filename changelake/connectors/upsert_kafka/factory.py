@@ -475,6 +475,8 @@ FACTORY = ConnectorFactory(
         optional=(*INGESTION_OPTIONS, PROPERTIES_PREFIX + "*"),
         validate=_validate_ingestion,
         build=_build_ingestion,
+        connection="kafka",
+        progress="topics",
     ),
     description="Keyed, compacted topics per table; deletes as tombstones (Flink's upsert-kafka).",
 )

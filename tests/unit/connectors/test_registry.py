@@ -100,3 +100,49 @@ def test_kafka_factories_declare_their_options_as_config_options() -> None:
         assert endpoint.required == ("properties.bootstrap.servers",)
         assert {o.key for o in declared} <= set(endpoint.optional)
         assert "properties.*" in endpoint.optional
+
+
+def test_each_factory_answers_what_the_layers_above_would_branch_on() -> None:
+    from changelake.connectors.registry import (
+        connection_of, is_partitioned_source, lake_sink_types, maintenance_of, maintenance_sink_types, progress_of,
+    )
+
+    assert {i: (connection_of(i, "source"), connection_of(i, "sink")) for i in identifiers()} == {
+        "iceberg": (None, "lake"), "kafka": ("kafka", "kafka"), "mysql": ("mysql", None),
+        "paimon": (None, "lake"), "upsert-kafka": (None, "kafka"),
+    }
+    assert connection_of("no-such", "sink") is None
+    assert {i: progress_of(i) for i in identifiers("sink")} == {
+        "iceberg": "tables", "kafka": "topics", "paimon": "tables", "upsert-kafka": "topics"}
+    assert {i: is_partitioned_source(i) for i in identifiers("source")} == {"kafka": True, "mysql": False}
+    assert lake_sink_types() == ("iceberg", "paimon")
+    assert maintenance_sink_types() == ("iceberg",)
+    from changelake.connectors.iceberg.maintenance import maintain_lake
+
+    assert maintenance_of("iceberg") is maintain_lake
+    assert maintenance_of("paimon") is None and maintenance_of("kafka") is None
+    with pytest.raises(OptionValidationError, match="cannot be used as a sink"):
+        progress_of("mysql")
+
+
+def test_the_runner_abilities_are_declared_by_the_adapters_and_sinks() -> None:
+    from changelake.connectors.base import (
+        BufferedSink, PartitionedChangelogSource, RejectsRecords, ReportsBadRecords, ReportsMetrics,
+    )
+    from changelake.connectors.lake.offsets_sink import LakeOffsetsSink
+    from changelake.connectors.lake.partitioned_source import PartitionedSource
+    from changelake.connectors.lake.position_sink import LakePositionSink
+
+    lake = find_factory("paimon").create_sink({}, CTX)
+    for adapter in (LakeOffsetsSink(lake, "p"), LakePositionSink(lake, "p")):
+        assert isinstance(adapter, ChangelogSink) and isinstance(adapter, BufferedSink) and adapter.buffers_commits
+        assert isinstance(adapter, ReportsMetrics)
+    kafka = find_factory("kafka").create_source(KAFKA, CTX)  # unopened: no I/O
+    source = PartitionedSource(kafka)
+    assert isinstance(source, PartitionedChangelogSource) and source.partitioned
+    assert isinstance(source, RejectsRecords) and isinstance(source, ReportsBadRecords)
+    mysql = find_factory("mysql").create_source(MYSQL, CTX)
+    assert isinstance(mysql, ChangelogSource)
+    assert not isinstance(mysql, (PartitionedChangelogSource, RejectsRecords, BufferedSink))
+    kafka_sink = find_factory("kafka").create_sink({"properties.bootstrap.servers": "127.0.0.1:9092"}, CTX)
+    assert isinstance(kafka_sink, ReportsMetrics) and not isinstance(kafka_sink, BufferedSink)

@@ -36,3 +36,20 @@ def test_a_replayed_batch_counts_nothing_and_an_untouched_table_is_unchanged():
 
 def test_lag_counts_from_zero_for_partitions_never_absorbed():
     assert lag_of({"t/0": 5}, {"t/0": 7, "t/1": 3}) == 5
+
+
+def test_lag_by_topic_sums_each_topics_partitions():
+    from changelake.pipeline.progress import lag_by_topic
+
+    positions = {"db.a/0": (5, 7), "db.a/1": (3, 3), "db.b/0": (9, 4), "x/y/0": (0, 2)}
+    assert lag_by_topic(positions) == {"db.a": 2, "db.b": 0, "x/y": 2}
+
+
+def test_a_positioned_sources_batches_count_rows_by_op():
+    progress = LakeProgress()
+    steps = progress.add_positioned({"ops": {"db.t": {"r": 2, "c": 1, "u": 3, "d": 1, "t": 1}}})
+    assert [(s.table, s.rows_inserted, s.rows_updated, s.rows_deleted, s.commits) for s in steps] == [("db.t", 3, 3, 1, 1)]
+    progress.add_positioned({"ops": {"db.t": {"d": 2}}})
+    total = progress.get("db.t")
+    assert (total.rows_inserted, total.rows_updated, total.rows_deleted, total.commits) == (3, 3, 3, 2)
+    assert total.offsets == {} and total.snapshot_id is None

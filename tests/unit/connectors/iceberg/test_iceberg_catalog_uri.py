@@ -4,7 +4,7 @@ import pytest
 
 from changelake.connectors.errors import OptionValidationError
 from changelake.connectors.iceberg import IcebergSinkOptions, open_catalog
-from changelake.connectors.iceberg.writer import validate_sql_catalog_uri
+from changelake.connectors.iceberg.catalog import validate_sql_catalog_uri
 
 
 def test_missing_folder_is_refused_naming_option_and_value(tmp_path):

@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping
 from changelake.changelog import DataChangeEvent, Op, Schema, TableId
 from changelake.changelog.rowkind import RETRACT, RowKind
 from changelake.changelog.transform import infer_schema
+from changelake.connectors.base import PartitionedChangelogSource, RejectsRecords, ReportsBadRecords
 from changelake.connectors.lake.offsets import split_topic_partition, topic_partition
 
 __all__ = ["PartitionedSource", "note_inferred"]
@@ -27,8 +28,9 @@ __all__ = ["PartitionedSource", "note_inferred"]
 log = logging.getLogger(__name__)
 
 
-class PartitionedSource:
-    """Adapts a ``KafkaPipelineSource`` to the runner's source contract.
+class PartitionedSource(PartitionedChangelogSource, RejectsRecords, ReportsBadRecords):
+    """Adapts a ``KafkaPipelineSource`` to the runner's source contract, with the optional
+    abilities it declares (:mod:`changelake.connectors.base`).
 
     Args:
         source: an unopened ``KafkaPipelineSource`` (from the registry's ``kafka`` factory).
