@@ -48,7 +48,8 @@ class Stage:
     def __init__(self, defn: PipelineDefinition) -> None:
         self.pipeline = defn.name
         self.router = Router(parse_route_rules(defn.route), mode=defn.pipeline.get("route-mode", "ALL_MATCH"))
-        self.transformer = Transformer(parse_transform_rules(defn.transform))
+        self.transformer = Transformer(parse_transform_rules(
+            defn.transform, pipeline=defn.pipeline, udfs=defn.user_defined_functions))
         self._known: dict[TableId, Schema] = {}
 
     def apply(self, events: Sequence[DataChangeEvent], reject: Reject | None = None) -> list[DataChangeEvent]:
