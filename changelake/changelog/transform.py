@@ -482,10 +482,10 @@ class TransformRule:
             except TransformError as exc:
                 if exc.row is None or exc.row >= len(where):
                     raise
-                i, image = where[exc.row]
+                i, side = where[exc.row]
                 e = events[i]
                 raise TransformError(
-                    f"{exc.args[0]} (the '{image}' row of a '{e.op.value}' event of table {e.table} at position "
+                    f"{exc.args[0]} (the '{side}' row of a '{e.op.value}' event of table {e.table} at position "
                     f"{dict(e.position)})", source_table=self.source_table, option=exc.option, column=exc.column,
                     row=exc.row) from exc
             columns = {k: v.to_pylist() for k, v in values.items()}

@@ -209,7 +209,7 @@ def _cast(n: _N, dst: DataType, ctx: _Ctx, tz_holder: list[Any] | None = None) -
     def run(f: Frame) -> Datum:
         values = _arr(n, f).to_pylist()
         tz = f.time_zone
-        out = []
+        out: list[Any] = []
         for v in values:
             if v is None:
                 out.append(None)
@@ -292,12 +292,12 @@ def _coerce_pair(a: _N, b: _N, what: str, ctx: _Ctx) -> tuple[_N, _N]:
     raise ExpressionError(f"{what}: cannot compare {ta} with {tb}")
 
 
-_CMP = {exp.EQ: pc.equal, exp.NEQ: pc.not_equal, exp.GT: pc.greater, exp.GTE: pc.greater_equal,
+_CMP: dict[type[exp.Expression], Callable[..., Any]] = {exp.EQ: pc.equal, exp.NEQ: pc.not_equal, exp.GT: pc.greater, exp.GTE: pc.greater_equal,
         exp.LT: pc.less, exp.LTE: pc.less_equal}
 _FALSE = pa.scalar(False)
 
 
-def _compare_raw(kind: type, a: _N, b: _N, ctx: _Ctx) -> Callable[[Frame], Datum]:
+def _compare_raw(kind: type[exp.Expression], a: _N, b: _N, ctx: _Ctx) -> Callable[[Frame], Datum]:
     """A nullable boolean (NULL where an operand is NULL)."""
     if a.dtype is None or b.dtype is None:
         return lambda f: pa.scalar(None, pa.bool_())
@@ -318,7 +318,8 @@ def _predicate_raw(node: exp.Expression, ctx: _Ctx) -> Callable[[Frame], Datum] 
         if subject.dtype is not None and not subject.dtype.is_string:
             subject = _cast(subject, STRING, ctx)
         text = pattern.this
-        like = (lambda f: pc.match_like(subject.fn(f), text))
+        def like(f: Frame) -> Datum:
+            return pc.match_like(subject.fn(f), text)
         return (lambda f: pc.invert(like(f))) if node.args.get("negate") else like
     if isinstance(node, exp.In):
         subject = _compile(node.this, ctx)
@@ -586,7 +587,7 @@ def _case(node: exp.Case, ctx: _Ctx) -> _N:
             conds.append(_not_null(_compare_raw(exp.EQ, operand, _compile(branch.this, ctx), ctx)))
         else:
             c = _boolean(_compile(branch.this, ctx), "CASE WHEN")
-            conds.append(lambda f, c=c: pc.fill_null(c.fn(f), False))
+            conds.append(_not_null(c.fn))
         results.append(_compile(branch.args["true"], ctx))
     default = _compile(node.args["default"], ctx) if node.args.get("default") is not None else _lit(None, None)
     out, cast = _common_cast([*results, default], "CASE", ctx)
@@ -677,7 +678,8 @@ def _function(name: str, args: list[_N], ctx: _Ctx) -> _N:  # noqa: C901 (one ta
     fname = name.upper()
     udf = ctx.udfs.get(name.lower())
     if udf is not None:
-        return _N(udf.return_type, udf.bind([a.dtype for a in args], [lambda f, a=a: _arr(a, f) for a in args]))
+        getters: list[Callable[[Any], pa.Array]] = [(lambda f, a=a: _arr(a, f)) for a in args]  # type: ignore[misc]
+        return _N(udf.return_type, udf.bind([a.dtype for a in args], getters))
     if fname in ("UPPER", "LOWER"):
         _arity(fname, args, 1)
         s = _string_arg(args[0], fname, ctx)
@@ -742,7 +744,7 @@ def _function(name: str, args: list[_N], ctx: _Ctx) -> _N:  # noqa: C901 (one ta
         src = value.dtype
 
         def fmt(f: Frame) -> Datum:
-            out = []
+            out: list[str | None] = []
             for v in _arr(value, f).to_pylist():
                 if v is None:
                     out.append(None)
@@ -801,10 +803,11 @@ def _function(name: str, args: list[_N], ctx: _Ctx) -> _N:  # noqa: C901 (one ta
             raise ExpressionError(f"ROUND needs a numeric argument, got {x.dtype}")
         assert x.dtype is not None
         if x.dtype.root is TypeRoot.DECIMAL:
-            p, s = x.dtype.precision or 10, x.dtype.scale or 0
-            out = x.dtype if digits >= s else (DataType.decimal(min(38, 1 + p - s), 0) if digits < 0
-                                               else DataType.decimal(1 + p - s + digits, digits))
-            return _N(out, _rowwise(lambda v: _round_decimal(_round_decimal(v, digits), out.scale or 0), [x], out))
+            prec, sc = x.dtype.precision or 10, x.dtype.scale or 0
+            rounded = x.dtype if digits >= sc else (DataType.decimal(min(38, 1 + prec - sc), 0) if digits < 0
+                                                    else DataType.decimal(1 + prec - sc + digits, digits))
+            scale = rounded.scale or 0
+            return _N(rounded, _rowwise(lambda v: _round_decimal(_round_decimal(v, digits), scale), [x], rounded))
         if x.dtype.is_integer:
             if digits >= 0:
                 return x

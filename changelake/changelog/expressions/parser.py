@@ -40,7 +40,7 @@ class FlinkCdcDialect(Dialect):
         QUOTES = ["'"]
 
     class Parser(parser.Parser):
-        FUNCTIONS: dict[str, object] = {}  # keep every call as written (exp.Anonymous)
+        FUNCTIONS = {}  # noqa: RUF012 (keep every call as written: exp.Anonymous)
 
 
 @dataclass(frozen=True)
@@ -151,6 +151,6 @@ def parse_filter(text: str) -> exp.Expression:
     tree = _parse_select("1", text)
     node = tree.args.get("where")
     assert node is not None
-    cond = node.this
+    cond: exp.Expression = node.this
     _check(cond, text)
     return cond

@@ -75,7 +75,7 @@ def to_string(v: Any, src: DataType, tz: _dt.tzinfo) -> str:
         if v.tzinfo is not None:
             v = v.astimezone(tz).replace(tzinfo=None)
         prec = src.precision if root in (TypeRoot.TIMESTAMP, TypeRoot.TIMESTAMP_LTZ) else 0
-        return v.strftime("%Y-%m-%d %H:%M:%S") + _fraction(v.microsecond, prec)
+        return str(v.strftime("%Y-%m-%d %H:%M:%S")) + _fraction(v.microsecond, prec)
     if isinstance(v, _dt.date):
         return v.isoformat()
     if isinstance(v, _dt.timedelta):
@@ -120,6 +120,7 @@ def cast_value(v: Any, src: DataType, dst: DataType, tz: _dt.tzinfo) -> Any:
             return v != 0
     elif dst.is_integer:
         lo, hi = _INT_RANGE[root]
+        n: int | None = None
         if isinstance(v, bool):
             n = int(v)
         elif isinstance(v, int):
@@ -130,8 +131,6 @@ def cast_value(v: Any, src: DataType, dst: DataType, tz: _dt.tzinfo) -> Any:
             n = int(v)  # truncation toward zero, as Java's intValue
         elif isinstance(v, str):
             n = int(v.strip())
-        else:
-            n = None  # type: ignore[assignment]
         if n is not None:
             if not lo <= n <= hi:
                 raise ValueError(f"{v} is out of the range of {root.value} ({lo} ~ {hi})")
@@ -210,11 +209,11 @@ def _formatter_token(tok: str) -> Callable[[_dt.datetime], str]:
         if n == 3:
             return lambda d: _MONTHS[d.month - 1][:3]
         return lambda d: f"{d.month:0{n}d}"
-    simple = {"d": lambda d: d.day, "H": lambda d: d.hour, "m": lambda d: d.minute, "s": lambda d: d.second,
+    simple: dict[str, Callable[[_dt.datetime], int]] = {"d": lambda d: d.day, "H": lambda d: d.hour, "m": lambda d: d.minute, "s": lambda d: d.second,
               "h": lambda d: (d.hour % 12) or 12, "k": lambda d: d.hour or 24, "K": lambda d: d.hour % 12,
               "D": lambda d: d.timetuple().tm_yday}
     if c in simple:
-        get = simple[c]
+        get: Callable[[_dt.datetime], int] = simple[c]
         return lambda d: f"{get(d):0{n}d}"
     if c == "S":
         return lambda d: f"{d.microsecond // 1000:0{n}d}" if n <= 3 else f"{d.microsecond:06d}"[:n].ljust(n, "0")
