@@ -297,10 +297,10 @@ def test_soft_delete_converter():
 
 
 def test_udfs_scalar_vectorised_and_class():
-    udfs = [{"name": "addone", "classpath": "tests.unit.changelog.udfs_for_tests.add_one"},
-            {"name": "TIMES_TEN", "classpath": "tests.unit.changelog.udfs_for_tests.times_ten"},
-            {"name": "prefix", "classpath": "tests.unit.changelog.udfs_for_tests.Prefix"},
-            {"name": "greet", "classpath": "tests.unit.changelog.udfs_for_tests.greet"}]
+    udfs = [{"name": "addone", "classpath": "udfs_for_tests.add_one"},
+            {"name": "TIMES_TEN", "classpath": "udfs_for_tests.times_ten"},
+            {"name": "prefix", "classpath": "udfs_for_tests.Prefix"},
+            {"name": "greet", "classpath": "udfs_for_tests.greet"}]
     (rule,) = parse_transform_rules(
         [{"source-table": r"\.*.\.*", "projection": "id, addone(addone(qty)) AS q2, times_ten(qty) AS q10, "
           "prefix(name) AS p, greet(name, 'hi %s') AS g", "filter": "addone(id) < 10"}], udfs=udfs)
@@ -315,10 +315,10 @@ def test_udf_errors():
     with pytest.raises(ExpressionError, match="cannot import module"):
         load_udfs([{"name": "x", "classpath": "no_such_module.fn"}])
     with pytest.raises(ExpressionError, match="registered twice"):
-        load_udfs([{"name": "a", "classpath": "tests.unit.changelog.udfs_for_tests.add_one"},
-                   {"name": "A", "classpath": "tests.unit.changelog.udfs_for_tests.add_one"}])
+        load_udfs([{"name": "a", "classpath": "udfs_for_tests.add_one"},
+                   {"name": "A", "classpath": "udfs_for_tests.add_one"}])
     (rule,) = parse_transform_rules([{"source-table": r"\.*.\.*", "projection": "id, broken(id) AS b"}],
-                                    udfs=[{"name": "broken", "classpath": "tests.unit.changelog.udfs_for_tests.broken"}])
+                                    udfs=[{"name": "broken", "classpath": "udfs_for_tests.broken"}])
     with pytest.raises(TransformError, match=r"UDF broken .* failed: RuntimeError: boom") as info:
         rule.apply(event(Op.CREATE, after={"id": 1, "name": "a", "qty": 1}))
     assert info.value.column == "b" and info.value.row == 0
