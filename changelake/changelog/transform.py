@@ -252,6 +252,7 @@ class TransformRule:
     _filter: exp.Expression | None = field(default=None, repr=False, compare=False)
     _tz: _dt.tzinfo = field(default=_dt.timezone.utc, repr=False, compare=False)
     _plans: dict[Schema, _Plan] = field(default_factory=dict, repr=False, compare=False, hash=False)
+    _last: list[Any] = field(default_factory=lambda: [None, None], repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         if not self.source_table:
@@ -313,11 +314,16 @@ class TransformRule:
         return self._plan(schema).schema
 
     def _plan(self, schema: Schema) -> _Plan:
+        last = self._last
+        if last[0] is schema:  # most events share their table's Schema object
+            plan: _Plan = last[1]
+            return plan
         cached = self._plans.get(schema)
         if cached is None:
             if len(self._plans) >= 1024:
                 self._plans.clear()
             cached = self._plans[schema] = self._bind(schema)
+        last[0], last[1] = schema, cached
         return cached
 
     def _bind(self, schema: Schema) -> _Plan:
@@ -446,26 +452,26 @@ class TransformRule:
             TransformError: as :meth:`apply`; the message names the failing event.
         """
         out: list[DataChangeEvent | None] = [None] * len(events)
-        groups: dict[tuple[TableId, Schema], list[int]] = {}
-        schemas: list[Schema | None] = []
+        groups: dict[tuple[TableId, int], list[int]] = {}
+        by_id: dict[int, Schema] = {}
         for i, event in enumerate(events):
             if event.op is Op.TRUNCATE:
                 # No row images: only the schema (when the event carries one) is transformed.
                 out[i] = event if event.schema is None else replace(event, schema=self.apply_schema(event.schema))
-                schemas.append(None)
                 continue
             source_schema = event.schema
             if source_schema is None:
                 row = event.key_row or event.after or event.before or {}
                 source_schema = infer_schema(row)
-            schemas.append(source_schema)
-            groups.setdefault((event.table, source_schema), []).append(i)
-        for (table, source_schema), idx in groups.items():
             plan = self._plan(source_schema)
             if plan.simple:
-                for i in idx:
-                    out[i] = self._rebuild(events[i], plan, None, None)
+                out[i] = self._rebuild(event, plan, None, None)
                 continue
+            groups.setdefault((event.table, id(source_schema)), []).append(i)
+            by_id[id(source_schema)] = source_schema
+        for (table, schema_id), idx in groups.items():
+            source_schema = by_id[schema_id]
+            plan = self._plan(source_schema)
             rows: list[Mapping[str, Any]] = []
             kinds: list[str] = []
             where: list[tuple[int, str]] = []  # (event index, image) per row

@@ -62,9 +62,13 @@ class Stage:
             whatever ``reject`` raises (``RecordError`` with topic, partition, offset, table).
         """
         out: list[DataChangeEvent] = []
+        transformed = self._transform_all(events)
+        start = 0
         for record in _records(events):
+            done = transformed[start:start + len(record)] if transformed is not None else None
+            start += len(record)
             try:
-                checked = [self._checked(e) for e in self._route_and_transform(record)]
+                checked = [self._checked(e) for e in self._route_and_transform(record, done)]
             except (ChangelogError, MissingKeyError) as exc:
                 if reject is None:
                     if isinstance(exc, MissingKeyError):
@@ -79,12 +83,21 @@ class Stage:
             out.extend(checked)
         return out
 
-    def _route_and_transform(self, events: list[DataChangeEvent]) -> list[DataChangeEvent]:
+    def _transform_all(self, events: Sequence[DataChangeEvent]) -> list[DataChangeEvent | None] | None:
+        """Every event transformed in one Arrow evaluation per rule and schema; None when that fails,
+        so that each record is transformed alone and the failing one is rejected by itself."""
+        try:
+            return self.transformer.apply_events(events)
+        except ChangelogError:
+            return None
+
+    def _route_and_transform(self, events: list[DataChangeEvent],
+                             transformed: Sequence[DataChangeEvent | None] | None = None) -> list[DataChangeEvent]:
         out: list[DataChangeEvent] = []
-        for event in events:
-            transformed = self.transformer.apply(event)
-            if transformed is not None:
-                out.extend(self.router.route_event(transformed))
+        for i, event in enumerate(events):
+            result = transformed[i] if transformed is not None else self.transformer.apply(event)
+            if result is not None:
+                out.extend(self.router.route_event(result))
         return out
 
     def _checked(self, event: DataChangeEvent) -> DataChangeEvent:
