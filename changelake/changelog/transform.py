@@ -65,6 +65,8 @@ __all__ = [
     "TransformRule",
     "TransformedBatch",
     "Transformer",
+    "append_only",
+    "event_position",
     "infer_schema",
     "parse_transform_rules",
 ]
@@ -157,18 +159,32 @@ def _infer_schema(values: Mapping[str, Any], primary_key: Sequence[str]) -> Sche
 
 
 _META_TYPE = DataType(TypeRoot.STRING)
+#: changelake's own hidden columns besides Flink CDC's (referenced only when named).
+EXTRA_METADATA_COLUMNS = ("__event_position__",)
 _KINDS = {Op.CREATE: ("+I",), Op.READ: ("+I",), Op.UPDATE: ("-U", "+U"), Op.DELETE: ("-D",)}
 
 
-def _metadata(table: TableId, kinds: Sequence[str]) -> dict[str, pa.Array]:
-    """Flink CDC's metadata columns for rows of ``table`` with these row kinds."""
+def _metadata(table: TableId, kinds: Sequence[str], positions: Sequence[str | None] | None = None) -> dict[str, pa.Array]:
+    """Flink CDC's metadata columns for rows of ``table`` with these row kinds, and changelake's
+    ``__event_position__`` (the change's source position, see :func:`event_position`)."""
     n = len(kinds)
     return {
         "__namespace_name__": pa.nulls(n, pa.string()),
         "__schema_name__": pa.array([table.database] * n, pa.string()),
         "__table_name__": pa.array([table.table] * n, pa.string()),
         "__data_event_type__": pa.array(list(kinds), pa.string()),
+        "__event_position__": pa.array(list(positions) if positions is not None else [None] * n, pa.string()),
     }
+
+
+def event_position(position: Mapping[str, Any]) -> str | None:
+    """changelake's ``__event_position__``: the scalar parts of an event's source position joined
+    with ``:`` in order, e.g. ``binlog:mysql-bin.000003:4711:2`` (binlog phase, file, transaction
+    start, row in the transaction) or ``orders:0:42`` (Kafka topic, partition, next offset); None
+    without a position. Distinct changes of one row never share it (with the row kind), so it makes
+    append-only keys: ``primary-keys: id, __data_event_type__, __event_position__``."""
+    parts = [str(v) for v in position.values() if isinstance(v, (str, int)) and not isinstance(v, bool)]
+    return ":".join(parts) if parts else None
 
 
 def _referenced(node: exp.Expression) -> set[str]:
@@ -299,7 +315,8 @@ class TransformRule:
     def has_expressions(self) -> bool:
         """True if the rule computes columns or filters (needs Arrow evaluation)."""
         return self._filter is not None or any(
-            not i.is_star and (i.plain_column is None or i.plain_column in METADATA_COLUMNS) for i in self._items or ())
+            not i.is_star and (i.plain_column is None or i.plain_column in (*METADATA_COLUMNS, *EXTRA_METADATA_COLUMNS))
+            for i in self._items or ())
 
     # -- schema ---------------------------------------------------------------------------------
     def apply_schema(self, schema: Schema) -> Schema:
@@ -327,7 +344,7 @@ class TransformRule:
         return cached
 
     def _bind(self, schema: Schema) -> _Plan:
-        scope: dict[str, DataType] = {m: _META_TYPE for m in METADATA_COLUMNS}
+        scope: dict[str, DataType] = {m: _META_TYPE for m in (*METADATA_COLUMNS, *EXTRA_METADATA_COLUMNS)}
         scope.update({c.name: c.type for c in schema.columns})
         outputs: list[_Output] = []
         columns: list[Column] = []
@@ -387,8 +404,8 @@ class TransformRule:
 
     # -- evaluation -----------------------------------------------------------------------------
     def _frame(self, plan: _Plan, schema: Schema, table: TableId, rows: Sequence[Mapping[str, Any]],
-               kinds: Sequence[str], now: _dt.datetime | None) -> Frame:
-        cols: dict[str, pa.Array] = _metadata(table, kinds)
+               kinds: Sequence[str], now: _dt.datetime | None, positions: Sequence[str | None] | None = None) -> Frame:
+        cols: dict[str, pa.Array] = _metadata(table, kinds, positions)
         for name in plan.needed:
             try:
                 cols[name] = to_arrow_array([r.get(name) for r in rows], schema.column(name).type)
@@ -474,6 +491,7 @@ class TransformRule:
             plan = self._plan(source_schema)
             rows: list[Mapping[str, Any]] = []
             kinds: list[str] = []
+            positions: list[str | None] = []
             where: list[tuple[int, str]] = []  # (event index, image) per row
             for i in idx:
                 e = events[i]
@@ -481,9 +499,10 @@ class TransformRule:
                     image = e.before if kind in ("-U", "-D") else e.after
                     rows.append(image or {})
                     kinds.append(kind)
+                    positions.append(event_position(e.position))
                     where.append((i, "before" if kind in ("-U", "-D") else "after"))
             try:
-                frame = self._frame(plan, source_schema, table, rows, kinds, now)
+                frame = self._frame(plan, source_schema, table, rows, kinds, now, positions)
                 values, mask = self._evaluate(plan, frame)
             except TransformError as exc:
                 if exc.row is None or exc.row >= len(where):
@@ -562,7 +581,8 @@ class TransformRule:
         plan = self._plan(schema)
         kinds = [str(k) for k in (row_kinds.to_pylist() if isinstance(row_kinds, pa.Array) else row_kinds)]
         n = batch.num_rows
-        cols: dict[str, pa.Array] = _metadata(table, kinds)
+        given = batch.column("__event_position__").to_pylist() if "__event_position__" in batch.column_names else None
+        cols: dict[str, pa.Array] = _metadata(table, kinds, given)
         for c in schema.columns:
             if c.name in batch.column_names:
                 cols[c.name] = normalise(batch.column(c.name), c.type)
@@ -622,6 +642,23 @@ class TransformRule:
             time_zone=time_zone,
             max_precision=max_precision,
         )
+
+
+def append_only(events: Sequence[DataChangeEvent]) -> list[DataChangeEvent]:
+    """Flink CDC's ``scan.read-changelog-as-append-only.enabled``: every change becomes an insert —
+    an insert or snapshot read stays one, an update becomes two (its before image, then its after
+    image), a delete becomes an insert of the deleted row; truncates pass unchanged. Applied after
+    the transform, so ``__data_event_type__`` has already recorded each row's original kind."""
+    out: list[DataChangeEvent] = []
+    for e in events:
+        if e.op is Op.UPDATE:
+            out.append(DataChangeEvent(e.table, Op.CREATE, None, e.before, e.schema, e.ts_ms, e.position))
+            out.append(DataChangeEvent(e.table, Op.CREATE, None, e.after, e.schema, e.ts_ms, e.position))
+        elif e.op is Op.DELETE:
+            out.append(DataChangeEvent(e.table, Op.CREATE, None, e.before, e.schema, e.ts_ms, e.position))
+        else:
+            out.append(e)
+    return out
 
 
 def _time_zone(name: str | None, source_table: str) -> _dt.tzinfo:

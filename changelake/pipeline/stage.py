@@ -20,7 +20,7 @@ from typing import Callable, Sequence
 from changelake.changelog import DataChangeEvent, Op, Schema, TableId
 from changelake.changelog.errors import ChangelogError
 from changelake.changelog.route import Router, parse_route_rules
-from changelake.changelog.transform import Transformer, infer_schema, parse_transform_rules
+from changelake.changelog.transform import Transformer, append_only, infer_schema, parse_transform_rules
 from changelake.errors import PipelineDataError
 from changelake.pipeline.definition import PipelineDefinition
 
@@ -51,6 +51,8 @@ class Stage:
         self.transformer = Transformer(parse_transform_rules(
             defn.transform, pipeline=defn.pipeline, udfs=defn.user_defined_functions))
         self._known: dict[TableId, Schema] = {}
+        #: Flink CDC's ``scan.read-changelog-as-append-only.enabled`` (a source option): every change an insert.
+        self.append_only = str(defn.source.get("scan.read-changelog-as-append-only.enabled", "false")).lower() == "true"
 
     def apply(self, events: Sequence[DataChangeEvent], reject: Reject | None = None) -> list[DataChangeEvent]:
         """The sink's events for ``events``, each with its schema where one is known.
@@ -97,7 +99,8 @@ class Stage:
         for i, event in enumerate(events):
             result = transformed[i] if transformed is not None else self.transformer.apply(event)
             if result is not None:
-                out.extend(self.router.route_event(result))
+                for converted in (append_only([result]) if self.append_only else [result]):
+                    out.extend(self.router.route_event(converted))
         return out
 
     def _checked(self, event: DataChangeEvent) -> DataChangeEvent:

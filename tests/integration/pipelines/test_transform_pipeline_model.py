@@ -105,3 +105,36 @@ def test_sharded_tables_merge_into_one_lake_table_without_key_collisions(
     )
     expected = [(d, s, i, Decimal("0.99") if (d, s, i) == (dbs[1], "order_2", 1) else a) for d, s, i, a in expected]
     assert got == expected  # 7 rows: every shard's ids kept apart, the update and the delete applied per shard
+
+
+def test_append_only_mode_keeps_every_change_as_a_row_with_its_operation(
+    database_factory, mysql_exec, mysql_params, kafka_bootstrap, pipeline_pair
+):
+    db = database_factory()
+    mysql_exec(db, "CREATE TABLE acct (id INT PRIMARY KEY, balance INT)", "INSERT INTO acct VALUES (1, 10), (2, 20)")
+    name = f"append-{db}"
+    p1 = _p1(name, mysql_params, kafka_bootstrap, f"{db}.acct")
+    p2 = parse_pipeline({
+        "pipeline": {"name": f"{name}-p2"},
+        "source": {"type": "kafka", "properties.bootstrap.servers": kafka_bootstrap, "topic": f"{db}.acct",
+                   "scan.startup.mode": "earliest-offset", "value.format": "debezium-json",
+                   "scan.read-changelog-as-append-only.enabled": True},
+        "transform": [{"source-table": f"{db}.acct",
+                       "projection": "\\*, __data_event_type__ AS op, __event_position__ AS pos",
+                       "primary-keys": "id, op, pos"}],
+        "sink": pipeline_pair(db, [])[1].sink,
+    }, env={})
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)
+    # two updates of one row in one transaction (the same commit time), then a delete
+    mysql_exec(db, "BEGIN", "UPDATE acct SET balance = 11 WHERE id = 1", "UPDATE acct SET balance = 12 WHERE id = 1",
+               "COMMIT", "DELETE FROM acct WHERE id = 2")
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)
+
+    rows = read_lake_table(p2, TableId(db, "acct")).to_pylist()
+    got = sorted((r["pos"], r["op"], r["id"], r["balance"]) for r in rows)
+    kinds_in_order = [(op, i, b) for _, op, i, b in sorted(got, key=lambda r: (int(r[0].split(":")[-1]), r[1] != "-U"))]
+    assert kinds_in_order == [("+I", 1, 10), ("+I", 2, 20), ("-U", 1, 10), ("+U", 1, 11), ("-U", 1, 11),
+                              ("+U", 1, 12), ("-D", 2, 20)]
+    assert len({r["pos"] for r in rows}) == 5  # one Kafka record per change (2 snapshot rows, 2 updates, 1 delete)

@@ -347,3 +347,21 @@ def test_pipeline_options_time_zone_and_precision_mode():
     now = dt.datetime(2026, 1, 1, 20, 0, tzinfo=dt.timezone.utc)
     out = rule.apply(event(Op.CREATE, after={"id": 1, "name": "a", "qty": 1}), now=now)
     assert out.after["lt"] == dt.datetime(2026, 1, 2, 4, 0)
+
+
+def test_append_only_turns_every_change_into_an_insert_keyed_by_kind_and_position():
+    from changelake.changelog.transform import append_only, event_position
+
+    rule = TransformRule(r"\.*.\.*", projection=r"\*, __data_event_type__ AS op, __event_position__ AS pos",
+                         primary_keys="id, op, pos")
+    pos = {"phase": "binlog", "file": "mysql-bin.000003", "pos": 4711, "row": 2, "watermarks": None}
+    assert event_position(pos) == "binlog:mysql-bin.000003:4711:2"
+    events = rule.apply_events([
+        event(Op.UPDATE, {"id": 1, "name": "a", "qty": 1}, {"id": 1, "name": "b", "qty": 1}, position=pos),
+        event(Op.DELETE, {"id": 1, "name": "b", "qty": 1}, position={"topic": "t", "partition": 0, "offset": 9}),
+    ])
+    out = append_only(events)
+    assert [(e.op, e.after["op"], e.after["name"]) for e in out] == [
+        (Op.CREATE, "-U", "a"), (Op.CREATE, "+U", "b"), (Op.CREATE, "-D", "b")]
+    keys = {e.schema.key_of(e.after) for e in out}
+    assert len(keys) == 3 and ("t:0:9" in {k[2] for k in keys})
