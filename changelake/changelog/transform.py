@@ -37,6 +37,7 @@ import zoneinfo
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
@@ -164,17 +165,23 @@ EXTRA_METADATA_COLUMNS = ("__event_position__",)
 _KINDS = {Op.CREATE: ("+I",), Op.READ: ("+I",), Op.UPDATE: ("-U", "+U"), Op.DELETE: ("-D",)}
 
 
-def _metadata(table: TableId, kinds: Sequence[str], positions: Sequence[str | None] | None = None) -> dict[str, pa.Array]:
-    """Flink CDC's metadata columns for rows of ``table`` with these row kinds, and changelake's
-    ``__event_position__`` (the change's source position, see :func:`event_position`)."""
+def _metadata(table: TableId, kinds: Sequence[str] | pa.Array, positions: Sequence[str | None] | None,
+              wanted: frozenset[str]) -> dict[str, pa.Array]:
+    """The ``wanted`` ones of Flink CDC's metadata columns for rows of ``table`` with these row
+    kinds, and changelake's ``__event_position__`` (the change's source position, :func:`event_position`)."""
     n = len(kinds)
-    return {
-        "__namespace_name__": pa.nulls(n, pa.string()),
-        "__schema_name__": pa.array([table.database] * n, pa.string()),
-        "__table_name__": pa.array([table.table] * n, pa.string()),
-        "__data_event_type__": pa.array(list(kinds), pa.string()),
-        "__event_position__": pa.array(list(positions) if positions is not None else [None] * n, pa.string()),
-    }
+    out: dict[str, pa.Array] = {}
+    if "__namespace_name__" in wanted:
+        out["__namespace_name__"] = pa.nulls(n, pa.string())
+    if "__schema_name__" in wanted:
+        out["__schema_name__"] = pa.repeat(pa.scalar(table.database, pa.string()), n)
+    if "__table_name__" in wanted:
+        out["__table_name__"] = pa.repeat(pa.scalar(table.table, pa.string()), n)
+    if "__data_event_type__" in wanted:
+        out["__data_event_type__"] = kinds if isinstance(kinds, pa.Array) else pa.array(list(kinds), pa.string())
+    if "__event_position__" in wanted:
+        out["__event_position__"] = pa.array(list(positions) if positions is not None else [None] * n, pa.string())
+    return out
 
 
 def event_position(position: Mapping[str, Any]) -> str | None:
@@ -208,6 +215,7 @@ class _Plan:
     outputs: tuple[_Output, ...]
     filter: BoundExpression | None
     needed: tuple[str, ...]  # source columns the expressions read
+    metadata: frozenset[str]  # metadata columns the expressions read
     computed: bool  # any computed (or metadata) output
 
     @property
@@ -400,12 +408,13 @@ class TransformRule:
                 raise self._error("primary-keys", f"primary-keys {list(keys)}: column(s) {missing} not found; "
                                   f"columns are {out.names}{hint}")
             out = out.with_primary_key(keys)
-        return _Plan(out, tuple(outputs), flt, tuple(sorted(n for n in needed if n in schema)), computed)
+        meta = frozenset(n for n in needed if n not in schema and n in scope)
+        return _Plan(out, tuple(outputs), flt, tuple(sorted(n for n in needed if n in schema)), meta, computed)
 
     # -- evaluation -----------------------------------------------------------------------------
     def _frame(self, plan: _Plan, schema: Schema, table: TableId, rows: Sequence[Mapping[str, Any]],
                kinds: Sequence[str], now: _dt.datetime | None, positions: Sequence[str | None] | None = None) -> Frame:
-        cols: dict[str, pa.Array] = _metadata(table, kinds, positions)
+        cols: dict[str, pa.Array] = _metadata(table, kinds, positions, plan.metadata)
         for name in plan.needed:
             try:
                 cols[name] = to_arrow_array([r.get(name) for r in rows], schema.column(name).type)
@@ -492,6 +501,7 @@ class TransformRule:
             rows: list[Mapping[str, Any]] = []
             kinds: list[str] = []
             positions: list[str | None] = []
+            want_position = "__event_position__" in plan.metadata
             where: list[tuple[int, str]] = []  # (event index, image) per row
             for i in idx:
                 e = events[i]
@@ -499,7 +509,8 @@ class TransformRule:
                     image = e.before if kind in ("-U", "-D") else e.after
                     rows.append(image or {})
                     kinds.append(kind)
-                    positions.append(event_position(e.position))
+                    if want_position:
+                        positions.append(event_position(e.position))
                     where.append((i, "before" if kind in ("-U", "-D") else "after"))
             try:
                 frame = self._frame(plan, source_schema, table, rows, kinds, now, positions)
@@ -517,14 +528,13 @@ class TransformRule:
             keep = mask.to_pylist() if mask is not None else None
             r = 0
             for i in idx:
-                n = len(_KINDS[events[i].op])
-                out[i] = self._rebuild(events[i], plan, {k: v[r:r + n] for k, v in columns.items()},
-                                       keep[r:r + n] if keep is not None else None)
-                r += n
+                out[i] = self._rebuild(events[i], plan, columns, keep, r)
+                r += len(_KINDS[events[i].op])
         return out
 
     def _rebuild(self, e: DataChangeEvent, plan: _Plan, computed: dict[str, list[Any]] | None,
-                 keep: list[Any] | None) -> DataChangeEvent | None:
+                 keep_all: list[Any] | None, r: int = 0) -> DataChangeEvent | None:
+        """The output event of ``e`` whose rows start at row ``r`` of ``computed`` / ``keep_all``."""
         schema = plan.schema
         images: list[Mapping[str, Any] | None] = []
         for j, kind in enumerate(_KINDS[e.op]):
@@ -534,8 +544,9 @@ class TransformRule:
             elif computed is None:
                 images.append(self._project(image, schema))
             else:
-                images.append({o.name: (computed[o.name][j] if o.expression is not None else image.get(o.source or o.name))
+                images.append({o.name: (computed[o.name][r + j] if o.expression is not None else image.get(o.source or o.name))
                                for o in plan.outputs})
+        keep = keep_all[r:r + len(images)] if keep_all is not None else None
         op = e.op
         if op is Op.UPDATE:
             before, after = images
@@ -579,10 +590,10 @@ class TransformRule:
             TransformError: an expression fails; ``row`` is the input row's index.
         """
         plan = self._plan(schema)
-        kinds = [str(k) for k in (row_kinds.to_pylist() if isinstance(row_kinds, pa.Array) else row_kinds)]
+        kind_array = row_kinds if isinstance(row_kinds, pa.Array) else pa.array(list(row_kinds), pa.string())
         n = batch.num_rows
         given = batch.column("__event_position__").to_pylist() if "__event_position__" in batch.column_names else None
-        cols: dict[str, pa.Array] = _metadata(table, kinds, given)
+        cols: dict[str, pa.Array] = _metadata(table, kind_array, given, plan.metadata)
         for c in schema.columns:
             if c.name in batch.column_names:
                 cols[c.name] = normalise(batch.column(c.name), c.type)
@@ -598,22 +609,21 @@ class TransformRule:
             else:
                 arrays.append(cols[o.source or o.name])
         out = pa.Table.from_arrays(arrays, names=[o.name for o in plan.outputs])
-        keep = mask.to_pylist() if mask is not None else [True] * n
-        new_kinds: list[str] = []
-        indices: list[int] = []
-        for i, kind in enumerate(kinds):
-            if not keep[i]:
-                continue
-            if kind == "-U" and not (i + 1 < n and keep[i + 1]):
-                kind = "-D"
-            elif kind == "+U" and not (i > 0 and kinds[i - 1] == "-U" and keep[i - 1]):
-                kind = "+I"
-            if kind == "-D" and self.converter_after_transform == "SOFT_DELETE":
-                kind = "+I"
-            new_kinds.append(kind)
-            indices.append(i)
-        index_array = pa.array(indices, pa.int64())
-        return TransformedBatch(plan.schema, out.take(index_array), pa.array(new_kinds, pa.string()), index_array)
+        keep = np.ones(n, dtype=bool) if mask is None else np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool)
+        before = np.asarray(pc.equal(kind_array, "-U").to_numpy(zero_copy_only=False), dtype=bool)
+        after = np.asarray(pc.equal(kind_array, "+U").to_numpy(zero_copy_only=False), dtype=bool)
+        index_array = pa.array(np.flatnonzero(keep), pa.int64())
+        if not (before.any() or after.any() or self.converter_after_transform == "SOFT_DELETE"):
+            return TransformedBatch(plan.schema, out.take(index_array), kind_array.take(index_array), index_array)
+        kinds = np.asarray(kind_array.to_numpy(zero_copy_only=False), dtype=object)
+        next_kept = np.append(keep[1:], False)
+        prev_pair_kept = np.insert(before[:-1] & keep[:-1], 0, False) if n else np.zeros(0, dtype=bool)
+        if before.any() or after.any():
+            kinds = np.where(before & keep & ~next_kept, "-D", kinds)  # an update half whose partner was filtered out
+            kinds = np.where(after & keep & ~prev_pair_kept, "+I", kinds)
+        if self.converter_after_transform == "SOFT_DELETE":
+            kinds = np.where(kinds == "-D", "+I", kinds)
+        return TransformedBatch(plan.schema, out.take(index_array), pa.array(kinds[keep].tolist(), pa.string()), index_array)
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any], *, udfs: Mapping[str, UserDefinedFunction] | None = None,

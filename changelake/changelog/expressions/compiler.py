@@ -126,7 +126,7 @@ def _materialise(d: Datum, frame: Frame, type_: pa.DataType | None = None) -> pa
     t = type_ if type_ is not None else (d.type if isinstance(d, pa.Scalar) else None)
     if t is None or pa.types.is_null(t):
         t = type_ or pa.string()
-    return pa.array([value] * frame.length, type=t)
+    return pa.repeat(pa.scalar(value, type=t), frame.length)
 
 
 @dataclass(frozen=True)
