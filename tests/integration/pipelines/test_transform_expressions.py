@@ -107,3 +107,26 @@ def test_computed_columns_cast_string_functions_metadata_and_or_filter_equal_mys
     lake = _lake_rows(p2, orders)
     assert lake == expected
     assert lake[0]["total"] == Decimal("37.05") and lake[0]["src_db"] == db and lake[0]["src_table"] == "orders"
+
+
+def test_the_same_transform_on_a_direct_mysql_to_lake_pipeline(database_factory, mysql_exec, mysql_params, direct_pipeline):
+    """The class, not the instance: the stage is the same for every source -> sink pair."""
+    db = database_factory()
+    mysql_exec(
+        db,
+        "CREATE TABLE orders (id INT PRIMARY KEY, name VARCHAR(32) NOT NULL, price DECIMAL(10,2) NOT NULL, "
+        "qty INT NOT NULL, note VARCHAR(20) NULL)",
+        "INSERT INTO orders VALUES (1,'alice',12.35,3,NULL),(2,'bob',1.25,10,'rush'),(3,'Alice',2.50,1,NULL)",
+    )
+    base = direct_pipeline(db)
+    defn = parse_pipeline(
+        {"pipeline": dict(base.pipeline), "source": dict(base.source), "sink": dict(base.sink),
+         "transform": [{"source-table": "\\.*.\\.*", "projection": PROJECTION, "filter": FILTER, "primary-keys": "id"}]},
+        env={},
+    )
+    run_pipeline(defn, until_caught_up=True)
+    mysql_exec(db, "UPDATE orders SET qty = 0 WHERE id = 2", "INSERT INTO orders VALUES (4,'ann',3.33,2,NULL)")
+    run_pipeline(defn, until_caught_up=True)
+    expected = _mysql_rows(mysql_params, db)
+    assert [r["id"] for r in expected] == [1, 4]
+    assert _lake_rows(defn, TableId(db, "orders")) == expected
