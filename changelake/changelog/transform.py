@@ -37,7 +37,6 @@ import zoneinfo
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
@@ -609,21 +608,24 @@ class TransformRule:
             else:
                 arrays.append(cols[o.source or o.name])
         out = pa.Table.from_arrays(arrays, names=[o.name for o in plan.outputs])
-        keep = np.ones(n, dtype=bool) if mask is None else np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool)
-        before = np.asarray(pc.equal(kind_array, "-U").to_numpy(zero_copy_only=False), dtype=bool)
-        after = np.asarray(pc.equal(kind_array, "+U").to_numpy(zero_copy_only=False), dtype=bool)
-        index_array = pa.array(np.flatnonzero(keep), pa.int64())
-        if not (before.any() or after.any() or self.converter_after_transform == "SOFT_DELETE"):
+        keep = pa.repeat(pa.scalar(True), n) if mask is None else mask
+        index_array = pc.indices_nonzero(keep).cast(pa.int64())
+        before = pc.equal(kind_array, "-U")
+        after = pc.equal(kind_array, "+U")
+        soft = self.converter_after_transform == "SOFT_DELETE"
+        if not (pc.any(before).as_py() or pc.any(after).as_py() or soft):
             return TransformedBatch(plan.schema, out.take(index_array), kind_array.take(index_array), index_array)
-        kinds = np.asarray(kind_array.to_numpy(zero_copy_only=False), dtype=object)
-        next_kept = np.append(keep[1:], False)
-        prev_pair_kept = np.insert(before[:-1] & keep[:-1], 0, False) if n else np.zeros(0, dtype=bool)
-        if before.any() or after.any():
-            kinds = np.where(before & keep & ~next_kept, "-D", kinds)  # an update half whose partner was filtered out
-            kinds = np.where(after & keep & ~prev_pair_kept, "+I", kinds)
-        if self.converter_after_transform == "SOFT_DELETE":
-            kinds = np.where(kinds == "-D", "+I", kinds)
-        return TransformedBatch(plan.schema, out.take(index_array), pa.array(kinds[keep].tolist(), pa.string()), index_array)
+        kinds = kind_array
+        if n:
+            false = pa.array([False])
+            next_kept = pa.concat_arrays([keep.slice(1), false])
+            prev_pair_kept = pa.concat_arrays([false, pc.and_(before, keep).slice(0, n - 1)])
+            # an update half whose partner was filtered out: -U alone is a delete, +U alone an insert
+            kinds = pc.if_else(pc.and_(pc.and_(before, keep), pc.invert(next_kept)), "-D", kinds)
+            kinds = pc.if_else(pc.and_(pc.and_(after, keep), pc.invert(prev_pair_kept)), "+I", kinds)
+        if soft:
+            kinds = pc.if_else(pc.equal(kinds, "-D"), "+I", kinds)
+        return TransformedBatch(plan.schema, out.take(index_array), kinds.take(index_array), index_array)
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any], *, udfs: Mapping[str, UserDefinedFunction] | None = None,

@@ -365,3 +365,13 @@ def test_append_only_turns_every_change_into_an_insert_keyed_by_kind_and_positio
         (Op.CREATE, "-U", "a"), (Op.CREATE, "+U", "b"), (Op.CREATE, "-D", "b")]
     keys = {e.schema.key_of(e.after) for e in out}
     assert len(keys) == 3 and ("t:0:9" in {k[2] for k in keys})
+
+
+def test_apply_batch_without_filter_and_with_soft_delete():
+    rule = TransformRule(r"\.*.\.*", projection=r"\*, __table_name__ AS t", converter_after_transform="SOFT_DELETE")
+    batch = pa.table({"id": pa.array([1, 2], pa.int32()), "name": ["a", "b"], "qty": pa.array([1, 2], pa.int32())})
+    out = rule.apply_batch(T, SCHEMA, batch, pa.array(["+I", "-D"]))
+    assert out.row_kinds.to_pylist() == ["+I", "+I"] and out.indices.to_pylist() == [0, 1]
+    assert out.table.column("t").to_pylist() == ["order_01", "order_01"]
+    plain = TransformRule(r"\.*.\.*", projection=r"\*, qty + 1 AS q").apply_batch(T, SCHEMA, batch, ["+I", "-D"])
+    assert plain.row_kinds.to_pylist() == ["+I", "-D"] and plain.table.column("q").to_pylist() == [2, 3]
