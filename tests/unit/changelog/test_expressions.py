@@ -375,3 +375,23 @@ def test_apply_batch_without_filter_and_with_soft_delete():
     assert out.table.column("t").to_pylist() == ["order_01", "order_01"]
     plain = TransformRule(r"\.*.\.*", projection=r"\*, qty + 1 AS q").apply_batch(T, SCHEMA, batch, ["+I", "-D"])
     assert plain.row_kinds.to_pylist() == ["+I", "-D"] and plain.table.column("q").to_pylist() == [2, 3]
+
+
+def test_the_transform_example_binds_on_the_demo_customers_schema():
+    from pathlib import Path
+
+    from changelake.pipeline.definition import load_pipeline
+
+    path = Path(__file__).resolve().parents[3] / "pipelines" / "examples" / "kafka-to-iceberg-transform.yaml"
+    defn = load_pipeline(path, env={"KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:9092"})
+    (rule,) = parse_transform_rules(defn.transform, pipeline=defn.pipeline, udfs=defn.user_defined_functions)
+    customers = Schema.of([("id", DataType(TypeRoot.INT, nullable=False)), ("name", DataType(TypeRoot.VARCHAR, length=255)),
+                           ("address", DataType(TypeRoot.VARCHAR, length=1024)), ("phone_number", DataType(TypeRoot.VARCHAR, length=512)),
+                           ("age", DataType(TypeRoot.INT))], ["id"])
+    out = rule.apply(DataChangeEvent(TableId("kafka_test", "customers"), Op.READ, None,
+                                     {"id": 1, "name": " Ann ", "address": "Beijing", "phone_number": "123", "age": 70}, customers))
+    assert out.schema.primary_key == ("id",)
+    assert {k: out.after[k] for k in ("name_upper", "contact", "age_text", "segment", "src_db", "src_table")} == {
+        "name_upper": " ANN ", "contact": "Ann <123>", "age_text": "70", "segment": "senior",
+        "src_db": "kafka_test", "src_table": "customers"}
+    assert out.schema.column("processed_at").type.root is TypeRoot.TIMESTAMP_LTZ
