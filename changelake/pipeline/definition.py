@@ -82,6 +82,7 @@ class PipelineDefinition:
         source, sink: option mappings including ``type``.
         route: list of rules (``source-table``, ``sink-table``, optional ``replace-symbol``, ``description``).
         transform: list of rules (``source-table``, ``projection``, ``filter``, ``primary-keys``, ...).
+        user_defined_functions: ``pipeline.user-defined-function`` entries (``name``, ``classpath``).
         path: the file it came from, if any.
     """
 
@@ -92,6 +93,8 @@ class PipelineDefinition:
     route: list[dict[str, str]] = field(default_factory=list)
     transform: list[dict[str, str]] = field(default_factory=list)
     path: Path | None = None
+    #: ``pipeline.user-defined-function``: ``{name, classpath}`` entries (Python dotted paths).
+    user_defined_functions: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def source_type(self) -> str:
@@ -117,6 +120,8 @@ class PipelineDefinition:
             "sink": mask(self.sink),
             "route": [mask(r) for r in self.route],
             "transform": [mask(t) for t in self.transform],
+            **({"user-defined-function": [dict(u) for u in self.user_defined_functions]}
+               if self.user_defined_functions else {}),
         }
 
     def __repr__(self) -> str:
@@ -129,13 +134,14 @@ PIPELINE_KEYS = {
     "name": "identity of the pipeline: stored positions, consumer group and transactional ids derive from it",
     "parallelism": "positive integer; N > 1 runs a Kafka -> Iceberg pipeline as N worker processes in one consumer group",
     "route-mode": "ALL_MATCH (default) or FIRST_MATCH",
-    "local-time-zone": "accepted; TIMESTAMP values are always UTC",
+    "local-time-zone": "time zone of transform expressions (LOCALTIMESTAMP, CURRENT_DATE, TIMESTAMP <-> TIMESTAMP_LTZ); default UTC. TIMESTAMP values are always UTC",
     "execution.runtime-mode": "STREAMING or BATCH (accepted; bounded runs use --until-caught-up)",
     "schema.change.behavior": "accepted; schema changes are applied leniently",
     "schema-operator.rpc-timeout": "accepted, unused",
     "operator.uid.prefix": "accepted, unused",
     "sink.partitioning.strategy": "accepted, unused",
-    "transform.decimal.precision.mode": "accepted, unused",
+    "transform.decimal.precision.mode": "UP_TO_19 (default) or UP_TO_38: the largest DECIMAL precision of computed columns",
+    "user-defined-function": "list of {name, classpath}: Python functions or classes usable in transform expressions",
 }
 
 
@@ -195,8 +201,21 @@ def parse_pipeline(
     for block, opts in (("source", source), ("sink", sink)):
         if not opts.get("type"):
             raise OptionValidationError(f"'{block}.type' is required (e.g. mysql, kafka, iceberg)", option=f"{block}.type")
-    pipeline = _options(data.get("pipeline"), "pipeline", env)
-    if "pipeline" in data and not pipeline:
+    raw_pipeline = data.get("pipeline")
+    udfs: list[dict[str, str]] = []
+    if isinstance(raw_pipeline, Mapping) and "user-defined-function" in raw_pipeline:
+        raw_udfs = raw_pipeline["user-defined-function"] or []
+        if not isinstance(raw_udfs, list):
+            raise OptionValidationError("'pipeline.user-defined-function' must be a list of {name, classpath}",
+                                        option="user-defined-function")
+        udfs = [_options(u, f"pipeline.user-defined-function[{i}]", env) for i, u in enumerate(raw_udfs)]
+        for i, u in enumerate(udfs):
+            if not u.get("name") or not u.get("classpath"):
+                raise OptionValidationError(f"'pipeline.user-defined-function[{i}]' needs 'name' and 'classpath'",
+                                            option="user-defined-function")
+        raw_pipeline = {k: v for k, v in raw_pipeline.items() if k != "user-defined-function"}
+    pipeline = _options(raw_pipeline, "pipeline", env)
+    if "pipeline" in data and not pipeline and not udfs:
         raise OptionValidationError("the 'pipeline' block must not be empty", option="pipeline")
     validate_pipeline_block(pipeline, resolved=env is not None)
 
@@ -216,7 +235,8 @@ def parse_pipeline(
             raise OptionValidationError(f"'route[{i}].sink-table' is required", option="sink-table")
     name = pipeline.get("name") or (path.stem if path else f"{source['type']}-to-{sink['type']}")
     return PipelineDefinition(
-        name=name, source=source, sink=sink, pipeline=pipeline, route=route, transform=rules("transform"), path=path
+        name=name, source=source, sink=sink, pipeline=pipeline, route=route, transform=rules("transform"), path=path,
+        user_defined_functions=udfs,
     )
 
 

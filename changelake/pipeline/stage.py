@@ -20,7 +20,7 @@ from typing import Callable, Sequence
 from changelake.changelog import DataChangeEvent, Op, Schema, TableId
 from changelake.changelog.errors import ChangelogError
 from changelake.changelog.route import Router, parse_route_rules
-from changelake.changelog.transform import Transformer, infer_schema, parse_transform_rules
+from changelake.changelog.transform import Transformer, append_only, infer_schema, parse_transform_rules
 from changelake.errors import PipelineDataError
 from changelake.pipeline.definition import PipelineDefinition
 
@@ -48,8 +48,11 @@ class Stage:
     def __init__(self, defn: PipelineDefinition) -> None:
         self.pipeline = defn.name
         self.router = Router(parse_route_rules(defn.route), mode=defn.pipeline.get("route-mode", "ALL_MATCH"))
-        self.transformer = Transformer(parse_transform_rules(defn.transform))
+        self.transformer = Transformer(parse_transform_rules(
+            defn.transform, pipeline=defn.pipeline, udfs=defn.user_defined_functions))
         self._known: dict[TableId, Schema] = {}
+        #: Flink CDC's ``scan.read-changelog-as-append-only.enabled`` (a source option): every change an insert.
+        self.append_only = str(defn.source.get("scan.read-changelog-as-append-only.enabled", "false")).lower() == "true"
 
     def apply(self, events: Sequence[DataChangeEvent], reject: Reject | None = None) -> list[DataChangeEvent]:
         """The sink's events for ``events``, each with its schema where one is known.
@@ -61,9 +64,13 @@ class Stage:
             whatever ``reject`` raises (``RecordError`` with topic, partition, offset, table).
         """
         out: list[DataChangeEvent] = []
+        transformed = self._transform_all(events)
+        start = 0
         for record in _records(events):
+            done = transformed[start:start + len(record)] if transformed is not None else None
+            start += len(record)
             try:
-                checked = [self._checked(e) for e in self._route_and_transform(record)]
+                checked = [self._checked(e) for e in self._route_and_transform(record, done)]
             except (ChangelogError, MissingKeyError) as exc:
                 if reject is None:
                     if isinstance(exc, MissingKeyError):
@@ -78,12 +85,22 @@ class Stage:
             out.extend(checked)
         return out
 
-    def _route_and_transform(self, events: list[DataChangeEvent]) -> list[DataChangeEvent]:
+    def _transform_all(self, events: Sequence[DataChangeEvent]) -> list[DataChangeEvent | None] | None:
+        """Every event transformed in one Arrow evaluation per rule and schema; None when that fails,
+        so that each record is transformed alone and the failing one is rejected by itself."""
+        try:
+            return self.transformer.apply_events(events)
+        except ChangelogError:
+            return None
+
+    def _route_and_transform(self, events: list[DataChangeEvent],
+                             transformed: Sequence[DataChangeEvent | None] | None = None) -> list[DataChangeEvent]:
         out: list[DataChangeEvent] = []
-        for event in events:
-            transformed = self.transformer.apply(event)
-            if transformed is not None:
-                out.extend(self.router.route_event(transformed))
+        for i, event in enumerate(events):
+            result = transformed[i] if transformed is not None else self.transformer.apply(event)
+            if result is not None:
+                for converted in (append_only([result]) if self.append_only else [result]):
+                    out.extend(self.router.route_event(converted))
         return out
 
     def _checked(self, event: DataChangeEvent) -> DataChangeEvent:

@@ -104,9 +104,12 @@ DISTRIBUTED_TABLES = key("distributed-tables").bool_type().default_value(False).
 IGNORE_PARSE_ERRORS = key("ignore-parse-errors").bool_type().default_value(False).with_description(
     "Count and skip corrupt records instead of failing.")
 
+READ_CHANGELOG_AS_APPEND_ONLY = key("scan.read-changelog-as-append-only.enabled").bool_type().default_value(False) \
+    .with_description("Every change becomes an insert (the pipeline stage converts them, see changelake.changelog.transform).")
+
 SOURCE_OPTIONS: tuple[ConfigOption[Any], ...] = (
     TOPIC, TOPIC_PATTERN, STARTUP_MODE, SPECIFIC_OFFSETS, TIMESTAMP_MILLIS, BOUNDED_MODE, VALUE_FORMAT,
-    DISCOVERY_INTERVAL, DEAD_LETTER_TOPIC, INFERENCE_STRATEGY, TYPE, NAME,
+    DISCOVERY_INTERVAL, DEAD_LETTER_TOPIC, INFERENCE_STRATEGY, TYPE, NAME, READ_CHANGELOG_AS_APPEND_ONLY,
 )
 
 def parse_specific_offsets(text: str, default_topic: str | None) -> dict[tuple[str, int], int]:

@@ -176,6 +176,8 @@ def validate_options(raw: Mapping[str, Any]) -> MySqlSourceOptions:
         specific_offset_gtid_set=str(raw["scan.startup.specific-offset.gtid-set"]).strip() if raw.get("scan.startup.specific-offset.gtid-set") else None,
         startup_timestamp_millis=_int(raw, "scan.startup.timestamp-millis", 0),
         newly_added_table_enabled=_bool(raw, "scan.newly-added-table.enabled", False),
+        read_changelog_as_append_only=_bool(raw, "scan.read-changelog-as-append-only.enabled", False),
+        heartbeat_action_query=str(raw["heartbeat.action.query"]).strip() or None if raw.get("heartbeat.action.query") else None,
         include_comments_enabled=_bool(raw, "include-comments.enabled", False),
         metadata_list=validate_metadata_list(raw.get("metadata.list")),
         treat_tinyint1_as_boolean=_bool(raw, "treat-tinyint1-as-boolean.enabled", True),

@@ -37,6 +37,7 @@ from changelake.changelog.schema import TableId
 from changelake.connectors.errors import OptionValidationError, SourceError
 from changelake.connectors.mysql_cdc.binlog import BinlogReader, Progress, close_quietly, is_connection_loss
 from changelake.connectors.mysql_cdc.errors import BinlogPurgedError, ServerIdClashError
+from changelake.connectors.mysql_cdc.heartbeat import HeartbeatAction
 from changelake.connectors.mysql_cdc.options import MySqlSourceOptions, StartupMode
 from changelake.connectors.mysql_cdc.positions import BinlogPosition, SnapshotProgress, SourcePosition, binlog_file_index
 from changelake.connectors.mysql_cdc.gtid import earliest_position, gtid_start_position, parse_gtid_set, timestamp_start_file
@@ -104,6 +105,8 @@ class MySqlSource:
         self._resume_after_snapshot: SourcePosition | None = None
         self._metadata = _MetadataColumns(options.metadata_list) if options.metadata_list else None
         self._hint_conn: Any = None
+        self._heartbeat = (HeartbeatAction(options.heartbeat_action_query, options.heartbeat_interval.total_seconds(),
+                                           options.connection_kwargs()) if options.heartbeat_action_query else None)
         #: after an incremental snapshot: chunks, backfills (chunks whose watermarks differed),
         #: backfilled_changes, peak_buffered_rows, parallelism (for logs and tests).
         self.snapshot_stats: dict[str, int] = {}
@@ -247,6 +250,8 @@ class MySqlSource:
             self._snapshot = None
         close_quietly(self._ctl)
         close_quietly(self._hint_conn)
+        if self._heartbeat is not None:
+            self._heartbeat.close()
         self._ctl = self._hint_conn = None
 
     def __enter__(self) -> "MySqlSource":
@@ -314,6 +319,8 @@ class MySqlSource:
                 return self._metadata.apply(events) if self._metadata else events
         if self._reader is None:
             return []
+        if self._heartbeat is not None:
+            self._heartbeat.maybe_run()  # Debezium's heartbeat.action.query, while streaming
         if self._filter is not None:
             return self._poll_filtered(max_events, timeout_s)
         out: list[DataChangeEvent] = []

@@ -30,14 +30,25 @@ def scan_table(table: Any, columns: Sequence[str] | None = None, *, first_key_in
     names = [f.name for f in table.table_schema.fields if f.name != ROW_KIND_FIELD]
     builder = table.copy(READ_OPTIONS).new_read_builder()
     wanted = list(columns) if columns is not None else names
-    builder = builder.with_projection(wanted)
-    if first_key_in is not None:
+    push_down = first_key_in is not None and bool(names) and names[0] == table.primary_keys[0]
+    extra = [table.primary_keys[0]] if first_key_in is not None and not push_down and table.primary_keys[0] not in wanted else []
+    builder = builder.with_projection(wanted + extra)
+    # pypaimon 2.1 tests a key predicate against the key statistics at the column's position in the
+    # *table*, so it is pushed down only when the first key column is the table's first column (a
+    # key such as ``src_db, src_table, id`` after ``\*`` would otherwise compare the wrong field).
+    if push_down:
         predicates = builder.new_predicate_builder()
-        builder = builder.with_filter(predicates.is_in(table.primary_keys[0], list(first_key_in)))
+        builder = builder.with_filter(predicates.is_in(table.primary_keys[0], list(first_key_in or ())))
     arrow = builder.new_read().to_arrow(builder.new_scan().plan().splits())
     if arrow is None:  # no splits
         fields = {f.name: f for f in _arrow_schema(table)}
         return pa.Table.from_pylist([], schema=pa.schema([fields[c] for c in wanted]))
+    if first_key_in is not None and not push_down:
+        import pyarrow.compute as pc
+
+        key = table.primary_keys[0]
+        column = arrow.column(key)
+        arrow = arrow.filter(pc.is_in(column, value_set=pa.array(list(first_key_in), type=column.type)))
     return arrow.select(wanted)
 
 

@@ -227,3 +227,15 @@ def test_keys_stored_in_another_form_are_deleted_and_truncated(options):
         result = sink.write(T, [TRUNCATE, ChangelogRow.insert({**k1, "v": "again"})], schema, {"t/0": 5})
         assert result.keys_deleted == 0 and result.rows_upserted == 1
     assert read_table(options, T).to_pylist() == [{"t": "25:00:00", "d": "1" + "0" * 39, "v": "again"}]
+
+
+def test_delete_with_a_key_whose_first_column_is_not_the_tables_first(options):
+    """A merged shard table ``\\*, __table_name__ AS src`` keyed ``src, id``: the key lookup for a
+    delete must not compare the wrong key statistic (pypaimon indexes key stats by table position)."""
+    schema = Schema.of([("id", parse_data_type("INT NOT NULL")), ("amount", parse_data_type("INT")),
+                        ("src", parse_data_type("STRING NOT NULL"))], ["src", "id"])
+    with PaimonSink(options) as sink:
+        sink.write(T, [ChangelogRow.insert({"id": 1, "amount": a, "src": s}) for a, s in ((10, "order_1"), (20, "order_2"))],
+                   schema, {"t/0": 2})
+        sink.write(T, [ChangelogRow(RowKind.DELETE, {"id": 1, "amount": 10, "src": "order_1"})], schema, {"t/0": 3})
+    assert rows_of(options) == [{"id": 1, "amount": 20, "src": "order_2"}]
