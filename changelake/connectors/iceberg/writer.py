@@ -23,6 +23,7 @@ larger, less frequent commits are cheaper (``commit.max-rows``).
 
 from __future__ import annotations
 
+import random
 import time
 import uuid
 import warnings
@@ -43,6 +44,7 @@ from changelake.connectors.iceberg.catalog import (
     validate_sql_catalog_uri,
     write_namespace_property,
 )
+from changelake.connectors.iceberg.commit import MULTI_WRITER_RETRIES, OffsetsCheckedTransaction
 from changelake.connectors.iceberg.errors import IcebergCommitError, IcebergSinkError
 from changelake.connectors.iceberg.evolve import apply_evolution, iceberg_schema_of, plan_evolution
 from changelake.connectors.iceberg.key_bounds import key_ranges, possibly_present
@@ -57,7 +59,6 @@ __all__ = ["WriteResult", "IcebergSink", "open_catalog", "validate_sql_catalog_u
            "read_namespace_property", "write_namespace_property"]
 
 
-_COMMIT_ATTEMPTS = 5
 
 
 class IcebergSink(LakeTableSink):
@@ -84,6 +85,8 @@ class IcebergSink(LakeTableSink):
     def __init__(self, options: IcebergSinkOptions) -> None:
         super().__init__(options)
         self._tables: dict[tuple[str, str], Table] = {}
+        #: writes redone because another writer committed first (commit conflicts), since construction
+        self.commit_redos = 0
 
     def _open_catalog(self) -> Catalog:
         return open_catalog(self.options)
@@ -168,7 +171,7 @@ class IcebergSink(LakeTableSink):
             table = self.catalog.create_table_if_not_exists(
                 self.identifier(table_id),
                 schema=iceberg_schema_of(schema, table=name),
-                properties=dict(self.options.table_properties),
+                properties={"commit.retry.num-retries": str(MULTI_WRITER_RETRIES), **self.options.table_properties},
             )
             self._tables[self.identifier(table_id)] = table
         changes = plan_evolution(table.schema(), schema, table=name)
@@ -202,18 +205,22 @@ class IcebergSink(LakeTableSink):
             IcebergTypeError: a value does not fit its column (names table and column).
             SchemaEvolutionError, IcebergSinkError: see :meth:`ensure_table`.
             IcebergCommitError: the commit failed; nothing was written. A commit that lost a race
-                with another writer of the table (``CommitFailedException``: parallel workers
-                during a rebalance) is redone from the refreshed table up to 5 times first:
-                Iceberg's optimistic concurrency, with the batch re-filtered against the offsets
-                the winner committed.
+                with another writer of the table (``CommitFailedException``, or pyiceberg's
+                ``ValidationException`` when a rebased delete meets the winner's files; parallel
+                workers, a handover) is redone from the refreshed table, re-filtered against the
+                offsets the winner committed, up to ``commit.retry.num-retries`` (table property,
+                default 20) times first: Iceberg's optimistic concurrency with the offsets checked
+                inside the commit (:mod:`changelake.connectors.iceberg.commit`).
         """
-        for attempt in range(_COMMIT_ATTEMPTS):
+        attempts = int(self.options.table_properties.get("commit.retry.num-retries", MULTI_WRITER_RETRIES)) + 1
+        for attempt in range(attempts):
             try:
                 return super().write(table_id, rows, schema, offsets)
             except IcebergCommitError as exc:
-                if attempt + 1 == _COMMIT_ATTEMPTS or not isinstance(exc.__cause__, CommitFailedException):
+                if attempt + 1 == attempts or not isinstance(exc.__cause__, (CommitFailedException, ValidationException)):
                     raise
-                time.sleep(0.05 * (attempt + 1))
+                self.commit_redos += 1
+                time.sleep(random.uniform(0.02, 0.1) * (attempt + 1))  # jitter: writers do not retry in step
         raise AssertionError("unreachable")
 
     def _commit_batch(
@@ -249,7 +256,8 @@ class IcebergSink(LakeTableSink):
         try:
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="Delete operation did not match any records")
-                with table.transaction() as tx:
+                # planned against the offsets the batch was filtered with (read from this same metadata)
+                with OffsetsCheckedTransaction(table, read_committed_offsets(table)) as tx:
                     if delete_filter is not None:
                         tx.delete(delete_filter, snapshot_properties=props)
                     if survivors is not None and survivors.num_rows:
