@@ -40,8 +40,10 @@ from changelake.connectors.iceberg.catalog import (
     PIPELINE_NAMESPACE,
     ensure_namespace,
     open_catalog,
+    read_namespace_properties,
     read_namespace_property,
     validate_sql_catalog_uri,
+    write_namespace_properties,
     write_namespace_property,
 )
 from changelake.connectors.iceberg.commit import MULTI_WRITER_RETRIES, OffsetsCheckedTransaction
@@ -76,11 +78,15 @@ class IcebergSink(LakeTableSink):
                        schema, {"shop.customers/0": 1})
             sink.committed_offsets(TableId("shop", "customers"))   # {"shop.customers/0": 1}
 
-    One process should write a table at a time (SQLite catalogs are for development); pyiceberg
-    retries commits that lose a race and re-validates them.
+    Several writers may commit one table (parallel workers, on several machines with a shared
+    catalog: PostgreSQL, REST; SQLite is for one machine): a commit that lost a race is retried by
+    pyiceberg only while the table's offsets are the planned ones, otherwise redone by the sink
+    against the winner's offsets (:mod:`changelake.connectors.iceberg.commit`).
     """
 
     options: IcebergSinkOptions
+    #: Commits check the table's offsets inside the commit (:mod:`changelake.connectors.iceberg.commit`).
+    multi_writer = True
 
     def __init__(self, options: IcebergSinkOptions) -> None:
         super().__init__(options)
@@ -116,6 +122,14 @@ class IcebergSink(LakeTableSink):
     def write_pipeline_property(self, key: str, value: str) -> None:
         """Store a pipeline property (one namespace-properties update; creates the namespace)."""
         write_namespace_property(self.catalog, key, value)
+
+    def read_pipeline_properties(self, prefix: str) -> dict[str, str]:
+        """The pipeline properties whose key starts with ``prefix``."""
+        return read_namespace_properties(self.catalog, prefix)
+
+    def write_pipeline_properties(self, values: Mapping[str, str]) -> None:
+        """Store several pipeline properties in one namespace-properties update (per key, no read)."""
+        write_namespace_properties(self.catalog, values)
 
     # -- tables --------------------------------------------------------------------------------
     def identifier(self, table_id: TableId) -> tuple[str, str]:
