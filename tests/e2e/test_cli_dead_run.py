@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -9,9 +13,9 @@ import dagster as dg
 import pytest
 
 from changelake.commands.pipeline import active_run_of
-from changelake.pipeline.lock import PipelineLock
 from assets.keys import PIPELINE_TAG
 from changelake.pipeline.files import load_structure
+from sensors.liveness import HEARTBEAT_TIMEOUT_S, HOST_TAG, PID_TAG, heartbeat_tags
 
 PIPELINE_FILE = Path(__file__).resolve().parents[2] / "pipelines" / "mysql-to-kafka.yaml"
 
@@ -27,28 +31,41 @@ def instance(tmp_path, monkeypatch):
         yield inst
 
 
-def _started_run(instance: dg.DagsterInstance, status: dg.DagsterRunStatus) -> dg.DagsterRun:
+def _started_run(instance: dg.DagsterInstance, status: dg.DagsterRunStatus, tags: dict | None = None) -> dg.DagsterRun:
     name = load_structure(PIPELINE_FILE).name
-    run = dg.DagsterRun(job_name="mysql_to_kafka", run_id=str(uuid.uuid4()), status=status, tags={PIPELINE_TAG: name})
+    run = dg.DagsterRun(job_name="mysql_to_kafka", run_id=str(uuid.uuid4()), status=status,
+                        tags={PIPELINE_TAG: name, **(tags or {})})
     return instance.add_run(run)
 
 
 @pytest.mark.parametrize(
     ("status", "after"),
-    [(dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.FAILURE), (dg.DagsterRunStatus.CANCELING, dg.DagsterRunStatus.CANCELED)],
+    [(dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.FAILURE), (dg.DagsterRunStatus.CANCELING, dg.DagsterRunStatus.CANCELED),
+     (dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.FAILURE)],
 )
 def test_a_run_whose_worker_died_is_marked_and_does_not_block(instance, tmp_path, capsys, status, after):
-    run = _started_run(instance, status)
+    """Its process is gone (kill -9 at any moment, start-up included): the next run starts at once."""
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    run = _started_run(instance, status, {HOST_TAG: socket.gethostname(), PID_TAG: str(worker.pid)})
     name = load_structure(PIPELINE_FILE).name
-    with PipelineLock(tmp_path / "state", name, run.run_id):
+    try:
         assert "is already running: run " + run.run_id in (active_run_of(PIPELINE_FILE) or "")
-    # the worker is gone (its lock is free, the file still names it): the next run may start
+    finally:
+        worker.kill()
+        worker.wait()
     assert active_run_of(PIPELINE_FILE) is None
     assert instance.get_run_by_id(run.run_id).status == after
     assert f"run {run.run_id} of pipeline '{name}' died" in capsys.readouterr().err
 
 
-def test_a_run_that_has_not_taken_the_lock_yet_still_blocks(instance):
-    run = _started_run(instance, dg.DagsterRunStatus.STARTED)  # just started: within the lock grace
+def test_a_run_that_has_not_beaten_yet_still_blocks(instance):
+    run = _started_run(instance, dg.DagsterRunStatus.STARTED)  # just started elsewhere: within the heartbeat timeout
     assert run.run_id in (active_run_of(PIPELINE_FILE) or "")
     assert instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.STARTED
+
+
+def test_a_run_whose_heartbeat_stopped_does_not_block(instance):
+    run = _started_run(instance, dg.DagsterRunStatus.STARTED,
+                       {**heartbeat_tags(time.time() - HEARTBEAT_TIMEOUT_S - 1), HOST_TAG: "elsewhere", PID_TAG: "1"})
+    assert active_run_of(PIPELINE_FILE) is None
+    assert instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.FAILURE

@@ -59,4 +59,4 @@ class OffsetsCheckedTransaction(Transaction):
             raise OffsetsMovedError(
                 f"another writer committed offsets of {', '.join(moved)} since this commit was planned"
             )
-        super()._rebuild_snapshot_updates()  # type: ignore[no-untyped-call]
+        super()._rebuild_snapshot_updates()
