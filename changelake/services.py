@@ -526,6 +526,12 @@ class PostgresService:
         self.home.mkdir(parents=True, exist_ok=True)
         if os.geteuid() == 0:
             shutil.chown(self.home, "postgres", "postgres")
+            # the postgres account must reach its folder: add search (x, not read) permission on
+            # the ancestors that lack it (e.g. a root-only temporary folder)
+            for parent in self.home.resolve().parents:
+                mode = parent.stat().st_mode
+                if not mode & 0o001:
+                    parent.chmod(mode | 0o001)
         data = self.home / "data"
         if not (data / "PG_VERSION").exists():
             init = subprocess.run(self._as_owner() + [initdb, "-D", str(data), "-U", self.user, "-A", "trust", "-E", "UTF8"],

@@ -122,10 +122,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: {running}", file=sys.stderr)
             return 1
     result = run_pipeline_job(args.file, args.until_caught_up, args.max_duration, worker_id=worker_id)
-    for event in result.all_events:
-        if event.event_type_value == "STEP_OUTPUT" and event.step_output_data:
-            md = event.step_output_data.metadata
-            print(", ".join(f"{k}={v.value}" for k, v in md.items()))
+    outputs = [e for e in result.all_events if e.event_type_value == "STEP_OUTPUT" and e.step_output_data]
+    for event in outputs:  # one line per op: per worker for a parallel pipeline
+        md = event.step_output_data.metadata
+        line = ", ".join(f"{k}={v.value}" for k, v in md.items())
+        print(f"{event.step_key}: {line}" if len(outputs) > 1 else line)
     if not result.success:
         for line in failure_messages(result) or ["the run failed"]:
             print(f"error: {line}", file=sys.stderr)

@@ -128,6 +128,8 @@ class LakeSink(Protocol):
     #: True when a commit checks the table's offsets inside the commit, so several workers (a
     #: consumer group, possibly on several machines) may write one table.
     multi_writer: bool
+    #: writes redone because another writer committed the table first (commit conflicts)
+    commit_redos: int
 
     def open(self) -> None:
         """Open the catalog."""

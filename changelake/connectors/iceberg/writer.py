@@ -91,8 +91,6 @@ class IcebergSink(LakeTableSink):
     def __init__(self, options: IcebergSinkOptions) -> None:
         super().__init__(options)
         self._tables: dict[tuple[str, str], Table] = {}
-        #: writes redone because another writer committed first (commit conflicts), since construction
-        self.commit_redos = 0
 
     def _open_catalog(self) -> Catalog:
         return open_catalog(self.options)

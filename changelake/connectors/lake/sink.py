@@ -93,6 +93,8 @@ class LakeTableSink:
 
     def __init__(self, options: Any) -> None:
         self.options = options
+        #: writes redone because another writer committed the table first (commit conflicts)
+        self.commit_redos = 0
         self._catalog: Any = None
         self._buffers: dict[TableId, _Buffer] = {}
 
