@@ -1,9 +1,9 @@
-"""One running instance per pipeline on this machine: an exclusive lock held for the whole run.
+"""One in-process asset materialization per pipeline on this machine: an exclusive lock.
 
-Dagster's run queue keeps UI, schedule and sensor launches of a pipeline apart (pools and run-tag
-limits in the instance config); this lock covers what does not go through the queue (``changelake
-pipeline run`` executes in-process) and lets a watcher tell a live run from a dead one: the
-operating system drops the lock when the process that held it dies, even after ``kill -9``.
+Only the lake assets' materialization (``assets/lake.py``) still takes it, to keep two of them on
+one machine apart. Nothing on the scale-out path uses it, and dead runs are not found through it:
+Dagster's run queue keeps launches apart (pools and run-tag limits), and a run's heartbeat in the
+instance tells a live run from a dead one on any machine (:mod:`sensors.liveness`).
 
 The lock file ``<state>/locks/<pipeline>.lock`` records who holds it (JSON: ``run_id``, ``pid``,
 ``host``, ``since``), so a refused second run names the running one.

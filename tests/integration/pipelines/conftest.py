@@ -155,4 +155,5 @@ def shared_catalog_sink(request, tmp_path):
                 "catalog.properties.uri": service.create_database(f"lake_{uuid.uuid4().hex[:10]}"),
                 "catalog.properties.warehouse": f"file://{tmp_path / 'warehouse'}"}
     service = request.getfixturevalue("iceberg_rest_service")
-    return {"type": "iceberg", "catalog.properties.type": "rest", "catalog.properties.uri": service.uri}
+    return {"type": "iceberg", "catalog.properties.type": "rest", "catalog.properties.uri": service.uri,
+            "catalog.properties.warehouse": service.warehouse}

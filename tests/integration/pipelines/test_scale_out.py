@@ -147,18 +147,27 @@ def _pipeline_file(tmp_path: Path, name: str, bootstrap: str, topic: str, sink: 
     return path
 
 
+def cli_env(home: Path, bootstrap: str) -> dict[str, str]:
+    """The environment of a CLI process with its own state folder. The code location's resources
+    read every connection from the environment; this pipeline's YAML names its own Kafka and
+    catalog, so the MySQL and default-lake values are placeholders nothing connects to."""
+    return {**os.environ, "CHANGELAKE_STATE_DIR": str(home), "DAGSTER_HOME": str(home / "dagster"),
+            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+            "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "MYSQL_HOST": "127.0.0.1", "MYSQL_PORT": "3306",
+            "MYSQL_USER": "unused", "MYSQL_PASSWORD": "unused",
+            "ICEBERG_CATALOG_URI": f"sqlite:///{home / 'unused.db'}", "ICEBERG_WAREHOUSE": f"file://{home / 'unused'}"}
+
+
 class Worker:
     """``changelake pipeline run FILE --worker ID`` in its own process and state folder."""
 
-    def __init__(self, path: Path, worker_id: str, home: Path, *extra: str) -> None:
+    def __init__(self, path: Path, worker_id: str, home: Path, bootstrap: str) -> None:
         home.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "CHANGELAKE_STATE_DIR": str(home), "DAGSTER_HOME": str(home / "dagster"),
-               "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        env.pop("KAFKA_BOOTSTRAP_SERVERS", None)
+        env = cli_env(home, bootstrap)
         self.log = home / "worker.log"
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "changelake.cli", "pipeline", "run", str(path), "--worker", worker_id, *extra],
+                [sys.executable, "-m", "changelake.cli", "pipeline", "run", str(path), "--worker", worker_id],
                 cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
     def signal(self, signo: int) -> None:
@@ -184,7 +193,7 @@ def test_independent_workers_with_a_zombie_and_a_kill_keep_the_lake_exact(tmp_pa
     defn = parse_pipeline(yaml.safe_load(path.read_text()), env={})
     events = Events(kafka_bootstrap, topic, db)
     events.thread.start()
-    workers = {i: Worker(path, f"w{i}", tmp_path / f"state-w{i}") for i in range(3)}
+    workers = {i: Worker(path, f"w{i}", tmp_path / f"state-w{i}", kafka_bootstrap) for i in range(3)}
     replaced: list[Worker] = []
     try:
         deadline = time.monotonic() + 180
@@ -201,7 +210,7 @@ def test_independent_workers_with_a_zombie_and_a_kill_keep_the_lake_exact(tmp_pa
         workers[2].signal(signal.SIGKILL)
         workers[2].proc.wait(10)
         replaced.append(workers[2])
-        workers[2] = Worker(path, "w2", tmp_path / "state-w2-replacement")  # same id: static membership
+        workers[2] = Worker(path, "w2", tmp_path / "state-w2-replacement", kafka_bootstrap)  # same id: static membership
         time.sleep(10)  # events keep arriving meanwhile
         events.finish()
 
@@ -260,9 +269,7 @@ def test_parallelism_2_runs_as_two_dagster_worker_ops(tmp_path, kafka_bootstrap,
     for _ in range(1500):
         events._one()
     events.producer.flush(30)
-    env = {**os.environ, "CHANGELAKE_STATE_DIR": str(tmp_path / "state"),
-           "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), "CHANGELAKE_LOG_LEVEL": "INFO"}
-    env.pop("DAGSTER_HOME", None)
+    env = cli_env(tmp_path / "state", kafka_bootstrap)
     done = subprocess.run([sys.executable, "-m", "changelake.cli", "pipeline", "run", str(path), "--until-caught-up"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
