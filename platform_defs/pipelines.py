@@ -159,7 +159,8 @@ def build_pipeline_job(path: Path | str, *, worker_id: str | None = None, execut
     workers = [make_op(f"worker_{i}", str(i), retry_policy=WORKER_RETRY_POLICY) for i in range(n)]
 
     def to_every_worker(config: PipelineRunConfig) -> dict:
-        return {f"worker_{i}": {"config": config.model_dump()} for i in range(n)}
+        values = config if isinstance(config, dict) else config.model_dump()  # dagster passes the dict
+        return {f"worker_{i}": {"config": dict(values)} for i in range(n)}
 
     @dg.graph(name=f"run_{name}", description=f"{description}: {n} workers in one Kafka consumer group.",
               config=dg.ConfigMapping(config_fn=to_every_worker))
