@@ -76,6 +76,24 @@ def _start(path: Path, home: Path, bootstrap: str) -> tuple[subprocess.Popen, Pa
     return proc, log
 
 
+def _wait_until_running(dagster_home: Path, proc: subprocess.Popen, log: Path, timeout_s: float = 120) -> None:
+    """Until the run of ``proc`` (in its own Dagster instance) has its first heartbeat: its op runs."""
+    import dagster as dg
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, log.read_text()[-3000:]
+        try:  # the process creates its instance meanwhile (its storage may be mid-migration)
+            with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
+                records = instance.get_run_records(limit=1)
+                if records and records[0].dagster_run.tags.get("changelake/heartbeat"):
+                    return
+        except Exception:  # noqa: BLE001
+            pass
+        time.sleep(0.5)
+    raise AssertionError(f"the standby's run did not start: {log.read_text()[-3000:]}")
+
+
 def _wait_for(bootstrap: str, topic: str, count: int, timeout_s: float = 120) -> dict[int, list[str]]:
     deadline = time.monotonic() + timeout_s
     ops: dict[int, list[str]] = {}
@@ -113,11 +131,13 @@ def test_a_standby_takes_over_by_fencing_with_no_duplicate_and_no_gap(tmp_path, 
     try:
         assert len(_wait_for(kafka_bootstrap, topic, 10)) == 10, active_log.read_text()[-3000:]
         _insert(mysql_params, db, range(11, 31))  # while A captures
-        standby, standby_log = _start(path, tmp_path / "machine-b", kafka_bootstrap)  # takes over mid-stream
-        _insert(mysql_params, db, range(31, 61))
+        standby, standby_log = _start(path, tmp_path / "machine-b", kafka_bootstrap)  # the standby takes over
+        _wait_until_running(tmp_path / "machine-b" / "dagster", standby, standby_log)
+        time.sleep(5)  # B's init_transactions has fenced A; A notices at its next transaction
+        _insert(mysql_params, db, range(31, 71))  # both read these from the binlog; only B can commit them
         active.wait(120)  # fenced: the old reader stops
-        _insert(mysql_params, db, range(61, 71))  # only B captures now
-        ops = _wait_for(kafka_bootstrap, topic, 70)
+        _insert(mysql_params, db, range(71, 81))  # only B captures now
+        ops = _wait_for(kafka_bootstrap, topic, 80)
         assert standby.poll() is None, standby_log.read_text()[-3000:]
     finally:
         for proc in (active, standby):
@@ -127,6 +147,8 @@ def test_a_standby_takes_over_by_fencing_with_no_duplicate_and_no_gap(tmp_path, 
                     proc.wait(60)
                 except subprocess.TimeoutExpired:
                     os.kill(proc.pid, signal.SIGKILL)
-    assert sorted(ops) == list(range(1, 71)), active_log.read_text()[-2000:]  # no gap
+    assert active.returncode != 0, active_log.read_text()[-2000:]  # A failed: fenced
+    assert "fenced" in active_log.read_text().lower(), active_log.read_text()[-2000:]
+    assert sorted(ops) == list(range(1, 81)), active_log.read_text()[-2000:]  # no gap
     assert all(v == ["c"] for v in ops.values()), {k: v for k, v in ops.items() if v != ["c"]}  # no duplicate
     assert standby.returncode == 0, standby_log.read_text()[-3000:]
