@@ -72,8 +72,8 @@ def main() -> None:
         postgres.start()
         try:
             topic = f"scale-{uuid.uuid4().hex[:8]}"
-            AdminClient({"bootstrap.servers": kafka.bootstrap_servers}).create_topics(
-                [NewTopic(topic, PARTITIONS, 1)])[topic].result()
+            admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
+            admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result()
             _produce(kafka.bootstrap_servers, topic, args.events)
             progress(f"{args.events:,} inserts produced to {PARTITIONS} partitions")
             base = None
