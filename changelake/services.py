@@ -1,4 +1,5 @@
-"""Local services: a real Apache Kafka 4.x broker (KRaft, one node) and a real MariaDB server.
+"""Local services: a real Apache Kafka 4.x broker (KRaft, one node) and a real MariaDB server, and
+for several writers of one lake (scale-out) a PostgreSQL server and Apache Iceberg's REST catalog.
 
 Used alike by ``changelake services up|down|status|env``, the demo, the test fixtures and CI.
 
@@ -16,6 +17,17 @@ had started.
 
 The MariaDB password of the local server is generated once and kept in
 ``<state_dir>/mariadb/password`` (mode 0600); it is printed only by ``services env``, for a shell.
+
+Shared catalogs (started on demand: :class:`PostgresService`, :class:`IcebergRestService`):
+
+* PostgreSQL: Debian's ``postgresql`` (``initdb`` + ``postgres`` of ``/usr/lib/postgresql/<v>/bin``),
+  own data directory, listening on 127.0.0.1 only, for pyiceberg's SQL catalog
+  (``postgresql+psycopg2://...``); run as the ``postgres`` account when started by root (PostgreSQL
+  refuses to run as root).
+* Iceberg REST catalog: Apache Iceberg's ``RESTCatalogAdapter`` and ``RESTCatalogServlet``
+  (iceberg-core's test jar) on Jetty over a ``JdbcCatalog``, jars fetched by Maven from
+  ``iceberg-rest/pom.xml`` like Kafka's, started by ``iceberg-rest/LoopbackRestCatalog.java``
+  bound to 127.0.0.1 (Iceberg's own ``RESTCatalogServer`` binds every interface).
 """
 
 from __future__ import annotations
@@ -40,6 +52,8 @@ __all__ = [
     "ServiceError",
     "KafkaService",
     "MariaDBService",
+    "PostgresService",
+    "IcebergRestService",
     "Services",
     "default_state_dir",
     "free_port",
@@ -47,6 +61,8 @@ __all__ = [
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 KAFKA_POM = REPO_ROOT / "kafka" / "pom.xml"
+ICEBERG_REST_POM = REPO_ROOT / "iceberg-rest" / "pom.xml"
+ICEBERG_REST_LAUNCHER = REPO_ROOT / "iceberg-rest" / "LoopbackRestCatalog.java"
 
 
 class ServiceError(ChangelakeError):
@@ -122,6 +138,46 @@ def _require_port_free(port: int, what: str, env_var: str) -> None:
         )
 
 
+def fetch_maven_jars(pom_path: Path, libs: Path, what: str, jars: str) -> Path:
+    """``mvn dependency:copy-dependencies`` of ``pom_path`` into ``libs`` (once per pom content; a
+    file lock keeps concurrent callers from fetching twice). Returns ``libs``.
+
+    Raises:
+        ServiceError: Maven is missing or cannot reach Maven Central (names ``what``).
+    """
+    import fcntl
+
+    marker = libs / ".complete"
+    pom = pom_path.read_text()
+    if marker.exists() and marker.read_text() == pom:
+        return libs
+    if shutil.which("mvn") is None:
+        raise ServiceError(f"{what}: Maven ('mvn') is not installed; install it with: apt-get install -y maven")
+    libs.parent.mkdir(parents=True, exist_ok=True)
+    with open(libs.parent / f".{libs.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if marker.exists() and marker.read_text() == pom:
+            return libs
+        staging = libs.parent / f".{libs.name}-{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        proc = subprocess.run(
+            ["mvn", "-q", "-B", "-f", str(pom_path), "dependency:copy-dependencies", f"-DoutputDirectory={staging}"],
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode != 0:
+            shutil.rmtree(staging, ignore_errors=True)
+            detail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
+            raise ServiceError(
+                f"{what}: Maven could not fetch {jars} from Maven Central "
+                f"({' | '.join(detail)}); check the network or the Maven proxy settings and retry"
+            )
+        (staging / ".complete").write_text(pom)
+        shutil.rmtree(libs, ignore_errors=True)
+        staging.rename(libs)
+    return libs
+
+
 # --------------------------------------------------------------------------------------------
 # Kafka
 # --------------------------------------------------------------------------------------------
@@ -167,38 +223,7 @@ class KafkaService:
         Raises:
             ServiceError: Maven is missing or cannot reach Maven Central.
         """
-        import fcntl
-
-        libs = self._libs()
-        marker = libs / ".complete"
-        pom = KAFKA_POM.read_text()
-        if marker.exists() and marker.read_text() == pom:
-            return libs
-        if shutil.which("mvn") is None:
-            raise ServiceError("Kafka: Maven ('mvn') is not installed; install it with: apt-get install -y maven")
-        libs.parent.mkdir(parents=True, exist_ok=True)
-        with open(libs.parent / ".kafka-libs.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if marker.exists() and marker.read_text() == pom:
-                return libs
-            staging = libs.parent / f".kafka-libs-{os.getpid()}"
-            shutil.rmtree(staging, ignore_errors=True)
-            proc = subprocess.run(
-                ["mvn", "-q", "-B", "-f", str(KAFKA_POM), "dependency:copy-dependencies", f"-DoutputDirectory={staging}"],
-                capture_output=True,
-                text=True,
-            )
-            if proc.returncode != 0:
-                shutil.rmtree(staging, ignore_errors=True)
-                detail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
-                raise ServiceError(
-                    "Kafka: Maven could not fetch the broker jars from Maven Central "
-                    f"({' | '.join(detail)}); check the network or the Maven proxy settings and retry"
-                )
-            (staging / ".complete").write_text(pom)
-            shutil.rmtree(libs, ignore_errors=True)
-            staging.rename(libs)
-        return libs
+        return fetch_maven_jars(KAFKA_POM, self._libs(), "Kafka", "the broker jars")
 
     def is_healthy(self) -> bool:
         return _pid_alive(self.pid_file) is not None and _port_open(self.port)
@@ -437,6 +462,203 @@ class MariaDBService:
             conn.commit()
         finally:
             conn.close()
+
+    def stop(self) -> None:
+        _stop_pid(self.pid_file)
+
+
+# --------------------------------------------------------------------------------------------
+# Shared catalogs (several writers of one lake)
+# --------------------------------------------------------------------------------------------
+
+
+def _postgres_bin(name: str) -> str | None:
+    found = shutil.which(name)
+    if found:
+        return found
+    versions = sorted(Path("/usr/lib/postgresql").glob(f"*/bin/{name}"), key=lambda p: p.parts[-3])
+    return str(versions[-1]) if versions else None
+
+
+@dataclass
+class PostgresService:
+    """A PostgreSQL server on 127.0.0.1 with its own data directory (pyiceberg's SQL catalog).
+
+    Attributes:
+        home: folder for data, socket, pid file and log.
+        port: TCP port.
+        user: the superuser (no password: trust authentication on 127.0.0.1 and the socket only).
+    """
+
+    home: Path
+    port: int = 15432
+    user: str = "postgres"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.home / "postgres.pid"
+
+    @property
+    def log_file(self) -> Path:
+        return self.home / "postgres.log"
+
+    def url(self, database: str = "postgres") -> str:
+        """The SQLAlchemy URL of ``database`` (pyiceberg's ``catalog.properties.uri``)."""
+        return f"postgresql+psycopg2://{self.user}@127.0.0.1:{self.port}/{database}"
+
+    def is_healthy(self) -> bool:
+        return _pid_alive(self.pid_file) is not None and _port_open(self.port)
+
+    def _as_owner(self) -> list[str]:
+        # PostgreSQL refuses to run as root: run it as the account Debian's package creates.
+        return ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+
+    def start(self, timeout_s: float = 60.0) -> None:
+        """Start PostgreSQL unless a healthy one runs (initdb on first start); wait until it accepts
+        connections. Raises ServiceError (not installed, port taken, start failed)."""
+        if self.is_healthy():
+            return
+        self.stop()
+        initdb, postgres = _postgres_bin("initdb"), _postgres_bin("postgres")
+        if initdb is None or postgres is None:
+            raise ServiceError("PostgreSQL: the server is not installed; install it with: apt-get install -y postgresql")
+        _require_port_free(self.port, "PostgreSQL", "CHANGELAKE_POSTGRES_PORT")
+        self.home.mkdir(parents=True, exist_ok=True)
+        if os.geteuid() == 0:
+            shutil.chown(self.home, "postgres", "postgres")
+            # the postgres account must reach its folder: add search (x, not read) permission on
+            # the ancestors that lack it (e.g. a root-only temporary folder)
+            for parent in self.home.resolve().parents:
+                mode = parent.stat().st_mode
+                if not mode & 0o001:
+                    parent.chmod(mode | 0o001)
+        data = self.home / "data"
+        if not (data / "PG_VERSION").exists():
+            init = subprocess.run(self._as_owner() + [initdb, "-D", str(data), "-U", self.user, "-A", "trust", "-E", "UTF8"],
+                                  capture_output=True, text=True)
+            if init.returncode != 0:
+                shutil.rmtree(data, ignore_errors=True)
+                raise ServiceError(f"PostgreSQL: initdb failed: {init.stderr.strip()[-300:]}")
+        args = self._as_owner() + [
+            postgres, "-D", str(data), "-p", str(self.port), "-c", "listen_addresses=127.0.0.1",
+            "-c", f"unix_socket_directories={self.home}", "-c", "max_connections=200", "-c", "fsync=off",
+        ]
+        with open(self.log_file, "ab") as log:
+            proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)
+        self.pid_file.write_text(str(proc.pid))
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                self.pid_file.unlink(missing_ok=True)
+                raise ServiceError(f"PostgreSQL exited at start (code {proc.returncode}): {_tail(self.log_file)}")
+            if _port_open(self.port):
+                return
+            time.sleep(0.3)
+        self.stop()
+        raise ServiceError(f"PostgreSQL did not become ready within {timeout_s:.0f} s: {_tail(self.log_file)}")
+
+    def create_database(self, name: str) -> str:
+        """Create database ``name`` (a plain identifier) unless it exists; returns its URL."""
+        import psycopg2
+
+        if not name.replace("_", "").isalnum():
+            raise ServiceError(f"PostgreSQL: database name {name!r} must be letters, digits and '_'")
+        conn = psycopg2.connect(host="127.0.0.1", port=self.port, user=self.user, dbname="postgres")
+        try:
+            conn.autocommit = True
+            with conn.cursor() as cur:
+                cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
+                if cur.fetchone() is None:
+                    cur.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            conn.close()
+        return self.url(name)
+
+    def stop(self) -> None:
+        _stop_pid(self.pid_file)
+
+
+@dataclass
+class IcebergRestService:
+    """Apache Iceberg's REST catalog on 127.0.0.1 over a JdbcCatalog (SQLite file in ``home``).
+
+    Attributes:
+        home: folder for the backend catalog file, the warehouse, pid file and log.
+        port: HTTP port.
+        libs_dir: where the jars are cached (default ``~/.cache/changelake/iceberg-rest-libs``).
+    """
+
+    home: Path
+    port: int = 18181
+    libs_dir: Path | None = None
+    heap: str = "384m"
+
+    @property
+    def uri(self) -> str:
+        """The catalog's URI (pyiceberg: ``catalog.properties.type: rest``, ``catalog.properties.uri``)."""
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def warehouse(self) -> str:
+        return f"file://{self.home / 'warehouse'}"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.home / "rest.pid"
+
+    @property
+    def log_file(self) -> Path:
+        return self.home / "rest.log"
+
+    def _libs(self) -> Path:
+        return self.libs_dir or Path(
+            os.environ.get("CHANGELAKE_ICEBERG_REST_LIBS", Path.home() / ".cache" / "changelake" / "iceberg-rest-libs")
+        )
+
+    def is_healthy(self) -> bool:
+        return _pid_alive(self.pid_file) is not None and _port_open(self.port)
+
+    def start(self, timeout_s: float = 90.0) -> None:
+        """Start the REST catalog unless a healthy one runs; wait until it answers ``/v1/config``.
+        Raises ServiceError (no Java, no Maven, port taken, start failed)."""
+        if self.is_healthy():
+            return
+        self.stop()
+        if shutil.which("java") is None:
+            raise ServiceError("Iceberg REST catalog: Java is not installed; install it with: "
+                               "apt-get install -y default-jdk-headless")
+        _require_port_free(self.port, "Iceberg REST catalog", "CHANGELAKE_ICEBERG_REST_PORT")
+        libs = fetch_maven_jars(ICEBERG_REST_POM, self._libs(), "Iceberg REST catalog", "the catalog's jars")
+        (self.home / "warehouse").mkdir(parents=True, exist_ok=True)
+        args = [
+            "java", f"-Xmx{self.heap}", "-cp", f"{libs}/*", str(ICEBERG_REST_LAUNCHER), str(self.port),
+            "catalog-impl=org.apache.iceberg.jdbc.JdbcCatalog", f"uri=jdbc:sqlite:{self.home / 'catalog.db'}",
+            "jdbc.schema-version=V1", f"warehouse={self.warehouse}",
+        ]
+        with open(self.log_file, "ab") as log:
+            proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)
+        self.pid_file.write_text(str(proc.pid))
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                self.pid_file.unlink(missing_ok=True)
+                raise ServiceError(f"Iceberg REST catalog exited at start (code {proc.returncode}): {_tail(self.log_file)}")
+            if _port_open(self.port) and self._answers():
+                return
+            time.sleep(0.5)
+        self.stop()
+        raise ServiceError(f"Iceberg REST catalog did not become ready within {timeout_s:.0f} s: {_tail(self.log_file)}")
+
+    def _answers(self) -> bool:
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(f"{self.uri}/v1/config", timeout=2) as response:
+                return bool(response.status == 200)
+        except OSError:
+            return False
 
     def stop(self) -> None:
         _stop_pid(self.pid_file)

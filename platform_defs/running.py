@@ -1,10 +1,12 @@
-"""Running a pipeline inside an op: one run per pipeline, live asset events, a clean stop.
+"""Running a pipeline inside an op: live asset events, a heartbeat in the instance, a clean stop.
 
 The pipeline runs on a worker thread while the op's thread yields the asset events it reports.
 A termination request (SIGINT/SIGTERM, or Dagster's interrupt) sets the pipeline's ``stop``
 event: the current batch is committed, the source and sink close, and the op returns the final
-stats as its output — no stack trace, nothing lost. The pipeline's lock
-(:class:`changelake.pipeline.lock.PipelineLock`) is held for the whole run.
+stats as its output — no stack trace, nothing lost. While it runs, the op writes a heartbeat
+into the run's tags (:mod:`sensors.liveness`), from which the relaunch sensor and ``changelake
+pipeline run`` tell a live run from a dead one on any machine; no local lock is taken (one run
+per pipeline is the run queue's tag limit).
 """
 
 from __future__ import annotations
@@ -19,8 +21,7 @@ import dagster as dg
 
 from assets.reporting import Reporter
 from changelake.pipeline.definition import PipelineDefinition
-from changelake.pipeline.lock import PipelineLock
-from changelake.services import default_state_dir
+from sensors.liveness import HEARTBEAT_S, PID_TAG, heartbeat_tags, process_tags
 
 __all__ = ["run_supervised"]
 
@@ -57,12 +58,13 @@ def run_supervised(
     until_caught_up: bool,
     max_duration_s: float | None,
     batch_size: int,
+    worker_id: str | None = None,
 ) -> Iterator[Any]:
-    """Run ``defn`` under its lock; yield its asset materializations as they happen, then the
-    op's ``Output`` carrying the final stats.
+    """Run ``defn``; yield its asset materializations as they happen, then the op's ``Output``
+    carrying the final stats. ``worker_id``: run as that worker of a parallel pipeline
+    (:func:`changelake.pipeline.runner.run_pipeline` with ``worker=True``).
 
     Raises:
-        PipelineAlreadyRunningError: another run of the same pipeline holds the lock.
         Whatever the pipeline raised (a real failure, with its own message).
     """
     from changelake.pipeline.runner import run_pipeline
@@ -79,16 +81,31 @@ def run_supervised(
         try:
             box["stats"] = run_pipeline(
                 defn, until_caught_up=until_caught_up, max_duration_s=max_duration_s, stop=stop,
-                batch_size=batch_size, on_batch=on_batch,
+                batch_size=batch_size, on_batch=on_batch, worker=worker_id is not None, worker_id=worker_id,
             )
         except BaseException as exc:  # handed to the op's thread
             box["error"] = exc
         finally:
             events.put(_DONE)
 
-    with PipelineLock(default_state_dir(), defn.name, context.run.run_id), _stop_on_signals(stop, context.log):
+    beating = threading.Event()
+
+    def heartbeat() -> None:
+        while not beating.wait(HEARTBEAT_S):
+            try:
+                context.instance.add_run_tags(context.run_id, heartbeat_tags())
+            except Exception as exc:  # noqa: BLE001 - a missed beat is not a pipeline failure
+                context.log.warning(f"cannot write the run's heartbeat: {exc}")
+
+    first = heartbeat_tags()
+    if worker_id is None and PID_TAG not in context.run.tags:
+        first.update(process_tags())  # the one op runs in the run worker's process: name it
+    context.instance.add_run_tags(context.run_id, first)
+    with _stop_on_signals(stop, context.log):
         thread = threading.Thread(target=work, name=f"pipeline-{defn.name}", daemon=True)
         thread.start()
+        beat = threading.Thread(target=heartbeat, name=f"heartbeat-{defn.name}", daemon=True)
+        beat.start()
         try:
             while True:
                 try:
@@ -107,6 +124,7 @@ def run_supervised(
             if thread.is_alive():  # the op is being torn down early: stop the pipeline cleanly
                 stop.set()
             thread.join()
+            beating.set()
             reporter.close()
     if "error" in box:
         raise box["error"]

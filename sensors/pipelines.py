@@ -1,8 +1,9 @@
 """Sensors and schedules around the pipelines.
 
 * ``<job>_relaunch_if_dead``: brings back the long-running run of a pipeline when it *died* (it
-  failed, or its run worker vanished — the pipeline's lock tells); a run a person terminated stays
-  stopped, and a run that finished is left alone. The new run resumes from the stored position.
+  failed, or its run worker vanished — its heartbeat in the instance stopped, or the process it
+  names is gone, :mod:`sensors.liveness`); a run a person terminated stays stopped, and a run that
+  finished is left alone. The new run resumes from the stored position.
 * ``<pipeline>_lake_on_kafka_lag``: materializes the lake tables whose topics hold records the lake
   has not absorbed (only those tables), unless a run of that pipeline is active.
 * ``<job>_every_5_minutes``: a bounded ("until caught up") run of Pipeline 1 (MySQL -> Kafka).

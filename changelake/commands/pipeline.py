@@ -1,8 +1,17 @@
-"""``changelake pipeline run FILE.yaml [--until-caught-up] [--max-duration S]``.
+"""``changelake pipeline run FILE.yaml [--until-caught-up] [--max-duration S] [--worker [ID]]``.
 
 As Flink CDC's ``flink-cdc.sh FILE.yaml``: runs the pipeline through the same Dagster job the UI
-launches (one long-running op), in-process, on the Dagster instance of ``$DAGSTER_HOME``. Without
-``--until-caught-up`` it runs until stopped (Ctrl-C). Exits non-zero on failure.
+launches, on the Dagster instance of ``$DAGSTER_HOME`` (default ``$CHANGELAKE_STATE_DIR/dagster``): one
+long-running op in-process, or, with ``pipeline.parallelism: N``, N worker ops under Dagster's
+``multiprocess_executor``. Without ``--until-caught-up`` it runs until stopped (Ctrl-C). Exits
+non-zero on failure.
+
+``--worker [ID]`` runs ONE worker of a Kafka -> lake pipeline's consumer group, in-process, on
+any machine with its own state folder (``$CHANGELAKE_STATE_DIR``): start as many as you like,
+where you like; Kafka spreads the partitions over them and the lake's catalog serialises their
+commits. ``ID`` (default: this host's name) is the worker's stable ``group.instance.id``: give a
+replacement the id of the worker it replaces. Several workers of one pipeline are expected, so
+no running run blocks it.
 """
 
 from __future__ import annotations
@@ -26,38 +35,49 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     r.add_argument("file", type=Path)
     r.add_argument("--until-caught-up", action="store_true", help="stop once the source is caught up")
     r.add_argument("--max-duration", type=float, default=None, metavar="S", help="stop after S seconds")
+    r.add_argument("--worker", nargs="?", const="", default=None, metavar="ID",
+                   help="run one worker of the pipeline's consumer group (ID: its stable group.instance.id, "
+                        "default this host's name)")
     r.set_defaults(func=run)
 
 
-def run_pipeline_job(path: Path, until_caught_up: bool, max_duration_s: float | None = None):
-    """Execute the pipeline job of ``path`` in-process; returns Dagster's ExecuteInProcessResult."""
+def run_pipeline_job(path: Path, until_caught_up: bool, max_duration_s: float | None = None,
+                     worker_id: str | None = None):
+    """Execute the pipeline job of ``path`` (one op in-process, or its worker ops under the
+    multiprocess executor; ``worker_id``: one worker, in-process). The run is tagged with this
+    process (host, pid), so a restart right after this process died is not refused. Returns
+    Dagster's result (``success``, ``all_events``)."""
     import dagster as dg
 
     from assets.keys import job_name
     from changelake.pipeline.files import load_structure
-    from platform_defs.pipelines import build_pipeline_job
-    from resources.definitions import defs as resource_defs
+    from platform_defs.pipelines import cli_job, worker_count
+    from sensors.liveness import process_tags
 
     structure = load_structure(path)
-    job = build_pipeline_job(path.resolve())
-    defs = dg.Definitions(jobs=[job], resources=resource_defs().resources)
-    config = {"until_caught_up": until_caught_up}
+    config: dict = {"until_caught_up": until_caught_up}
     if max_duration_s is not None:
         config["max_duration_s"] = max_duration_s
-    return defs.resolve_job_def(job.name).execute_in_process(
-        run_config={
-            "ops": {f"run_{job_name(structure)}": {"config": config}},
-            "loggers": {"console": {"config": {"log_level": QUIET_LOG_LEVEL}}},
-        },
-        instance=dg.DagsterInstance.get(),
-        raise_on_error=False,
-    )
+    run_config = {
+        "ops": {f"run_{job_name(structure)}": {"config": config}},
+        "loggers": {"console": {"config": {"log_level": QUIET_LOG_LEVEL}}},
+    }
+    instance = dg.DagsterInstance.get()
+    if worker_id is None and worker_count(structure) > 1:
+        recon = dg.build_reconstructable_job(
+            "platform_defs.pipelines", "cli_job", reconstructable_args=(str(path.resolve()),),
+            reconstructor_working_directory=str(Path(__file__).resolve().parents[2]),
+        )
+        return dg.execute_job(recon, instance=instance, run_config=run_config, tags=process_tags(),
+                              raise_on_error=False)
+    job = cli_job(str(path.resolve()), worker_id)
+    return job.execute_in_process(run_config=run_config, instance=instance, tags=process_tags(), raise_on_error=False)
 
 
 def active_run_of(path: Path) -> str | None:
     """A message naming the queued or running Dagster run of this pipeline, or None.
 
-    A STARTED or CANCELING run whose worker died (its pipeline lock is free, see
+    A run that is dead (its process is gone, or its heartbeat stopped, see
     :func:`sensors.liveness.worker_gone`) does not block: it is marked failed (or canceled)
     in the instance, and a note goes to stderr."""
     import dagster as dg
@@ -91,15 +111,22 @@ def run(args: argparse.Namespace) -> int:
     if not args.file.is_file():
         print(f"error: pipeline file {str(args.file)!r} does not exist", file=sys.stderr)
         return 2
-    running = active_run_of(args.file)
-    if running:
-        print(f"error: {running}", file=sys.stderr)
-        return 1
-    result = run_pipeline_job(args.file, args.until_caught_up, args.max_duration)
-    for event in result.all_events:
-        if event.event_type_value == "STEP_OUTPUT" and event.step_output_data:
-            md = event.step_output_data.metadata
-            print(", ".join(f"{k}={v.value}" for k, v in md.items()))
+    worker_id = None
+    if args.worker is not None:
+        import socket
+
+        worker_id = args.worker or socket.gethostname()
+    else:
+        running = active_run_of(args.file)
+        if running:
+            print(f"error: {running}", file=sys.stderr)
+            return 1
+    result = run_pipeline_job(args.file, args.until_caught_up, args.max_duration, worker_id=worker_id)
+    outputs = [e for e in result.all_events if e.event_type_value == "STEP_OUTPUT" and e.step_output_data]
+    for event in outputs:  # one line per op: per worker for a parallel pipeline
+        md = event.step_output_data.metadata
+        line = ", ".join(f"{k}={v.value}" for k, v in md.items())
+        print(f"{event.step_key}: {line}" if len(outputs) > 1 else line)
     if not result.success:
         for line in failure_messages(result) or ["the run failed"]:
             print(f"error: {line}", file=sys.stderr)

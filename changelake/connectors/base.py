@@ -125,6 +125,11 @@ class LakeSink(Protocol):
     """
 
     options: Any
+    #: True when a commit checks the table's offsets inside the commit, so several workers (a
+    #: consumer group, possibly on several machines) may write one table.
+    multi_writer: bool
+    #: writes redone because another writer committed the table first (commit conflicts)
+    commit_redos: int
 
     def open(self) -> None:
         """Open the catalog."""
@@ -170,6 +175,9 @@ class LakeSink(Protocol):
     def read_table(self, table_id: TableId, columns: Sequence[str] | None = None) -> Any:
         """Every current row of the lake table as a ``pyarrow.Table`` (a full scan). Raises the
         lake's sink error when the table or a column does not exist."""
+
+    def write_checkpoint_entries(self, pipeline: str, offsets: Mapping[str, int], writer: str = ...) -> None:
+        """Store ``writer``'s checkpoint entry per partition (a parallel worker's, no read-modify-write)."""
 
 
 @runtime_checkable

@@ -65,12 +65,12 @@ def read_lake_checkpoint(sink: Any, pipeline: str) -> dict[str, int]:
 
 
 def write_lake_checkpoint(sink: Any, pipeline: str, offsets: Mapping[str, int], *, merge: bool = False) -> None:
-    """Store the checkpoint where :func:`read_lake_checkpoint` finds it; with ``merge`` (parallel
-    workers) each partition keeps the larger of the stored and the given offset."""
+    """Store the checkpoint where :func:`read_lake_checkpoint` finds it; with ``merge`` (a parallel
+    worker) as one entry per partition, each written on its own (the read takes the larger)."""
     if merge:
-        stored = read_lake_checkpoint(sink, pipeline)
-        offsets = {**stored, **{k: max(v, stored.get(k, 0)) for k, v in offsets.items()}}
-    sink.write_checkpoint(pipeline, offsets)
+        sink.write_checkpoint_entries(pipeline, offsets)
+    else:
+        sink.write_checkpoint(pipeline, offsets)
 
 
 def kafka_lag(defn: PipelineDefinition, timeout_s: float = 10.0) -> dict[str, tuple[int, int]]:

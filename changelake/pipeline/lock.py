@@ -1,9 +1,9 @@
-"""One running instance per pipeline on this machine: an exclusive lock held for the whole run.
+"""One in-process asset materialization per pipeline on this machine: an exclusive lock.
 
-Dagster's run queue keeps UI, schedule and sensor launches of a pipeline apart (pools and run-tag
-limits in the instance config); this lock covers what does not go through the queue (``changelake
-pipeline run`` executes in-process) and lets a watcher tell a live run from a dead one: the
-operating system drops the lock when the process that held it dies, even after ``kill -9``.
+Only the lake assets' materialization (``assets/lake.py``) still takes it, to keep two of them on
+one machine apart. Nothing on the scale-out path uses it, and dead runs are not found through it:
+Dagster's run queue keeps launches apart (pools and run-tag limits), and a run's heartbeat in the
+instance tells a live run from a dead one on any machine (:mod:`sensors.liveness`).
 
 The lock file ``<state>/locks/<pipeline>.lock`` records who holds it (JSON: ``run_id``, ``pid``,
 ``host``, ``since``), so a refused second run names the running one.
@@ -16,19 +16,16 @@ import json
 import os
 import socket
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, ContextManager, Iterator
+from typing import Any
 
 from changelake.errors import ChangelakeError
 
 __all__ = [
-    "CheckpointLockTimeoutError",
     "PipelineAlreadyRunningError",
     "PipelineLock",
     "LockHolder",
-    "checkpoint_lock",
     "lock_path",
     "probe_lock",
 ]
@@ -45,16 +42,6 @@ class PipelineAlreadyRunningError(ChangelakeError):
         super().__init__(message)
         self.pipeline = pipeline
         self.holder = holder
-
-
-class CheckpointLockTimeoutError(ChangelakeError):
-    """A parallel worker waited too long for the lock of its pipeline's shared checkpoint (another
-    worker held it through a stalled catalog call). The lake tables hold the data; the checkpoint
-    only lags, so a restart re-reads records the tables skip."""
-
-    def __init__(self, message: str, *, pipeline: str) -> None:
-        super().__init__(message)
-        self.pipeline = pipeline
 
 
 @dataclass(frozen=True)
@@ -152,43 +139,3 @@ class PipelineLock:
             fcntl.flock(self._file.fileno(), fcntl.LOCK_UN)
             self._file.close()
             self._file = None
-
-
-def checkpoint_lock(state_dir: Path, pipeline: str, wait_s: float = 120.0) -> Callable[[], ContextManager[None]]:
-    """A factory of exclusive holds on ``<state_dir>/locks/checkpoint/<pipeline>.lock``, for the
-    read-merge-write of a checkpoint shared by ``pipeline.parallelism`` worker processes of one
-    machine (:class:`~changelake.connectors.lake.offsets_sink.LakeOffsetsSink` with ``merge``).
-
-    Without it two workers' merges interleave (both read, both write) and the later write drops
-    the earlier one's advance for good when that worker commits nothing afterwards. The operating
-    system drops the hold of a process that dies (even ``kill -9``), so a killed worker never
-    blocks the others.
-
-    Each hold waits up to ``wait_s`` seconds, then raises :class:`CheckpointLockTimeoutError`
-    (names the pipeline and the lock file).
-    """
-    path = Path(state_dir) / "locks" / "checkpoint" / lock_path(Path("."), pipeline).name
-
-    @contextmanager
-    def hold() -> Iterator[None]:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a+") as f:
-            deadline = time.monotonic() + wait_s
-            while True:
-                try:
-                    fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise CheckpointLockTimeoutError(
-                            f"pipeline '{pipeline}': waited {wait_s:.0f} s for the shared checkpoint's lock {path} "
-                            "(another worker holds it); the checkpoint lags, the lake tables hold the data",
-                            pipeline=pipeline,
-                        ) from None
-                    time.sleep(0.01)
-            try:
-                yield
-            finally:
-                fcntl.flock(f.fileno(), fcntl.LOCK_UN)
-
-    return hold

@@ -9,8 +9,9 @@ position with the data). This module only pairs them:
   :class:`~changelake.connectors.lake.position_sink.LakePositionSink`, directly as Flink CDC does;
 * a partitioned source (``kafka``, through :class:`~changelake.connectors.lake.partitioned_source.PartitionedSource`)
   feeds a lake through :class:`~changelake.connectors.lake.offsets_sink.LakeOffsetsSink`;
-  ``pipeline.parallelism`` N > 1 runs N such loops as worker processes in one consumer group
-  (:mod:`changelake.pipeline.scale_out`).
+  with ``worker=True`` the loop is one of ``pipeline.parallelism`` workers in one consumer group,
+  placed and restarted by Dagster or by whoever runs ``changelake pipeline run --worker``
+  (:mod:`changelake.pipeline.scale_out`). Without it one process reads every partition.
 
 A run is unbounded (until ``stop`` is set or the process is terminated) or bounded:
 ``until_caught_up`` stops once the source has delivered everything that existed when it last
@@ -72,6 +73,7 @@ def run_pipeline(
     batch_size: int = 2000,
     on_batch: BatchCallback | None = None,
     worker: bool = False,
+    worker_id: str | None = None,
 ) -> RunStats:
     """Run ``defn``: its source and sink come from the connector registry by ``type``.
 
@@ -81,13 +83,16 @@ def run_pipeline(
         stop: stop once this event is set.
         batch_size: records or events per poll (2000).
         on_batch: called once per durable commit (:data:`~changelake.pipeline.loop.BatchCallback`).
-        worker: run as one of ``pipeline.parallelism`` workers of a partitioned source (joins the
-            consumer group, merges its offsets into the shared checkpoint).
+        worker: run as one of ``pipeline.parallelism`` workers of a partitioned source: join the
+            consumer group, start each assigned partition at its checkpoint entry, store entries
+            for the partitions it advanced (:mod:`changelake.pipeline.scale_out`).
+        worker_id: with ``worker``: a stable name of this worker (e.g. ``0``, or a pod name),
+            giving it static group membership (``group.instance.id``).
 
     Raises:
         OptionValidationError: an unknown connector type (the registered ones are listed), a
-            connector used on the wrong side, a partitioned source with a non-lake sink, or
-            invalid options.
+            connector used on the wrong side, a partitioned source with a non-lake sink, a worker
+            whose lake sink does not take several writers, or invalid options.
         PipelineDataError: a change event the sink cannot apply (e.g. a lake table without
             primary key; names table and, from Kafka, topic, partition and offset).
         ChangelakeError subclasses from the connectors (source gone, delivery failed, a bad record
@@ -102,13 +107,12 @@ def run_pipeline(
             "supported; supported pairs: " + ", ".join(f"{a} -> {b}" for a, b in supported_pairs()),
             option="type",
         )
-    if partitioned and not worker:
-        from changelake.pipeline.scale_out import parallelism, run_workers
+    worker = worker and partitioned
+    if worker:
+        from changelake.pipeline.scale_out import as_worker
 
-        if parallelism(defn) > 1:
-            return run_workers(defn, until_caught_up=until_caught_up, max_duration_s=max_duration_s, stop=stop,
-                               batch_size=batch_size, on_batch=on_batch)
-    sink = build_changelog_sink(defn, partitioned=partitioned, merge=worker)
+        defn = as_worker(defn, worker_id)
+    sink = build_changelog_sink(defn, partitioned=partitioned, merge=worker, writer=worker_id)
 
     def make_source(stored: Mapping[str, Any] | None) -> Any:
         source = find_factory(defn.source_type).create_source(
@@ -129,20 +133,27 @@ def run_pipeline(
     )
 
 
-def build_changelog_sink(defn: PipelineDefinition, *, partitioned: bool = False, merge: bool = False) -> ChangelogSink:
+def build_changelog_sink(defn: PipelineDefinition, *, partitioned: bool = False, merge: bool = False,
+                         writer: str | None = None) -> ChangelogSink:
     """The unopened sink of a pipeline, built by the registry from ``sink.type``; a lake sink
     (``iceberg``, ``paimon``) is wrapped in :class:`LakePositionSink` (positioned source) or
-    :class:`LakeOffsetsSink` (``partitioned`` source; ``merge``: a parallel worker's, whose stores of
-    the shared checkpoint take turns under :func:`~changelake.pipeline.lock.checkpoint_lock`)."""
+    :class:`LakeOffsetsSink` (``partitioned`` source; ``merge``: a parallel worker's, which stores
+    its own per-partition checkpoint entries, named by ``writer``).
+
+    Raises:
+        OptionValidationError: ``merge`` with a lake sink that does not declare ``multi_writer``
+            (its commits cannot check the table's offsets inside the commit).
+    """
     sink = find_factory(defn.sink_type).create_sink(defn.options("sink"), ConnectorContext(defn.name))
     if isinstance(sink, LakeSink):
         if partitioned:
-            if not merge:
-                return LakeOffsetsSink(sink, defn.name)
-            from changelake.pipeline.lock import checkpoint_lock
-            from changelake.state_dir import default_state_dir
-
-            return LakeOffsetsSink(sink, defn.name, merge=True, merge_lock=checkpoint_lock(default_state_dir(), defn.name))
+            if merge and not sink.multi_writer:
+                raise OptionValidationError(
+                    f"pipeline '{defn.name}': sink type '{defn.sink_type}' does not take several writers (its commits "
+                    "cannot check the table's offsets inside the commit); run it with pipeline.parallelism: 1",
+                    option="parallelism",
+                )
+            return LakeOffsetsSink(sink, defn.name, merge=merge, writer=writer)
         return LakePositionSink(sink, defn.name)
     if isinstance(sink, ChangelogSink):
         return sink

@@ -1,5 +1,5 @@
 """A real instance with the daemon (``changelake dev``): ``kill -9`` of a pipeline's run worker ->
-the relaunch sensor sees the pipeline's lock released, marks the run failed and starts a new one
+the relaunch sensor sees the process named by the run's tags gone, marks the run failed and starts a new one
 -> it resumes with nothing lost and nothing twice. A run a person terminates stays stopped."""
 
 from __future__ import annotations
@@ -74,7 +74,6 @@ def test_kill_9_of_a_run_worker_is_relaunched_and_resumes_exactly_once(tmp_path,
     env = service_env(tmp_path, mysql_params, kafka_bootstrap, tmp_path / "pipelines")
     server = DagsterDev(env, free_port(), tmp_path / "dagster-dev.log")
     job, op = f"p1_{db}", f"run_p1_{db}"
-    lock = tmp_path / "state" / "locks" / f"p1-{db}.lock"
     try:
         server.wait_ready()
         launched = server.graphql(LAUNCH, {"p": {
@@ -93,9 +92,9 @@ def test_kill_9_of_a_run_worker_is_relaunched_and_resumes_exactly_once(tmp_path,
         _insert(mysql_params, db, range(11, 21))
         time.sleep(3)
 
-        worker = json.loads(lock.read_text())
-        assert worker["run_id"] == first
-        os.kill(worker["pid"], signal.SIGKILL)  # the run worker dies mid-stream
+        tags = next({t["key"]: t["value"] for t in r["tags"]} for r in server.runs(job) if r["runId"] == first)
+        assert tags.get("changelake/heartbeat"), tags  # the op beats into the instance
+        os.kill(int(tags["changelake/pid"]), signal.SIGKILL)  # the run worker dies mid-stream
         _insert(mysql_params, db, range(21, 31))  # changes while nobody captures
 
         # The sensor marks the dead run failed and starts a new one (within about a minute).

@@ -48,13 +48,20 @@ def test_no_run_yet_is_not_a_death():
         assert not result.run_requests and "no run of streaming_job yet" in result.skip_message
 
 
-def test_skips_while_a_run_is_active(tmp_path):
-    from changelake.pipeline.lock import PipelineLock
+def test_skips_while_a_run_is_active():
+    from sensors.liveness import heartbeat_tags
 
     with dg.instance_for_test() as instance:
         run = _run(instance, "PIPELINE_START")
-        with PipelineLock(tmp_path, "streaming", run.run_id):
-            result = _tick(instance)
+        instance.add_run_tags(run.run_id, heartbeat_tags())  # its op beats
+        result = _tick(instance)
+        assert not result.run_requests and "is running" in result.skip_message
+
+
+def test_a_just_started_run_without_a_beat_yet_is_alive():
+    with dg.instance_for_test() as instance:
+        _run(instance, "PIPELINE_START")
+        result = _tick(instance)
         assert not result.run_requests and "is running" in result.skip_message
 
 
@@ -86,15 +93,30 @@ def test_a_failed_bounded_run_is_not_relaunched():
         assert "bounded" in _tick(instance).skip_message
 
 
-def test_a_started_run_whose_worker_is_gone_is_marked_failed_and_relaunched(tmp_path):
-    from changelake.pipeline.lock import lock_path
+def test_a_started_run_whose_worker_is_gone_is_marked_failed_and_relaunched():
+    import socket
+
+    from sensors.liveness import HOST_TAG, PID_TAG, heartbeat_tags
 
     with dg.instance_for_test() as instance:
         run = _run(instance, "PIPELINE_START")
-        path = lock_path(tmp_path, "streaming")
-        path.parent.mkdir(parents=True)
-        # the worker took the lock, then died (kill -9): the file stays, nobody holds the lock
-        path.write_text(json.dumps({"run_id": run.run_id, "pid": 999999, "host": "h", "since": 0}))
+        # its op beat a moment ago, then its process was killed (kill -9): dead at once on this host
+        instance.add_run_tags(run.run_id, {**heartbeat_tags(), HOST_TAG: socket.gethostname(), PID_TAG: "999999"})
         (request,) = _tick(instance).run_requests
         assert instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.FAILURE
+        assert request.tags[RELAUNCHED_FROM_TAG] == run.run_id
+
+
+def test_a_run_on_another_machine_whose_heartbeat_stopped_is_marked_failed_and_relaunched():
+    import time
+
+    from sensors.liveness import HEARTBEAT_TIMEOUT_S, HOST_TAG, PID_TAG, heartbeat_tags
+
+    with dg.instance_for_test() as instance:
+        run = _run(instance, "PIPELINE_START")
+        instance.add_run_tags(run.run_id, {**heartbeat_tags(time.time() - HEARTBEAT_TIMEOUT_S - 5),
+                                           HOST_TAG: "another-machine", PID_TAG: "1"})
+        (request,) = _tick(instance).run_requests
+        failed = instance.get_run_by_id(run.run_id)
+        assert failed.status == dg.DagsterRunStatus.FAILURE
         assert request.tags[RELAUNCHED_FROM_TAG] == run.run_id

@@ -8,8 +8,10 @@ batch) is the property :data:`CHECKPOINT_KEY` of the namespace :data:`PIPELINE_N
 
 from __future__ import annotations
 
+import random
 import time
 from pathlib import Path
+from typing import Mapping
 from urllib.parse import urlparse
 
 from pyiceberg.catalog import Catalog, load_catalog
@@ -24,6 +26,8 @@ __all__ = [
     "open_catalog",
     "ensure_namespace",
     "PIPELINE_NAMESPACE",
+    "read_namespace_properties",
+    "write_namespace_properties",
     "CHECKPOINT_KEY",
     "read_namespace_property",
     "write_namespace_property",
@@ -136,6 +140,31 @@ def read_namespace_property(catalog: Catalog, key: str) -> str | None:
 
 def write_namespace_property(catalog: Catalog, key: str, value: str) -> None:
     """Set property ``key`` of namespace :data:`PIPELINE_NAMESPACE` (created if missing)."""
+    write_namespace_properties(catalog, {key: value})
+
+
+def read_namespace_properties(catalog: Catalog, prefix: str) -> dict[str, str]:
+    """The properties of namespace :data:`PIPELINE_NAMESPACE` whose key starts with ``prefix``."""
+    from pyiceberg.exceptions import NoSuchNamespaceError
+
+    try:
+        props = catalog.load_namespace_properties(PIPELINE_NAMESPACE)
+    except NoSuchNamespaceError:
+        return {}
+    return {str(k): str(v) for k, v in props.items() if str(k).startswith(prefix)}
+
+
+def write_namespace_properties(catalog: Catalog, values: Mapping[str, str]) -> None:
+    """Set several properties of namespace :data:`PIPELINE_NAMESPACE` in one catalog call; each
+    key is set on its own (the catalog updates the given keys only). Retried a few times when a
+    concurrent writer of the same key or the catalog's database makes it fail (parallel workers)."""
     ensure_namespace(catalog, PIPELINE_NAMESPACE)
-    catalog.update_namespace_properties(PIPELINE_NAMESPACE, updates={key: value})
+    for attempt in range(_OPEN_ATTEMPTS):
+        try:
+            catalog.update_namespace_properties(PIPELINE_NAMESPACE, updates=dict(values))
+            return
+        except Exception as exc:  # SQL catalogs raise their driver's IntegrityError / OperationalError
+            if attempt + 1 == _OPEN_ATTEMPTS or type(exc).__name__ not in ("IntegrityError", "OperationalError"):
+                raise
+            time.sleep(random.uniform(0.05, 0.3) * (attempt + 1))
 

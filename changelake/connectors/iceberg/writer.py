@@ -23,6 +23,7 @@ larger, less frequent commits are cheaper (``commit.max-rows``).
 
 from __future__ import annotations
 
+import random
 import time
 import uuid
 import warnings
@@ -39,10 +40,13 @@ from changelake.connectors.iceberg.catalog import (
     PIPELINE_NAMESPACE,
     ensure_namespace,
     open_catalog,
+    read_namespace_properties,
     read_namespace_property,
     validate_sql_catalog_uri,
+    write_namespace_properties,
     write_namespace_property,
 )
+from changelake.connectors.iceberg.commit import MULTI_WRITER_RETRIES, OffsetsCheckedTransaction
 from changelake.connectors.iceberg.errors import IcebergCommitError, IcebergSinkError
 from changelake.connectors.iceberg.evolve import apply_evolution, iceberg_schema_of, plan_evolution
 from changelake.connectors.iceberg.key_bounds import key_ranges, possibly_present
@@ -57,7 +61,6 @@ __all__ = ["WriteResult", "IcebergSink", "open_catalog", "validate_sql_catalog_u
            "read_namespace_property", "write_namespace_property"]
 
 
-_COMMIT_ATTEMPTS = 5
 
 
 class IcebergSink(LakeTableSink):
@@ -75,11 +78,15 @@ class IcebergSink(LakeTableSink):
                        schema, {"shop.customers/0": 1})
             sink.committed_offsets(TableId("shop", "customers"))   # {"shop.customers/0": 1}
 
-    One process should write a table at a time (SQLite catalogs are for development); pyiceberg
-    retries commits that lose a race and re-validates them.
+    Several writers may commit one table (parallel workers, on several machines with a shared
+    catalog: PostgreSQL, REST; SQLite is for one machine): a commit that lost a race is retried by
+    pyiceberg only while the table's offsets are the planned ones, otherwise redone by the sink
+    against the winner's offsets (:mod:`changelake.connectors.iceberg.commit`).
     """
 
     options: IcebergSinkOptions
+    #: Commits check the table's offsets inside the commit (:mod:`changelake.connectors.iceberg.commit`).
+    multi_writer = True
 
     def __init__(self, options: IcebergSinkOptions) -> None:
         super().__init__(options)
@@ -113,6 +120,14 @@ class IcebergSink(LakeTableSink):
     def write_pipeline_property(self, key: str, value: str) -> None:
         """Store a pipeline property (one namespace-properties update; creates the namespace)."""
         write_namespace_property(self.catalog, key, value)
+
+    def read_pipeline_properties(self, prefix: str) -> dict[str, str]:
+        """The pipeline properties whose key starts with ``prefix``."""
+        return read_namespace_properties(self.catalog, prefix)
+
+    def write_pipeline_properties(self, values: Mapping[str, str]) -> None:
+        """Store several pipeline properties in one namespace-properties update (per key, no read)."""
+        write_namespace_properties(self.catalog, values)
 
     # -- tables --------------------------------------------------------------------------------
     def identifier(self, table_id: TableId) -> tuple[str, str]:
@@ -168,7 +183,7 @@ class IcebergSink(LakeTableSink):
             table = self.catalog.create_table_if_not_exists(
                 self.identifier(table_id),
                 schema=iceberg_schema_of(schema, table=name),
-                properties=dict(self.options.table_properties),
+                properties={"commit.retry.num-retries": str(MULTI_WRITER_RETRIES), **self.options.table_properties},
             )
             self._tables[self.identifier(table_id)] = table
         changes = plan_evolution(table.schema(), schema, table=name)
@@ -202,18 +217,22 @@ class IcebergSink(LakeTableSink):
             IcebergTypeError: a value does not fit its column (names table and column).
             SchemaEvolutionError, IcebergSinkError: see :meth:`ensure_table`.
             IcebergCommitError: the commit failed; nothing was written. A commit that lost a race
-                with another writer of the table (``CommitFailedException``: parallel workers
-                during a rebalance) is redone from the refreshed table up to 5 times first:
-                Iceberg's optimistic concurrency, with the batch re-filtered against the offsets
-                the winner committed.
+                with another writer of the table (``CommitFailedException``, or pyiceberg's
+                ``ValidationException`` when a rebased delete meets the winner's files; parallel
+                workers, a handover) is redone from the refreshed table, re-filtered against the
+                offsets the winner committed, up to ``commit.retry.num-retries`` (table property,
+                default 20) times first: Iceberg's optimistic concurrency with the offsets checked
+                inside the commit (:mod:`changelake.connectors.iceberg.commit`).
         """
-        for attempt in range(_COMMIT_ATTEMPTS):
+        attempts = int(self.options.table_properties.get("commit.retry.num-retries", MULTI_WRITER_RETRIES)) + 1
+        for attempt in range(attempts):
             try:
                 return super().write(table_id, rows, schema, offsets)
             except IcebergCommitError as exc:
-                if attempt + 1 == _COMMIT_ATTEMPTS or not isinstance(exc.__cause__, CommitFailedException):
+                if attempt + 1 == attempts or not isinstance(exc.__cause__, (CommitFailedException, ValidationException)):
                     raise
-                time.sleep(0.05 * (attempt + 1))
+                self.commit_redos += 1
+                time.sleep(random.uniform(0.02, 0.1) * (attempt + 1))  # jitter: writers do not retry in step
         raise AssertionError("unreachable")
 
     def _commit_batch(
@@ -249,7 +268,8 @@ class IcebergSink(LakeTableSink):
         try:
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="Delete operation did not match any records")
-                with table.transaction() as tx:
+                # planned against the offsets the batch was filtered with (read from this same metadata)
+                with OffsetsCheckedTransaction(table, read_committed_offsets(table)) as tx:
                     if delete_filter is not None:
                         tx.delete(delete_filter, snapshot_properties=props)
                     if survivors is not None and survivors.num_rows:

@@ -194,9 +194,12 @@ class KafkaPipelineSource:
         conf.setdefault("auto.offset.reset", "earliest")
         conf.setdefault("session.timeout.ms", 10000)
         conf.setdefault("heartbeat.interval.ms", 1000)
-        # Round-robin over all partitions of all topics: the default range assignor gives partition
-        # 0 of every topic to one member, so one-partition table topics would all land on one worker.
-        conf.setdefault("partition.assignment.strategy", "roundrobin")
+        # Cooperative (incremental) rebalancing: a member joining or leaving moves only the partitions
+        # that change owner, the others keep running (the eager assignors stop every member). Sticky
+        # round-robin over all partitions of all topics (the range assignor would give partition 0 of
+        # every topic to one member). A stable ``group.instance.id`` (static membership, set per
+        # worker by the runner) lets a restarted worker take its partitions back without a rebalance.
+        conf.setdefault("partition.assignment.strategy", "cooperative-sticky")
         conf["enable.auto.commit"] = False
         conf["enable.auto.offset.store"] = False
         conf["enable.partition.eof"] = True
@@ -207,28 +210,31 @@ class KafkaPipelineSource:
         self._in_group = True
 
         def on_assign(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+            # Incremental: ``partitions`` are the ones added to this member's assignment.
             tps = [(str(p.topic), int(p.partition)) for p in partitions]
-            offsets = start_offsets(tps)
+            offsets = start_offsets(tps) if tps else {}
             assignment = []
             for tp in tps:
                 low, high = consumer.get_watermark_offsets(TopicPartition(*tp), timeout=self._timeout_s)
                 off = max(low, min(int(offsets.get(tp, low)), high))
                 self._pos[tp], self._end[tp] = off, high
                 assignment.append(TopicPartition(tp[0], tp[1], off))
-            consumer.assign(assignment)
-            self._assigned = tps
-            self._paused.clear()
+            consumer.incremental_assign(assignment)
+            self._assigned = [tp for tp in self._assigned if tp not in tps] + tps
+            self._paused.difference_update(tps)
             self._group_assigned = True
             log.info("group %s: assigned %s", self.group_id, {f"{t}/{p}": self._pos[(t, p)] for t, p in tps})
 
         def on_revoke(consumer: Consumer, partitions: list[TopicPartition]) -> None:
-            for p in partitions:
-                tp = (str(p.topic), int(p.partition))
+            revoked = [(str(p.topic), int(p.partition)) for p in partitions]
+            for tp in revoked:
                 self._pos.pop(tp, None)
                 self._end.pop(tp, None)
-            self._assigned = []
-            consumer.unassign()
-            log.info("group %s: revoked %s", self.group_id, [f"{p.topic}/{p.partition}" for p in partitions])
+                self._paused.discard(tp)
+            self._assigned = [tp for tp in self._assigned if tp not in revoked]
+            if revoked:
+                consumer.incremental_unassign(partitions)
+            log.info("group %s: revoked %s", self.group_id, [f"{t}/{p}" for t, p in revoked])
 
         topics: list[str] = (
             ["^" + opts.topic_pattern.pattern] if opts.topic_pattern is not None else list(opts.topics)

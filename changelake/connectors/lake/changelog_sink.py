@@ -49,7 +49,8 @@ class LakeChangelogSink(BufferedSink, ReportsMetrics):
 
     Attributes:
         metrics: ``events`` written, ``commits`` (checkpoints stored), ``table_commits`` and
-            ``replays_skipped`` (table commits skipped as replays, after a crash).
+            ``replays_skipped`` (table commits skipped as replays, after a crash) and
+            ``commit_redos`` (table writes redone after losing a commit race to another writer).
     """
 
     #: A lake table keeps the final image per key: every row kind is accepted.
@@ -68,7 +69,8 @@ class LakeChangelogSink(BufferedSink, ReportsMetrics):
         self._pending: dict[str, Any] | None = None  # a position given to commit(), not yet in the lake
         self._uncommitted = False  # events written since the last commit()
         self._open = False
-        self.metrics: dict[str, int] = {"events": 0, "commits": 0, "table_commits": 0, "replays_skipped": 0}
+        self.metrics: dict[str, int] = {"events": 0, "commits": 0, "table_commits": 0, "replays_skipped": 0,
+                                        "commit_redos": 0}
 
     # -- the subclass's part ----------------------------------------------------------------------
     def _locate(self, event: DataChangeEvent) -> tuple[str, int, int]:
@@ -168,6 +170,7 @@ class LakeChangelogSink(BufferedSink, ReportsMetrics):
         skipped = sum(1 for r in results if getattr(r, "skipped", False))
         self.metrics["table_commits"] += len(results) - skipped
         self.metrics["replays_skipped"] += skipped
+        self.metrics["commit_redos"] = self.lake.commit_redos
         if self._pending is not None and self._checkpoint_moved():
             self._store(self._pending)
             self.metrics["commits"] += 1

@@ -8,12 +8,15 @@ record's offset; every table commit stores the next offset per ``topic/partition
 checkpoint stores the source position: the next offset per ``topic/partition``, e.g.
 ``{"orders/0": 42, "orders/1": 7}`` (the lake's :meth:`read_checkpoint`/:meth:`write_checkpoint`).
 A restart seeks there and each table skips what its own snapshots say it already holds.
+
+Parallel workers (``merge``) share no read-modify-write state: each stores one checkpoint entry
+per partition it advanced (:meth:`~changelake.connectors.lake.sink.LakeTableSink.write_checkpoint_entries`),
+after its tables committed, and reads the entries of the partitions the group assigns it.
 """
 
 from __future__ import annotations
 
-from contextlib import nullcontext
-from typing import Any, Callable, ContextManager, Mapping
+from typing import Any, Mapping
 
 from changelake.changelog.event import DataChangeEvent
 from changelake.connectors.base import LakeSink
@@ -30,14 +33,12 @@ class LakeOffsetsSink(LakeChangelogSink):
     Args:
         lake: an unopened ``IcebergSink`` or ``PaimonSink``.
         pipeline: the pipeline name (names the checkpoint).
-        merge: parallel workers share one checkpoint: each store reads it, keeps per partition
-            the larger of the stored and the own offset, and writes it back, all under
-            ``merge_lock``; it never runs ahead of the lake (every worker stores only offsets its
-            tables committed), and holds every worker's stored offsets.
-        merge_lock: with ``merge``: makes a hold that excludes every other worker's store of this
-            checkpoint (e.g. :func:`changelake.pipeline.lock.checkpoint_lock`). Without it two
-            workers' read-merge-writes can interleave and the later write drops the earlier one's
-            advance; the checkpoint then lags (a restart re-reads records the tables skip).
+        merge: a parallel worker (one of ``pipeline.parallelism``, possibly on another machine):
+            it stores its own checkpoint entry per partition whose offset moved, written on its
+            own (no read, no lock); the checkpoint is the largest entry per partition, so no
+            worker undoes another's advance and a worker that lost a partition (a zombie) cannot
+            pull it back. Entries name only offsets the worker's tables absorbed.
+        writer: with ``merge``: the worker's stable id (names its entries; default ``worker``).
 
     Commits when ``commit.max-rows`` rows are buffered, ``commit.interval`` passed since the first
     uncommitted write, the source is idle (the topics are drained for now), or the run stops.
@@ -51,11 +52,11 @@ class LakeOffsetsSink(LakeChangelogSink):
     FLUSH_WHEN_IDLE = True
     _from_kafka = True
 
-    def __init__(self, lake: LakeSink, pipeline: str, *, merge: bool = False,
-                 merge_lock: Callable[[], ContextManager[Any]] | None = None) -> None:
+    def __init__(self, lake: LakeSink, pipeline: str, *, merge: bool = False, writer: str | None = None) -> None:
         super().__init__(lake, pipeline)
         self.merge = merge
-        self._merge_lock = merge_lock or nullcontext
+        self.writer = writer or "worker"
+        self._entries: dict[str, int] = {}  # a worker's entries as it last stored them
 
     def _load(self) -> None:
         # A parallel worker's own view starts empty: it reads the shared checkpoint when the group
@@ -87,11 +88,7 @@ class LakeOffsetsSink(LakeChangelogSink):
         if not self.merge:
             self.lake.write_checkpoint(self.pipeline, offsets)
             return
-        # Read-merge-write under the workers' lock: unlocked, another worker's write based on an
-        # older read would drop this advance (and nothing re-stores it if this worker's position
-        # moves no further, e.g. at stop).
-        with self._merge_lock():
-            stored = self.lake.read_checkpoint(self.pipeline)
-            if all(stored.get(k, -1) >= v for k, v in offsets.items()):
-                return
-            self.lake.write_checkpoint(self.pipeline, {**stored, **{k: max(v, stored.get(k, 0)) for k, v in offsets.items()}})
+        moved = {k: v for k, v in offsets.items() if self._entries.get(k) != v}
+        if moved:
+            self.lake.write_checkpoint_entries(self.pipeline, moved, self.writer)
+            self._entries.update(moved)

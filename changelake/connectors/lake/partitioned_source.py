@@ -37,7 +37,9 @@ class PartitionedSource(PartitionedChangelogSource, RejectsRecords, ReportsBadRe
         start: the stored checkpoint, ``{"topic/partition": next offset}``; partitions not in it
             start as ``scan.startup.mode`` says.
         group_start: for a parallel worker: join the consumer group and start each assigned
-            partition at the checkpoint this returns at assignment (then ``start`` is ignored).
+            partition at the checkpoint this returns at assignment (then ``start`` is ignored);
+            the position then covers the currently assigned partitions only, each from where
+            its assignment started (a partition handed away and back starts afresh).
         discover: re-list topics and partitions every ``scan.topic-partition-discovery.interval``
             (unbounded runs; a bounded run stops at the ends seen at open).
     """
@@ -65,7 +67,13 @@ class PartitionedSource(PartitionedChangelogSource, RejectsRecords, ReportsBadRe
         """Assign and seek (or join the group). Raises KafkaUnavailableError, SourceError."""
         if self._group_start is not None:
             group_start = self._group_start
-            self.source.open_group(lambda tps: {split_topic_partition(k): v for k, v in group_start().items()})
+
+            def start_assigned(tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+                for topic, partition in tps:  # polled before a revoke: not this assignment's
+                    self._position.pop(topic_partition(topic, partition), None)
+                return {split_topic_partition(k): v for k, v in group_start().items()}
+
+            self.source.open_group(start_assigned)
         else:
             self.source.open(start_offsets={split_topic_partition(k): v for k, v in self._start.items()} or None)
 
@@ -92,9 +100,12 @@ class PartitionedSource(PartitionedChangelogSource, RejectsRecords, ReportsBadRe
         """Next offset per ``topic/partition`` after everything returned (dead-letter copies of
         rejected records are acknowledged first, so no position moves past an unsent copy)."""
         self.source.flush_dead_letters()
-        for (topic, partition), pos in self.source.positions().items():
+        assigned = self.source.positions()
+        for (topic, partition), pos in assigned.items():
             tp = topic_partition(topic, partition)
             self._position[tp] = max(self._position.get(tp, 0), pos)
+        if self._group_start is not None:  # a worker: only what the group assigns it now
+            return {tp: off for tp, off in self._position.items() if split_topic_partition(tp) in assigned}
         return dict(self._position)
 
     def caught_up(self) -> bool:

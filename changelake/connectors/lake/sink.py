@@ -87,9 +87,14 @@ class LakeTableSink:
 
     #: Pipeline property holding a Kafka -> lake pipeline's checkpoint; ``{pipeline}`` is its name.
     CHECKPOINT_KEY = "pipeline.{pipeline}.kafka-offsets"
+    #: Several writers may commit one table (the commit checks the table's offsets inside the
+    #: commit); a table format that can says so.
+    multi_writer = False
 
     def __init__(self, options: Any) -> None:
         self.options = options
+        #: writes redone because another writer committed the table first (commit conflicts)
+        self.commit_redos = 0
         self._catalog: Any = None
         self._buffers: dict[TableId, _Buffer] = {}
 
@@ -266,12 +271,38 @@ class LakeTableSink:
         buffer = self._buffers.pop(table_id)
         return self.write(table_id, buffer.rows, buffer.schema, buffer.offsets)
 
-    # -- pipeline checkpoint -------------------------------------------------------------------
+    # -- pipeline checkpoint ---------------------------------------------------------------------
+    def read_pipeline_properties(self, prefix: str) -> dict[str, str]:
+        """Every pipeline property whose key starts with ``prefix`` (key -> value)."""
+        raise NotImplementedError
+
+    def write_pipeline_properties(self, values: Mapping[str, str]) -> None:
+        """Store several pipeline properties at once; each key is set on its own (no read of the
+        others), so writers of different keys never undo each other."""
+        for key, value in values.items():
+            self.write_pipeline_property(key, value)
+
+    def _entry_prefix(self, pipeline: str) -> str:
+        return self.CHECKPOINT_KEY.format(pipeline=pipeline) + "@"
+
     def read_checkpoint(self, pipeline: str) -> dict[str, int]:
         """Offsets every lake table of ``pipeline`` had absorbed at its last completed batch;
-        ``{}`` on the first run (the pipeline property :attr:`CHECKPOINT_KEY`)."""
+        ``{}`` on the first run.
+
+        The larger, per partition, of the pipeline property :attr:`CHECKPOINT_KEY` (one JSON map,
+        written by a single-process run) and the per-partition entries
+        ``<CHECKPOINT_KEY>@<topic>/<partition>`` (written by parallel workers,
+        :meth:`write_checkpoint_entries`). Each only ever names offsets every table has absorbed,
+        so their maximum does too.
+        """
         text = self.read_pipeline_property(self.CHECKPOINT_KEY.format(pipeline=pipeline))
-        return decode_offsets(text) if text else {}
+        offsets = decode_offsets(text) if text else {}
+        prefix = self._entry_prefix(pipeline)
+        for key, value in self.read_pipeline_properties(prefix).items():
+            tp = key[len(prefix):].rpartition("@")[0]  # Kafka topic names have no '@'
+            if tp:
+                offsets[tp] = max(int(value), offsets.get(tp, 0))
+        return dict(sorted(offsets.items()))
 
     def write_checkpoint(self, pipeline: str, offsets: Mapping[str, int]) -> None:
         """Store ``offsets`` as the checkpoint of ``pipeline``.
@@ -280,6 +311,17 @@ class LakeTableSink:
         table skips what its own snapshots say it already holds.
         """
         self.write_pipeline_property(self.CHECKPOINT_KEY.format(pipeline=pipeline), encode_offsets(offsets))
+
+    def write_checkpoint_entries(self, pipeline: str, offsets: Mapping[str, int], writer: str = "worker") -> None:
+        """Store one checkpoint entry per partition of ``offsets`` for ``writer`` (a parallel
+        worker's stable id, after its tables committed): ``<CHECKPOINT_KEY>@<topic>/<partition>@<writer>``.
+
+        No read-modify-write and no lock: a writer sets only its own keys, so no worker undoes
+        another's advance, and a worker that lost a partition (a zombie) leaves the new owner's
+        entry alone. It writes only offsets its tables absorbed, so an entry never leads.
+        """
+        prefix = self._entry_prefix(pipeline)
+        self.write_pipeline_properties({f"{prefix}{tp}@{writer}": str(int(v)) for tp, v in sorted(offsets.items())})
 
 
 def _count_rows(rows: Sequence[BatchItem]) -> int:

@@ -106,8 +106,22 @@ class PaimonSink(LakeTableSink):
 
     def write_pipeline_property(self, key: str, value: str) -> None:
         """Store a pipeline property (one upsert commit of ``changelake.pipeline_checkpoints``)."""
-        row = ChangelogRow.insert({"pipeline": key, "offsets": value})
-        self.write(CHECKPOINT_TABLE, [row], _CHECKPOINT_SCHEMA, {})
+        self.write_pipeline_properties({key: value})
+
+    def read_pipeline_properties(self, prefix: str) -> dict[str, str]:
+        """The pipeline properties (rows of ``changelake.pipeline_checkpoints``) whose key starts with ``prefix``."""
+        from changelake.connectors.paimon.reader import scan_table
+
+        table = self.load_table(CHECKPOINT_TABLE)
+        if table is None:
+            return {}
+        return {str(r["pipeline"]): str(r["offsets"]) for r in scan_table(table).to_pylist()
+                if str(r["pipeline"]).startswith(prefix) and r["offsets"]}
+
+    def write_pipeline_properties(self, values: Mapping[str, str]) -> None:
+        """Store several pipeline properties in one upsert commit (one row per key)."""
+        rows = [ChangelogRow.insert({"pipeline": k, "offsets": v}) for k, v in values.items()]
+        self.write(CHECKPOINT_TABLE, rows, _CHECKPOINT_SCHEMA, {})
 
     # -- tables --------------------------------------------------------------------------------
     def identifier(self, table_id: TableId) -> str:

@@ -111,3 +111,49 @@ def direct_pipeline(mysql_params, tmp_path, lake):
         return parse_pipeline(block, env={})
 
     return make
+
+
+# -- shared catalogs (several writers of one lake) ------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def postgres_service(_services_dir):
+    """A real PostgreSQL on 127.0.0.1 (:class:`changelake.services.PostgresService`), started once."""
+    from changelake.services import PostgresService, free_port
+
+    service = PostgresService(_services_dir / "postgres", port=free_port())
+    service.start()
+    try:
+        yield service
+    finally:
+        service.stop()
+
+
+@pytest.fixture(scope="session")
+def iceberg_rest_service(_services_dir):
+    """Apache Iceberg's REST catalog on 127.0.0.1 (:class:`changelake.services.IcebergRestService`)."""
+    from changelake.services import IcebergRestService, free_port
+
+    service = IcebergRestService(_services_dir / "iceberg-rest", port=free_port())
+    service.start()
+    try:
+        yield service
+    finally:
+        service.stop()
+
+
+@pytest.fixture(params=["postgresql", "rest"])
+def shared_catalog_sink(request, tmp_path):
+    """An Iceberg sink block on a catalog that serialises several machines' commits: pyiceberg's
+    SQL catalog on PostgreSQL (a database per test), or the Iceberg REST catalog."""
+    import uuid
+
+    if request.param == "postgresql":
+        service = request.getfixturevalue("postgres_service")
+        (tmp_path / "warehouse").mkdir(exist_ok=True)
+        return {"type": "iceberg", "catalog.properties.type": "sql",
+                "catalog.properties.uri": service.create_database(f"lake_{uuid.uuid4().hex[:10]}"),
+                "catalog.properties.warehouse": f"file://{tmp_path / 'warehouse'}"}
+    service = request.getfixturevalue("iceberg_rest_service")
+    return {"type": "iceberg", "catalog.properties.type": "rest", "catalog.properties.uri": service.uri,
+            "catalog.properties.warehouse": service.warehouse}

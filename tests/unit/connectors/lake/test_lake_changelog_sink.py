@@ -15,7 +15,6 @@ from changelake.connectors.lake.offsets_sink import LakeOffsetsSink
 from changelake.connectors.lake.position_sink import LakePositionSink
 from changelake.connectors.paimon import PaimonSink, PaimonSinkOptions
 from changelake.errors import PipelineDataError
-from changelake.pipeline.lock import checkpoint_lock
 
 T = TableId("db", "t")
 S = Schema.of([("id", parse_data_type("INT NOT NULL")), ("v", parse_data_type("STRING"))], ["id"])
@@ -62,8 +61,8 @@ def test_offsets_sink_commits_at_max_rows_or_idle_and_stores_the_checkpoint_afte
 
 @pytest.mark.parametrize("kind", ["iceberg", "paimon"])
 def test_parallel_workers_merge_the_checkpoint_by_max(kind, tmp_path):
-    for offsets in ({"db.t/0": 7, "db.t/1": 2}, {"db.t/0": 4, "db.t/1": 9}):
-        sink = LakeOffsetsSink(lake(kind, tmp_path), "p", merge=True)
+    for writer, offsets in (("w0", {"db.t/0": 7, "db.t/1": 2}), ("w1", {"db.t/0": 4, "db.t/1": 9})):
+        sink = LakeOffsetsSink(lake(kind, tmp_path), "p", merge=True, writer=writer)
         sink.open()
         try:
             sink.commit(offsets)
@@ -80,30 +79,48 @@ def test_parallel_workers_merge_the_checkpoint_by_max(kind, tmp_path):
 
 @pytest.mark.parametrize("kind", ["iceberg", "paimon"])
 def test_parallel_workers_stores_interleaving_keep_both_advances(kind, tmp_path, monkeypatch):
-    # Worker B reads the shared checkpoint; worker A stores its advance before B writes B's merge.
-    # Unlocked, B's write (based on its older read) drops A's advance for good.
-    hold = checkpoint_lock(tmp_path / "state", "p")
-    a = LakeOffsetsSink(lake(kind, tmp_path), "p", merge=True, merge_lock=hold)
-    b = LakeOffsetsSink(lake(kind, tmp_path), "p", merge=True, merge_lock=hold)
+    # Worker A stores its advance while worker B is in the middle of storing its own: no lock,
+    # each writes only its own partitions' entries, so neither undoes the other's advance.
+    a = LakeOffsetsSink(lake(kind, tmp_path), "p", merge=True, writer="a")
+    b = LakeOffsetsSink(lake(kind, tmp_path), "p", merge=True, writer="b")
     a.open()
     b.open()
     other = threading.Thread(target=lambda: (a.commit({"db.t/1": 9}), a.flush()))
-    read = b.lake.read_checkpoint
+    write = b.lake.write_checkpoint_entries
 
-    def read_then_let_a_store(pipeline: str) -> dict[str, int]:
-        stored = read(pipeline)
+    def let_a_store_then_write(pipeline: str, offsets, writer: str) -> None:
         if not other.is_alive():
             other.start()
-            other.join(timeout=3)  # unlocked, A stores now; locked, A waits for B's write
-        return stored
+            other.join(timeout=30)
+        write(pipeline, offsets, writer)
 
-    monkeypatch.setattr(b.lake, "read_checkpoint", read_then_let_a_store)
+    monkeypatch.setattr(b.lake, "write_checkpoint_entries", let_a_store_then_write)
     try:
         b.commit({"db.t/0": 7})
         b.flush()
         other.join(timeout=30)
         assert not other.is_alive()
         assert a.read_stored() == {"db.t/0": 7, "db.t/1": 9}
+    finally:
+        a.close()
+        b.close()
+
+
+@pytest.mark.parametrize("kind", ["iceberg", "paimon"])
+def test_a_worker_stores_only_the_partitions_it_advanced(kind, tmp_path):
+    """A worker that lost partition 1 (a zombie) cannot pull the new owner's advance back."""
+    a = LakeOffsetsSink(lake(kind, tmp_path), "p", merge=True, writer="a")
+    b = LakeOffsetsSink(lake(kind, tmp_path), "p", merge=True, writer="b")
+    a.open()
+    b.open()
+    try:
+        a.commit({"db.t/0": 3, "db.t/1": 4})
+        a.flush()
+        b.commit({"db.t/1": 12})  # b owns partition 1 now
+        b.flush()
+        a.commit({"db.t/0": 5, "db.t/1": 6})  # a, resumed, still commits what it polled of 1
+        a.flush()
+        assert a.read_stored() == {"db.t/0": 5, "db.t/1": 12}
     finally:
         a.close()
         b.close()
