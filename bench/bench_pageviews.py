@@ -220,14 +220,14 @@ def bench_vs_flink(bootstrap: str, n: int, partitions: int, rounds: int, guarant
                 res = run_flink(bootstrap, source, sink, classpath, parallelism, flink_mini_batch)
                 label = f"Flink SQL ({'mini-batch' if flink_mini_batch else 'default'}, parallelism {parallelism})"
             records, span = output_span(bootstrap, sink)
-            final = read_upsert_topic_final_state(bootstrap, sink, fmt="avro")
+            print(f"  round {rnd}: {label}: {res['process_s']:.1f} s whole process, {span:.1f} s first -> last output, "
+                  f"{records:,} records out", file=sys.stderr, flush=True)
+            final = read_upsert_topic_final_state(bootstrap, sink, fmt="avro", timeout_s=1800.0)
             if final != truth:
                 raise RuntimeError(f"{label}: output topic differs from DuckDB: {final} != {truth}")
             res.update(records=records, span_s=span)
             got[who] = res
             table.append([rnd, label, records, res["process_s"], n / res["process_s"], span, n / span if span > 0 else 0.0])
-            print(f"  round {rnd}: {label}: {res['process_s']:.1f} s whole process, {span:.1f} s first -> last output",
-                  file=sys.stderr, flush=True)
         ratios["whole"].append(got["flink"]["process_s"] / got["ours"]["process_s"])
         if got["ours"]["span_s"] > 0 and got["flink"]["span_s"] > 0:
             ratios["steady"].append(got["flink"]["span_s"] / got["ours"]["span_s"])

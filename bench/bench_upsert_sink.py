@@ -4,7 +4,11 @@ Writes N changelog rows (default 1M: +I the first time a key is seen, +U after) 
 (default 10k, uniform, seeded) of ``(id BIGINT PK, name STRING, amount DECIMAL(10,2),
 ts TIMESTAMP(3))`` with json key and value to a fresh single-node Kafka, and reports:
 
-* ``upsert-kafka`` without buffering: every row becomes one Kafka record;
+* ``upsert-kafka, write_all``: the batch path (``UpsertKafkaSink.write_all`` of ``--batch`` rows:
+  keys and values encoded column by column, records handed to librdkafka with
+  ``produce_batch``), in ``--rounds`` rounds interleaved with Kafka's producer (who goes first
+  alternates); the ratio printed last is the median over rounds of ours / the same round's Java;
+* ``upsert-kafka, write() per row`` without buffering: every row becomes one Kafka record;
 * ``upsert-kafka`` with ``sink.buffer-flush.max-rows`` / ``sink.buffer-flush.interval`` (one run
   per ``--buffer ROWS,INTERVAL``): the ReducingBuffer keeps the last record per key, so fewer
   records reach Kafka ("to Kafka") than went in ("rows in");
