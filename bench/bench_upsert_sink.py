@@ -218,8 +218,8 @@ def main() -> None:
             results.append(["upsert-kafka, write() per row", args.records, out, args.records / seconds, mb_in / seconds, seconds])
         for max_rows, interval in buffers:
             buffer = {"sink.buffer-flush.max-rows": max_rows, "sink.buffer-flush.interval": interval}
-            seconds, out = run_sink(kafka, rows, args, **buffer)
-            results.append([f"upsert-kafka, buffer {max_rows} rows / {interval}", args.records, out,
+            seconds, out = run_sink(kafka, rows, args, batched=True, **buffer)
+            results.append([f"upsert-kafka, write_all, buffer {max_rows} rows / {interval}", args.records, out,
                             args.records / seconds, mb_in / seconds, seconds])
 
     print()

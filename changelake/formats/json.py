@@ -199,6 +199,11 @@ class _ObjectCodec:
             columns.append(col)
         template = "{" + ",".join(prefix.replace("%", "%%") + "%s" for _n, prefix, _e in self.text_columns) + "}"
         texts = list(map(template.__mod__, zip(*columns))) if columns else ["{}"] * n
+        if not odd:
+            try:
+                return list(map(str.encode, texts))  # UTF-8
+            except UnicodeEncodeError:
+                pass  # a lone surrogate somewhere: find it row by row
         out: list[bytes | None] = []
         for i, t in enumerate(texts):
             if i in odd:

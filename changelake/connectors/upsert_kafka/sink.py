@@ -364,9 +364,15 @@ class UpsertKafkaSink:
                 f"key format '{self.options.key_format}' wrote no bytes for key {self.layout.key_values(row.values)} "
                 f"(topic {self.options.topics[0]!r}); upsert-kafka records need a non-null key"
             )
-        live = [r for r in kept if r.kind is not RowKind.DELETE]
-        live_values = iter(value_many(live) if live else [])
-        values = [None if r.kind is RowKind.DELETE else next(live_values) for r in kept]
+        delete = RowKind.DELETE
+        if any(r.kind is delete for r in kept):
+            live = [r for r in kept if r.kind is not delete]
+            live_values = iter(value_many(live) if live else [])
+            values = [None if r.kind is delete else next(live_values) for r in kept]
+        else:
+            values = value_many(kept)
+        if not any(r.metadata for r in kept):
+            return list(zip(keys, values, [None] * len(kept)))
         stamps: list[int | None] = []
         for r in kept:
             ts = r.metadata.get("timestamp") if r.metadata else None
