@@ -143,10 +143,10 @@ def build_flink() -> str:
 
 def output_span(bootstrap: str, topic: str) -> tuple[int, float]:
     """(records, seconds between the first and the last record's CreateTime) of a topic."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-span-{uuid.uuid4().hex[:8]}",
-                  "enable.auto.commit": False, "isolation.level": "read_committed"})
+                  "enable.auto.commit": False, "isolation.level": "read_committed", "enable.partition.eof": True})
     try:
         parts = c.list_topics(topic, timeout=10).topics[topic].partitions
         ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts}
@@ -156,14 +156,14 @@ def output_span(bootstrap: str, topic: str) -> tuple[int, float]:
         deadline = time.monotonic() + 300
         while todo and time.monotonic() < deadline:
             for m in c.consume(10000, 1.0):
-                if m.error():
+                if m.error():  # the end of a partition (a transactional topic ends in a commit marker)
+                    if m.error().code() == KafkaError._PARTITION_EOF:
+                        todo.discard(m.partition())
                     continue
                 ts = m.timestamp()[1]
                 first = ts if first is None else min(first, ts)
                 last = ts if last is None else max(last, ts)
                 n += 1
-                if m.offset() + 1 >= ends[m.partition()]:
-                    todo.discard(m.partition())
     finally:
         c.close()
     return n, ((last or 0) - (first or 0)) / 1000.0

@@ -24,7 +24,8 @@ fences the killed run and aborts its open transaction.
 **State recovery** rebuilds the aggregation by replaying the input topic up to the committed
 group offsets without emitting (the input is the source of truth, so no state topic is needed):
 
-* a local snapshot (state + the offsets it covers) is written to ``state_dir`` after each batch;
+* a local snapshot (state + the offsets it covers) is written to ``state_dir`` after the first
+  batch, then at most every ``snapshot_interval_s`` seconds, and at the end;
   a restart restores it and replays only from its offsets up to the committed ones; a missing or
   corrupt snapshot, or one ahead of the committed offsets, means a full replay from the earliest
   offset;
