@@ -4,7 +4,11 @@ Writes N changelog rows (default 1M: +I the first time a key is seen, +U after) 
 (default 10k, uniform, seeded) of ``(id BIGINT PK, name STRING, amount DECIMAL(10,2),
 ts TIMESTAMP(3))`` with json key and value to a fresh single-node Kafka, and reports:
 
-* ``upsert-kafka`` without buffering: every row becomes one Kafka record;
+* ``upsert-kafka, write_all``: the batch path (``UpsertKafkaSink.write_all`` of ``--batch`` rows:
+  keys and values encoded column by column, records handed to librdkafka with
+  ``produce_batch``), in ``--rounds`` rounds interleaved with Kafka's producer (who goes first
+  alternates); the ratio printed last is the median over rounds of ours / the same round's Java;
+* ``upsert-kafka, write() per row`` without buffering: every row becomes one Kafka record;
 * ``upsert-kafka`` with ``sink.buffer-flush.max-rows`` / ``sink.buffer-flush.interval`` (one run
   per ``--buffer ROWS,INTERVAL``): the ReducingBuffer keeps the last record per key, so fewer
   records reach Kafka ("to Kafka") than went in ("rows in");
@@ -27,6 +31,7 @@ from __future__ import annotations
 import argparse
 import gc
 import re
+import statistics
 import sys
 import time
 import uuid
@@ -82,21 +87,32 @@ def warm_up(kafka: KafkaService, rows: list[ChangelogRow]) -> None:
         sink.flush()
 
 
-def run_sink(kafka: KafkaService, rows: list[ChangelogRow], args: argparse.Namespace, **buffer: str) -> tuple[float, int]:
+def run_sink(kafka: KafkaService, rows: list[ChangelogRow], args: argparse.Namespace, batched: bool = False,
+             **buffer: str) -> tuple[float, int]:
     """Write ``rows`` through a fresh sink; returns (seconds from first write to acked flush,
     records handed to Kafka)."""
     topic = f"bench-sink-{uuid.uuid4().hex[:8]}"
     options = upsert_options(kafka.bootstrap_servers, topic, **{"sink.delivery-guarantee": args.guarantee}, **buffer)
     sink = create_sink(options, SCHEMA, topic_partitions=args.partitions, flush_timeout_s=120.0)
     label = ", ".join(f"{k}={v}" for k, v in buffer.items()) or "no buffering"
+    batch = args.batch if batched else 0
+    if batch:
+        label += f", write_all of {batch:,} rows"
     with sink:
         step = max(1, len(rows) // 10)
         start = time.perf_counter()
-        for i, row in enumerate(rows, 1):
-            sink.write(row)
-            if i % step == 0:
-                elapsed = time.perf_counter() - start
-                progress(f"sink ({label}): {i:,}/{len(rows):,} rows, {i / elapsed:,.0f} rows/s")
+        if batch:
+            for i in range(0, len(rows), batch):
+                sink.write_all(rows[i:i + batch])
+                if (i // batch) % max(1, step // batch) == 0:
+                    elapsed = time.perf_counter() - start
+                    progress(f"sink ({label}): {i + batch:,}/{len(rows):,} rows, {(i + batch) / elapsed:,.0f} rows/s")
+        else:
+            for i, row in enumerate(rows, 1):
+                sink.write(row)
+                if i % step == 0:
+                    elapsed = time.perf_counter() - start
+                    progress(f"sink ({label}): {i:,}/{len(rows):,} rows, {i / elapsed:,.0f} rows/s")
         sink.flush()
         seconds = time.perf_counter() - start
     out = int(sink.metrics.snapshot()["numRecordsOut"])
@@ -159,6 +175,9 @@ def main() -> None:
     ap.add_argument("--buffer", type=parse_buffer, action="append",
                     help="a buffered run with sink.buffer-flush.max-rows,interval; repeatable (default 1000,1s and 10000,1s)")
     ap.add_argument("--skip-java", action="store_true", help="do not run Kafka's ProducerPerformance")
+    ap.add_argument("--rounds", type=int, default=2, help="interleaved rounds of write_all vs ProducerPerformance (default 2)")
+    ap.add_argument("--batch", type=int, default=10_000, help="rows per write_all call (default 10000)")
+    ap.add_argument("--skip-rows", action="store_true", help="leave out the write()-per-row run")
     args = ap.parse_args()
     buffers = args.buffer or [("1000", "1s"), ("10000", "1s")]
 
@@ -173,20 +192,35 @@ def main() -> None:
         mb_in = args.records * value_size / MIB
         results: list[list[object]] = []
         warm_up(kafka, rows)
-
-        seconds, out = run_sink(kafka, rows, args)
-        results.append(["upsert-kafka, no buffering", args.records, out, args.records / seconds, mb_in / seconds, seconds])
+        ratios: list[float] = []
+        java_rate = 0.0
+        for rnd in range(1, args.rounds + 1):
+            # interleaved: each round runs ours (batched) and Kafka's producer back to back,
+            # alternating which goes first
+            order = ("ours", "java") if rnd % 2 else ("java", "ours")
+            ours = java = 0.0
+            for who in order:
+                if who == "ours":
+                    seconds, out = run_sink(kafka, rows, args, batched=True)
+                    ours = args.records / seconds
+                    results.append([f"round {rnd}: upsert-kafka, write_all of {args.batch:,}", args.records, out, ours,
+                                    mb_in / seconds, seconds])
+                elif not args.skip_java:
+                    progress(f"Kafka ProducerPerformance: {args.records:,} records of {record_size} bytes")
+                    java, java_mb = run_java_producer(kafka, args.records, record_size, args.partitions)
+                    results.append([f"round {rnd}: Java ProducerPerformance", args.records, args.records, java, java_mb,
+                                    args.records / java])
+            if java:
+                ratios.append(ours / java)
+                java_rate = max(java_rate, java)
+        if not args.skip_rows:
+            seconds, out = run_sink(kafka, rows, args)
+            results.append(["upsert-kafka, write() per row", args.records, out, args.records / seconds, mb_in / seconds, seconds])
         for max_rows, interval in buffers:
             buffer = {"sink.buffer-flush.max-rows": max_rows, "sink.buffer-flush.interval": interval}
-            seconds, out = run_sink(kafka, rows, args, **buffer)
-            results.append([f"upsert-kafka, buffer {max_rows} rows / {interval}", args.records, out,
+            seconds, out = run_sink(kafka, rows, args, batched=True, **buffer)
+            results.append([f"upsert-kafka, write_all, buffer {max_rows} rows / {interval}", args.records, out,
                             args.records / seconds, mb_in / seconds, seconds])
-        java_rate = 0.0
-        if not args.skip_java:
-            progress(f"Kafka ProducerPerformance: {args.records:,} records of {record_size} bytes")
-            java_rate, java_mb = run_java_producer(kafka, args.records, record_size, args.partitions)
-            results.append(["Java ProducerPerformance", args.records, args.records, java_rate, java_mb,
-                            args.records / java_rate])
 
     print()
     print(f"upsert-kafka sink: {args.records:,} rows over {args.keys:,} keys, json key+value, "
@@ -194,10 +228,13 @@ def main() -> None:
           f"guarantee {args.guarantee}")
     headers = ["run", "rows in", "to Kafka", "rows in/s", "MB/s", "seconds"]
     if java_rate:
-        headers.append("ours/Java")
+        headers.append("ours/best Java")
         for line in results:
             line.append(float(line[3]) / java_rate)  # type: ignore[arg-type]
     print_table(headers, results)
+    if ratios:
+        print(f"write_all / ProducerPerformance of the same round: median {statistics.median(ratios):.2f}x "
+              f"(rounds: {', '.join(f'{r:.2f}' for r in ratios)})")
     print(f"machine: {machine_note()}")
 
 

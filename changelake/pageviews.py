@@ -24,7 +24,8 @@ fences the killed run and aborts its open transaction.
 **State recovery** rebuilds the aggregation by replaying the input topic up to the committed
 group offsets without emitting (the input is the source of truth, so no state topic is needed):
 
-* a local snapshot (state + the offsets it covers) is written to ``state_dir`` after each batch;
+* a local snapshot (state + the offsets it covers) is written to ``state_dir`` after the first
+  batch, then at most every ``snapshot_interval_s`` seconds, and at the end;
   a restart restores it and replays only from its offsets up to the committed ones; a missing or
   corrupt snapshot, or one ahead of the committed offsets, means a full replay from the earliest
   offset;
@@ -54,6 +55,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pajson
 
 from changelake.changelog import ChangelogRow, DataType, RowKind, Schema, TypeRoot
 from changelake.changelog.aggregate import AggSpec, GroupAggregate, InvalidAggregateError
@@ -66,6 +69,7 @@ __all__ = [
     "PER_REGION_SCHEMA",
     "REGIONS",
     "PageviewsStats",
+    "decode_pageviews_batch",
     "generate_pageviews",
     "pageviews_aggregate",
     "pageviews_source_options",
@@ -181,6 +185,82 @@ def produce_pageviews(bootstrap: str, topic: str, events: Iterable[Mapping[str, 
             n += 1
         sink.flush()
     return n
+
+
+# -- columnar decoding ---------------------------------------------------------------------------
+_ARROW_JSON_SCHEMA = pa.schema(
+    [("user_id", pa.int64()), ("page_id", pa.int64()), ("viewtime", pa.string()), ("user_region", pa.string())]
+)
+_ARROW_JSON_PARSE = pajson.ParseOptions(explicit_schema=_ARROW_JSON_SCHEMA, unexpected_field_behavior="ignore")
+_TIMESTAMP_SHAPE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?$"
+
+
+def decode_pageviews_batch(values: Sequence[bytes | None]) -> pa.Table | None:
+    """Record values of the ``pageviews`` topic (json, one object per record, Flink's json format
+    with default options) decoded in one pass by Arrow's JSON reader: a table with ``user_id``
+    int64 and ``user_region`` string, one row per value, in order.
+
+    Returns None when the batch is not one that the json format would decode to exactly the same
+    rows: a null or empty value, a value that is not a single ``{...}`` object on one line, a
+    column of another JSON type (``"1"`` for BIGINT), an integer outside BIGINT, invalid UTF-8, a
+    ``viewtime`` that is not a valid ``yyyy-MM-dd HH:mm:ss[.f]``. The caller then decodes record
+    by record with the source's json format, which accepts or raises its DecodeError (naming the
+    topic, partition and offset) exactly as the row path does.
+    """
+    n = len(values)
+    if n == 0 or None in values:
+        return None
+    joined = b"\n".join(values)  # type: ignore[arg-type]  # None was ruled out above
+    # one object per line, nothing between them: every separator sits between "}" and "{"
+    if not (
+        joined[:1] == b"{" and joined[-1:] == b"}" and joined.count(b"\n") == n - 1
+        and joined.count(b"}\n{") == n - 1 and b"\r" not in joined
+    ):
+        return None
+    if not joined.isascii():
+        try:
+            joined.decode("utf-8")  # the json format refuses invalid UTF-8 anywhere, field names too
+        except UnicodeDecodeError:
+            return None
+    try:
+        table = pajson.read_json(
+            pa.BufferReader(joined),
+            read_options=pajson.ReadOptions(use_threads=False, block_size=len(joined) + 1),
+            parse_options=_ARROW_JSON_PARSE,
+        )
+        if table.num_rows != n:
+            return None
+        table.validate(full=True)  # UTF-8 of every string
+        viewtime = table.column("viewtime")
+        if viewtime.null_count < len(viewtime):
+            shaped = pc.match_substring_regex(viewtime, _TIMESTAMP_SHAPE)
+            if pc.any(pc.invert(shaped)).as_py() or pc.any(pc.starts_with(viewtime, "0000")).as_py():
+                return None
+            pc.cast(pc.utf8_slice_codeunits(viewtime, 0, 19), pa.timestamp("s"))  # valid dates and times
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OverflowError, ValueError):
+        return None
+    return table.select(["user_id", "user_region"])
+
+
+def _decode_rows_to_table(source: Any, msgs: Sequence[Any]) -> tuple[pa.Table, list[RowKind]]:
+    """Record-by-record decoding through the source's format (exact errors), as a table."""
+    rows = [r for m in msgs for r in source.decode_message(m)]
+    table = pa.table(
+        {
+            "user_id": pa.array([r.values.get("user_id") for r in rows], pa.int64()),
+            "user_region": pa.array([r.values.get("user_region") for r in rows], pa.string()),
+        }
+    )
+    return table, [r.kind for r in rows]
+
+
+def _aggregate_messages(agg: GroupAggregate, source: Any, msgs: Sequence[Any]) -> list[ChangelogRow]:
+    """Decode a batch of messages (columnar when possible) and aggregate it as one mini-batch."""
+    table = decode_pageviews_batch([m.value() for m in msgs])
+    if table is not None:
+        return agg.process_arrow(table)
+    table, kinds = _decode_rows_to_table(source, msgs)
+    return agg.process_arrow(table, kinds)
 
 
 # -- truth ----------------------------------------------------------------------------------------
@@ -354,6 +434,7 @@ def run_pageviews_aggregation(
     poll_timeout_s: float = 0.5,
     mini_batch: bool = True,
     max_duration_s: float | None = None,
+    snapshot_interval_s: float = 5.0,
 ) -> PageviewsStats:
     """Run ``INSERT INTO pageviews_per_region SELECT user_region, COUNT(*), COUNT(DISTINCT user_id)
     FROM pageviews GROUP BY user_region``.
@@ -375,8 +456,12 @@ def run_pageviews_aggregation(
             retract changelog (:func:`retract_sink_options`); checked before anything runs.
         batch_size: max input records per batch (one transaction with exactly-once).
         poll_timeout_s: max wait for input per poll, seconds.
-        mini_batch: emit one change per region per batch (Flink's mini-batch aggregation);
-            False emits -U/+U for every input row.
+        mini_batch: emit one change per region per batch (Flink's mini-batch aggregation,
+            decoded and grouped per batch on Arrow columns); False emits -U/+U for every input
+            row.
+        max_duration_s: with ``until_caught_up`` False, stop after this many seconds.
+        snapshot_interval_s: least seconds between two writes of the local state snapshot
+            (written after the first batch, then at most this often, and at the end).
 
     Returns:
         :class:`PageviewsStats`.
@@ -438,9 +523,14 @@ def run_pageviews_aggregation(
                 retract_sink.check_input_mode(agg.changelog_mode, node_description=agg.describe())
             retract_sink.open()
 
-        # Fresh rows wait in `held` until every partition is replayed up to its committed offset:
-        # a region's value depends on all partitions, so nothing is emitted from a partial state.
-        held: list[ChangelogRow] = []
+        # Fresh records wait in `held` until every partition is replayed up to its committed
+        # offset: a region's value depends on all partitions, so nothing is emitted from a partial
+        # state. With mini-batch the records stay undecoded (Kafka messages) and each batch is
+        # decoded and aggregated in one columnar pass (Arrow); without it, row by row.
+        held: list[Any] = []
+        replayed_all = not replay_until
+        last_snapshot = float("-inf")
+        dirty = False
 
         def recovering() -> bool:
             pos = source.positions()
@@ -450,22 +540,45 @@ def run_pageviews_aggregation(
             stop = (until_caught_up and source.finished) or (
                 max_duration_s is not None and time.monotonic() - started > max_duration_s
             )
-            rows = [] if stop else source.poll(poll_timeout_s, batch_size)
-            stats.events_read += len(rows)
-            for r in rows:
-                tp = (r.metadata["topic"], r.metadata["partition"])
-                if r.metadata["offset"] < replay_until.get(tp, 0):
-                    agg.process(r)
-                    stats.events_replayed += 1
+            if mini_batch:
+                msgs = [] if stop else source.poll_messages(poll_timeout_s, batch_size)
+                stats.events_read += len(msgs)
+                if replayed_all:
+                    held.extend(msgs)
                 else:
-                    held.append(r)
-            if recovering():
-                if stop:  # never emit from a partial state; the next run replays again
-                    break
-                continue
+                    replay = []
+                    for m in msgs:
+                        if m.offset() < replay_until.get((m.topic(), m.partition()), 0):
+                            replay.append(m)
+                        else:
+                            held.append(m)
+                    if replay:
+                        _aggregate_messages(agg, source, replay)  # rebuilds state; output discarded
+                        stats.events_replayed += len(replay)
+                got = bool(msgs)
+            else:
+                rows = [] if stop else source.poll(poll_timeout_s, batch_size)
+                stats.events_read += len(rows)
+                for r in rows:
+                    tp = (r.metadata["topic"], r.metadata["partition"])
+                    if r.metadata["offset"] < replay_until.get(tp, 0):
+                        agg.process(r)
+                        stats.events_replayed += 1
+                    else:
+                        held.append(r)
+                got = bool(rows)
+            if not replayed_all:
+                if recovering():
+                    if stop:  # never emit from a partial state; the next run replays again
+                        break
+                    continue
+                replayed_all = True
             fresh, held = held, []
             if fresh:
-                out = agg.process_batch(fresh) if mini_batch else agg.process_all(fresh)
+                if mini_batch:
+                    out = _aggregate_messages(agg, source, fresh)
+                else:
+                    out = agg.process_all(fresh)
                 if eos:
                     upsert_sink.begin_transaction()
                 for o in out:
@@ -484,9 +597,19 @@ def run_pageviews_aggregation(
                     upsert_sink.flush()
                     source.commit(replay_until)
                 stats.batches += 1
-            if rows or fresh:
+            # the snapshot (state + the offsets it covers, never ahead of the committed ones) is
+            # an optimisation of recovery: written after the first batch, then at most every
+            # snapshot_interval_s, and at the end
+            now = time.monotonic()
+            if (got or fresh) and (stop or now - last_snapshot >= snapshot_interval_s):
                 _save_snapshot(state_path, agg, source.positions())
+                last_snapshot = now
+                dirty = False
+            elif got or fresh:
+                dirty = True
             if stop:
+                if dirty:
+                    _save_snapshot(state_path, agg, source.positions())
                 break
         if not eos:
             upsert_sink.flush()

@@ -37,12 +37,17 @@ from __future__ import annotations
 import abc
 import base64
 import bisect
+import collections
 import datetime as dt
 import decimal
 import enum
 import json
+from collections import _count_elements  # type: ignore[attr-defined]  # Counter's C loop
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from changelake.changelog.errors import ChangelogError, SchemaError
 from changelake.changelog.row import ChangelogRow
@@ -159,16 +164,21 @@ class ValueMultiset:
     """A multiset of hashable, mutually orderable values: value -> count.
 
     Counts may go negative when a value is retracted before it was accumulated (as Flink's
-    MapView-backed accumulators); only values with a positive count are *present*. ``min()`` and
-    ``max()`` are O(1); ``add``/``remove`` are O(log n) plus a list insert when a value appears or
-    disappears.
+    MapView-backed accumulators); only values with a positive count are *present*.
+    ``distinct_count`` is O(1). The sorted list of present values (for ``min()``, ``max()``,
+    ``present()``) is built on first use and then kept up to date (O(log n) plus a list insert
+    when a value appears or disappears), so COUNT(DISTINCT) never pays for ordering.
+    :meth:`add_all` accumulates many values at C speed (``collections.Counter``'s counting loop)
+    while no count is negative and no sorted list is kept.
     """
 
-    __slots__ = ("_counts", "_present")
+    __slots__ = ("_counts", "_present", "_npresent", "_nnegative")
 
     def __init__(self) -> None:
         self._counts: dict[Any, int] = {}
-        self._present: list[Any] = []  # sorted values with count > 0
+        self._present: list[Any] | None = None  # sorted values with count > 0, once asked for
+        self._npresent = 0  # values with count > 0
+        self._nnegative = 0  # values with count < 0
 
     def add(self, value: Any, n: int = 1) -> None:
         """Change ``value``'s count by ``n`` (negative to retract)."""
@@ -178,11 +188,37 @@ class ValueMultiset:
             self._counts.pop(value, None)
         else:
             self._counts[value] = after
+        if before < 0 <= after:
+            self._nnegative -= 1
+        elif after < 0 <= before:
+            self._nnegative += 1
         if before <= 0 < after:
-            bisect.insort(self._present, value)
+            self._npresent += 1
+            if self._present is not None:
+                bisect.insort(self._present, value)
         elif after <= 0 < before:
-            i = bisect.bisect_left(self._present, value)
-            del self._present[i]
+            self._npresent -= 1
+            if self._present is not None:
+                i = bisect.bisect_left(self._present, value)
+                del self._present[i]
+
+    def add_all(self, values: Sequence[Any]) -> int:
+        """Accumulate one occurrence of each non-None value of ``values``; None is skipped.
+
+        Returns the number of non-None values. The same result as ``add(v)`` for each of them.
+        """
+        counts = self._counts
+        if self._nnegative or self._present is not None or None in counts:
+            n = 0
+            for v in values:
+                if v is not None:
+                    self.add(v)
+                    n += 1
+            return n
+        _count_elements(counts, values)
+        nulls = counts.pop(None, 0)
+        self._npresent = len(counts)  # no count is negative, so every key is present
+        return len(values) - nulls
 
     def remove(self, value: Any) -> None:
         """Retract one occurrence of ``value``."""
@@ -194,19 +230,26 @@ class ValueMultiset:
     @property
     def distinct_count(self) -> int:
         """Number of distinct present values (COUNT DISTINCT)."""
-        return len(self._present)
+        return self._npresent
+
+    def _sorted(self) -> list[Any]:
+        if self._present is None:
+            self._present = sorted(v for v, c in self._counts.items() if c > 0)
+        return self._present
 
     def min(self) -> Any:
         """Smallest present value, or None when none is present."""
-        return self._present[0] if self._present else None
+        present = self._sorted()
+        return present[0] if present else None
 
     def max(self) -> Any:
         """Largest present value, or None when none is present."""
-        return self._present[-1] if self._present else None
+        present = self._sorted()
+        return present[-1] if present else None
 
     def present(self) -> list[Any]:
         """Present values in ascending order."""
-        return list(self._present)
+        return list(self._sorted())
 
     def items(self) -> list[tuple[Any, int]]:
         """All (value, count) pairs, including non-positive counts."""
@@ -612,6 +655,155 @@ class GroupAggregate:
         for key, old in before.items():
             out.extend(self._emit(key, old, after[key]))
         return out
+
+    def process_arrow(self, table: pa.Table, kinds: Sequence[RowKind] | None = None) -> list[ChangelogRow]:
+        """:meth:`process_batch` over columnar input: one mini-batch given as an Arrow table.
+
+        As Flink's mini-batch aggregation (``MiniBatchGroupAggFunction``): the rows are grouped
+        per batch (``GROUP BY`` with Arrow's dictionary encoding and a stable sort, so rows of
+        one group keep their order), each touched group's accumulator is updated once, and one
+        change per group is emitted (``+I``, ``-U``/``+U``, ``-D`` or nothing; groups in order of
+        first touch). Output and state are exactly those of ``process_batch`` on the same rows
+        (row ``i`` has kind ``kinds[i]`` and the values of the table's row ``i`` as
+        ``to_pylist()`` gives them).
+
+        Args:
+            table: the input rows; must hold the group-by and aggregate columns (others are
+                ignored).
+            kinds: one RowKind per row, or None for insert-only input (all ``+I``). Runs of
+                accumulate (``+I``/``+U``) and retract (``-U``/``-D``) rows are applied in
+                order; a group whose row count could reach 0 within a retract run is applied
+                row by row (its state is cleared at 0 and later retractions are ignored, as
+                Flink's).
+
+        Raises:
+            SchemaError: a group-by or aggregate column is missing from ``table``.
+            ValueError: ``kinds`` does not have one entry per row.
+        """
+        n = table.num_rows
+        names = set(table.column_names)
+        for c in self.group_by:
+            if c not in names:
+                raise SchemaError(
+                    f"{self.describe()}: group-by column {c!r} missing from the batch with columns {table.column_names}"
+                )
+        for a in self.aggregates:
+            if a.column is not None and a.column not in names:
+                raise SchemaError(
+                    f"{self.describe()}: column {a.column!r} of {a.sql()} missing from the batch with columns "
+                    f"{table.column_names}"
+                )
+        if kinds is not None and len(kinds) != n:
+            raise ValueError(f"{len(kinds)} row kinds for a batch of {n} rows")
+        before: dict[GroupKey, tuple[Any, ...] | None] = {}
+        after: dict[GroupKey, tuple[Any, ...] | None] = {}
+        if n == 0:
+            return []
+        if kinds is None:
+            self._apply_columns(table, 1, None, before, after)
+        else:
+            start = 0
+            sign = 1 if kinds[0].is_accumulate else -1
+            for i in range(1, n + 1):
+                s = 0 if i == n else (1 if kinds[i].is_accumulate else -1)
+                if s != sign:
+                    self._apply_columns(table.slice(start, i - start), sign, kinds[start:i], before, after)
+                    start, sign = i, s
+        out: list[ChangelogRow] = []
+        for key, old in before.items():
+            out.extend(self._emit(key, old, after[key]))
+        return out
+
+    def _group_ids(self, table: pa.Table) -> tuple[list[GroupKey], pa.Array]:
+        """Group keys in order of first occurrence and one group id (int32) per row."""
+        if len(self.group_by) == 1:
+            enc = pc.dictionary_encode(table.column(self.group_by[0]), null_encoding="encode").combine_chunks()
+            return [(k,) for k in enc.dictionary.to_pylist()], enc.indices
+        if not self.group_by:
+            return [()], pa.array([0] * table.num_rows, pa.int32())
+        ids: dict[GroupKey, int] = {}
+        gids = [ids.setdefault(k, len(ids)) for k in zip(*(table.column(c).to_pylist() for c in self.group_by))]
+        return list(ids), pa.array(gids, pa.int32())
+
+    def _apply_columns(
+        self,
+        table: pa.Table,
+        sign: int,
+        kinds: Sequence[RowKind] | None,
+        before: dict[GroupKey, tuple[Any, ...] | None],
+        after: dict[GroupKey, tuple[Any, ...] | None],
+    ) -> None:
+        """Apply a run of rows of one sign (+1 accumulate, -1 retract), grouped."""
+        keys, gids = self._group_ids(table)
+        order = pc.sort_indices(gids)  # stable: rows of a group keep their order
+        sorted_gids = gids.take(order)
+        runs = pc.run_end_encode(sorted_gids)
+        ends = runs.run_ends.to_pylist()
+        run_gids = runs.values.to_pylist()
+        columns = sorted({a.column for a in self.aggregates if a.column is not None})
+        vals = {c: table.column(c).take(order).to_pylist() for c in columns}
+        specs = self.aggregates
+        store = self.store
+        start = 0
+        for gid, end in zip(run_gids, ends):
+            key = keys[gid]
+            cnt = end - start
+            acc = store.get(key)
+            if sign < 0 and (acc is None or acc.row_count <= cnt):
+                if acc is not None:  # may empty the group: exact row-by-row order matters
+                    assert kinds is not None
+                    rows = order.slice(start, cnt).to_pylist()
+                    for j in range(cnt):
+                        values = dict(zip(self.group_by, key))
+                        values.update((c, vals[c][start + j]) for c in columns)
+                        applied = self._apply(ChangelogRow(kinds[rows[j]], values))
+                        if applied is not None:
+                            k, _first, old_v, new_v = applied
+                            if k not in before:
+                                before[k] = old_v
+                            after[k] = new_v
+                # without state every retraction is ignored: nothing is touched
+                start = end
+                continue
+            if acc is None:
+                acc = GroupAccumulator.create(specs)
+                old: tuple[Any, ...] | None = None
+            else:
+                old = acc.value(specs)
+            acc.row_count += sign * cnt
+            for i, spec in enumerate(specs):
+                if spec.column is None:
+                    continue
+                group_vals = vals[spec.column][start:end]
+                ms = acc.multisets[i]
+                if ms is not None:
+                    if sign > 0:
+                        nonnull = ms.add_all(group_vals)
+                    else:
+                        nonnull = 0
+                        for v, c in collections.Counter(v for v in group_vals if v is not None).items():
+                            ms.add(v, -c)
+                            nonnull += c
+                elif spec.function is AggFunction.SUM:
+                    s = acc.sums[i]
+                    nonnull = 0
+                    for v in group_vals:
+                        if v is None:
+                            continue
+                        nonnull += 1
+                        if sign > 0:
+                            s = v if s is None else s + v
+                        else:
+                            s = -v if s is None else s - v
+                    acc.sums[i] = s
+                else:
+                    nonnull = cnt - group_vals.count(None)
+                acc.counts[i] += sign * nonnull
+            store.put(key, acc)  # row_count > 0: accumulated, or retracted by fewer than it had
+            if key not in before:
+                before[key] = old
+            after[key] = acc.value(specs)
+            start = end
 
     def process_all(self, rows: Iterable[ChangelogRow]) -> list[ChangelogRow]:
         """Apply rows in order; return all output rows in order."""

@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 from decimal import Decimal
 from json.encoder import encode_basestring
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from changelake.changelog.row import ChangelogRow
 from changelake.changelog.rowkind import INSERT_ONLY, RowKind
@@ -25,6 +25,7 @@ from changelake.changelog.schema import Schema
 from changelake.formats.base import Format
 from changelake.formats.errors import DecodeError, EncodeError, FormatOptionError
 from changelake.formats.json_values import (
+    _INT_RANGES,
     dumps,
     from_json_value,
     json_decoder_for,
@@ -152,6 +153,67 @@ class _ObjectCodec:
             return ("{" + ",".join(parts) + "}").encode("utf-8")
         except UnicodeEncodeError:
             return None
+
+
+    def encode_text_many(self, rows: Sequence[Mapping[str, Any]]) -> list[bytes | None]:
+        """:meth:`encode_text` of each of ``rows`` (nulls written, not ignored), column by
+        column: each column's converter runs over the whole batch and each row's text comes from
+        one ``%`` of a per-schema template. Same bytes as ``encode_text``; an entry is None where
+        ``encode_text`` gives None (the caller then uses the general writer for that row).
+        Raises EncodeError naming the column, as ``encode_text``."""
+        n = len(rows)
+        text = _TEXT
+        columns: list[list[str]] = []
+        odd: set[int] = set()
+        none = type(None)
+        for (name, _prefix, enc), column in zip(self.text_columns, self.schema.columns):
+            raw = [v.get(name) for v in rows]
+            kinds = set(map(type, raw))
+            dtype = column.type
+            if dtype.is_string and kinds <= {str, none}:  # the converter would return them as given
+                jvs = raw
+            elif dtype.is_integer and kinds <= {int, none}:
+                present: list[Any] = raw if none not in kinds else [x for x in raw if x is not None]
+                lo, hi = _INT_RANGES[dtype.root]
+                jvs = raw if not present or (lo <= min(present) and max(present) <= hi) else [enc(x) for x in raw]
+            else:
+                jvs = [enc(x) for x in raw]
+            kinds = set(map(type, jvs))
+            if none in kinds and len(kinds) == 2 and (write := text.get((kinds - {none}).pop())) is not None:
+                columns.append(["null" if jv is None else write(jv) for jv in jvs])
+                continue
+            if len(kinds) == 1 and (write := text.get(kinds.pop())) is not None:
+                columns.append(list(map(write, jvs)))
+                continue
+            col: list[str] = []
+            for i, jv in enumerate(jvs):
+                if jv is None:
+                    col.append("null")
+                    continue
+                w = text.get(type(jv))
+                if w is None:
+                    odd.add(i)
+                    col.append("")
+                else:
+                    col.append(w(jv))
+            columns.append(col)
+        template = "{" + ",".join(prefix.replace("%", "%%") + "%s" for _n, prefix, _e in self.text_columns) + "}"
+        texts = list(map(template.__mod__, zip(*columns))) if columns else ["{}"] * n
+        if not odd:
+            try:
+                return list(map(str.encode, texts))  # UTF-8
+            except UnicodeEncodeError:
+                pass  # a lone surrogate somewhere: find it row by row
+        out: list[bytes | None] = []
+        for i, t in enumerate(texts):
+            if i in odd:
+                out.append(None)
+                continue
+            try:
+                out.append(t.encode("utf-8"))
+            except UnicodeEncodeError:
+                out.append(None)
+        return out
 
 
 _CODECS_BY_ID: dict[tuple[int, str, TimestampFormat], tuple[Schema, _ObjectCodec]] = {}
@@ -282,6 +344,15 @@ class JsonFormat(Format):
             ignore_null_fields=self.options.encode_ignore_null_fields,
         )
         return dumps(obj)
+
+    def encode_values_many(self, rows: Sequence[Mapping[str, Any]]) -> list[bytes]:
+        """:meth:`encode_values` of each of ``rows`` (a batch, encoded column by column): the
+        same bytes, in order. Raises EncodeError naming the column, as ``encode_values``."""
+        codec = self._codec
+        if codec is None or self.options.encode_ignore_null_fields:
+            return [self.encode_values(v) for v in rows]
+        out = codec.encode_text_many(rows)
+        return [self.encode_values(rows[i]) if b is None else b for i, b in enumerate(out)]
 
     def decode(self, data: bytes | None) -> list[ChangelogRow]:
         """One ``+I`` row per JSON object ([] for a null/empty message). Raises DecodeError."""

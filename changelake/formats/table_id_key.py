@@ -25,7 +25,7 @@ from __future__ import annotations
 import csv
 import enum
 import io
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from changelake.changelog.event import DataChangeEvent, Op
 from changelake.changelog.schema import Schema
@@ -50,9 +50,26 @@ def key_fields(table_text: str, schema: Schema | None, row: Mapping[str, Any] | 
     fields: list[tuple[str, Any]] = [("TableId", table_text)]
     if schema is None or not schema.primary_key or row is None:
         return fields
-    for name in schema.primary_key:
-        fields.append((name, json_values.to_json_value(row.get(name), schema.column(name).type, name)))
+    for name, encode in _key_encoders(schema):
+        fields.append((name, encode(row.get(name))))
     return fields
+
+
+#: id(schema) -> (schema, encoders); the schema is held, so its id is not reused while cached
+_KEY_ENCODERS: dict[int, tuple[Schema, list[tuple[str, Callable[[Any], Any]]]]] = {}
+
+
+def _key_encoders(schema: Schema) -> list[tuple[str, Callable[[Any], Any]]]:
+    """(pk column, converter) in key order; the converters equal ``to_json_value`` for the
+    column's type (``json_encoder_for``), built once per schema object."""
+    hit = _KEY_ENCODERS.get(id(schema))
+    if hit is not None and hit[0] is schema:
+        return hit[1]
+    if len(_KEY_ENCODERS) >= 1024:
+        _KEY_ENCODERS.clear()
+    encoders = [(name, json_values.json_encoder_for(schema.column(name).type, name)) for name in schema.primary_key]
+    _KEY_ENCODERS[id(schema)] = (schema, encoders)
+    return encoders
 
 
 def _compact(obj: Any) -> str:
@@ -63,12 +80,15 @@ def encode_table_key(table_text: str, schema: Schema | None, row: Mapping[str, A
                      key_format: KeyFormat = KeyFormat.JSON) -> bytes:
     """Key bytes of one row image of table ``table_text`` (``db.table``; see the module docstring).
 
-    ``row`` None (a truncate) or a schema without primary key gives the TableId alone.
+    ``row`` None (a truncate) or a schema without primary key gives the TableId alone. The json
+    key is written by orjson (compiled) where that gives :func:`json_values.dumps`' exact bytes
+    (:func:`json_values.dumps_envelope`), else by ``dumps``.
     Raises EncodeError for a key value that does not fit its column type.
     """
     fields = key_fields(table_text, schema, row)
     if key_format is KeyFormat.JSON:
-        return _compact(dict(fields)).encode("utf-8")
+        obj = dict(fields)
+        return json_values.dumps_envelope(obj, (obj,))
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="", quoting=csv.QUOTE_MINIMAL)
     writer.writerow(["" if v is None else v if isinstance(v, str) else _compact(v) for _, v in fields])

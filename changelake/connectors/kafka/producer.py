@@ -218,6 +218,80 @@ class KafkaProducer:
             self.tombstones_sent += 1
         self.metrics.record_out(1, len(key or b"") + len(value or b""))
 
+    def produce_batch(self, topic: str, records: Sequence[tuple[bytes | None, bytes | None, int | None]],
+                      *, max_queued: int = 100_000) -> None:
+        """Send many records in order with one client call per chunk (librdkafka's
+        ``produce_batch``; the configured partitioner places each record): ``records`` are
+        ``(key, value, timestamp ms or None)``, value None a tombstone.
+
+        Order per partition is that of ``records``: before each chunk the call waits (serving
+        delivery reports) until the local queue has room for the whole chunk, given
+        ``max_queued`` = the client's ``queue.buffering.max.messages``; a chunk refused in part
+        is retried only when the refused records are its tail (nothing after them was queued),
+        else it fails rather than reorder.
+
+        Raises:
+            SinkFlushError: the queue stayed full for ``queue_timeout_s`` seconds, or the client
+                refused records (both name the topic).
+        """
+        client = self.client
+        chunk_size = max(1, min(10_000, max_queued // 2))
+        on_delivery = self._on_delivery
+        sent_bytes = tombstones = 0
+        for start in range(0, len(records), chunk_size):
+            chunk = records[start:start + chunk_size]
+            msgs: list[dict[str, Any]] = [
+                {"key": k, "value": v} if ts is None else {"key": k, "value": v, "timestamp": ts} for k, v, ts in chunk
+            ]
+            deadline: float | None = None
+            pending = msgs
+            while pending:
+                while len(client) + len(pending) > max_queued:
+                    deadline = self._wait_for_queue(topic, deadline)
+                try:
+                    queued = client.produce_batch(topic, pending, on_delivery=on_delivery)
+                except BufferError:
+                    deadline = self._wait_for_queue(topic, deadline)
+                    continue
+                except KafkaException as exc:
+                    raise SinkFlushError(f"cannot produce to topic {topic!r}: {exc}", topic=topic) from exc
+                if queued == len(pending):
+                    break
+                failed = [i for i, m in enumerate(pending) if "_error" in m]
+                tail = failed == list(range(len(pending) - len(failed), len(pending)))
+                if not tail or any(not _queue_full(m["_error"]) for m in (pending[i] for i in failed)):
+                    first = pending[failed[0]]["_error"]
+                    raise SinkFlushError(
+                        f"cannot produce {len(failed)} of {len(pending)} records to topic {topic!r} in order: {first}",
+                        topic=topic,
+                    )
+                pending = pending[failed[0]:]
+                for m in pending:
+                    del m["_error"]
+                deadline = self._wait_for_queue(topic, deadline)
+            for k, v, _ts in chunk:
+                if v is None:
+                    tombstones += 1
+                    sent_bytes += len(k or b"")
+                else:
+                    sent_bytes += len(k or b"") + len(v)
+        self.records_sent += len(records)
+        self.tombstones_sent += tombstones
+        if records:
+            self._topics.add(topic)
+            self.metrics.record_out(len(records), sent_bytes)
+
+    def _wait_for_queue(self, topic: str, deadline: float | None) -> float:
+        """Serve delivery reports for up to 0.1 s while the local queue is full; the deadline."""
+        now = time.monotonic()
+        deadline = deadline if deadline is not None else now + self.queue_timeout_s
+        if now > deadline:
+            raise SinkFlushError(
+                f"the local producer queue for topic {topic!r} stayed full for {self.queue_timeout_s:g} s", topic=topic
+            )
+        self.client.poll(0.1)
+        return deadline
+
     def poll(self, timeout_s: float = 0.0) -> None:
         """Serve delivery reports and client logs (non-blocking by default)."""
         self.client.poll(timeout_s)
@@ -378,6 +452,12 @@ class KafkaProducer:
             log.warning("abort of the transaction of %r failed: %s", self.transactional_id, exc)
         self._in_transaction = False
         self.clear_errors()
+
+
+def _queue_full(err: Any) -> bool:
+    """True for librdkafka's local "queue full" refusal (retry after serving delivery reports)."""
+    code = err.code() if hasattr(err, "code") else None
+    return code == KafkaError._QUEUE_FULL or "queue full" in str(err).lower()
 
 
 def _log_client_error(err: KafkaError) -> None:

@@ -311,10 +311,23 @@ class KafkaTableSource:
             DecodeError: a record does not decode (topic, partition and offset filled in).
             SourceError: a fatal consumer error (names topic and partition).
         """
+        out: list[ChangelogRow] = []
+        for m in self.poll_messages(timeout_s, max_records):
+            out.extend(self._decode(m))
+        return out
+
+    def poll_messages(self, timeout_s: float = 1.0, max_records: int = 500) -> list[Any]:
+        """As :meth:`poll`, but the records undecoded: confluent-kafka ``Message`` objects (for a
+        caller that decodes a whole batch at once, then :meth:`decode_message` for exact errors).
+        Positions and the bounded end advance as with :meth:`poll`.
+
+        Raises:
+            SourceError: a fatal consumer error (names topic and partition).
+        """
         if self.finished:
             return []
         msgs = self.consumer.consume(max_records, timeout_s)
-        out: list[ChangelogRow] = []
+        out: list[Any] = []
         for m in msgs:
             err = m.error()
             tp: TP = (str(m.topic()), int(m.partition() or 0))
@@ -331,8 +344,16 @@ class KafkaTableSource:
                 continue
             self._positions[tp] = off + 1
             self.records_read += 1
-            out.extend(self._decode(m))
+            out.append(m)
         return out
+
+    def decode_message(self, m: Any) -> list[ChangelogRow]:
+        """The changelog rows of one message from :meth:`poll_messages`, as :meth:`poll` returns them.
+
+        Raises:
+            DecodeError: the record does not decode (topic, partition and offset filled in).
+        """
+        return self._decode(m)
 
     def _decode(self, m: Any) -> list[ChangelogRow]:
         topic, part, off = m.topic(), m.partition(), m.offset()

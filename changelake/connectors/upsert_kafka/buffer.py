@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Generic, Hashable, TypeVar
+from typing import Callable, Generic, Hashable, Iterable, TypeVar
 
 from changelake.changelog.rowkind import RowKind
 
@@ -44,6 +44,8 @@ class ReducingBuffer(Generic[P]):
 
     Args:
         emit: ``emit(kind, payload)`` writes one record downstream (the plain writer).
+        emit_batch: if given, a flush hands all its records to ``emit_batch([(kind, payload),
+            ...])`` in one call (same records, same order) instead of calling ``emit`` per record.
         max_rows: flush when this many distinct keys are pending (must be > 0).
         interval_ms: flush when this many ms have passed since the last flush (must be > 0).
         clock: monotonic clock in seconds (tests pass a fake one).
@@ -58,11 +60,13 @@ class ReducingBuffer(Generic[P]):
         max_rows: int,
         interval_ms: float,
         *,
+        emit_batch: Callable[[list[tuple[RowKind, P]]], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if max_rows <= 0 or interval_ms <= 0:
             raise ValueError(f"ReducingBuffer needs max_rows > 0 and interval_ms > 0, got {max_rows}, {interval_ms}")
         self._emit = emit
+        self._emit_batch = emit_batch
         self.max_rows = max_rows
         self.interval_ms = interval_ms
         self._clock = clock
@@ -82,6 +86,20 @@ class ReducingBuffer(Generic[P]):
                 self.flush()
             else:
                 self.flush_if_due()
+
+    def add_many(self, items: Iterable[tuple[Hashable, RowKind, P]]) -> None:
+        """:meth:`add` of each ``(key, kind, payload)`` in order (one lock acquisition; the
+        same flush triggers after every put)."""
+        with self._lock:
+            pending = self._pending
+            for key, kind, payload in items:
+                pending[key] = _Pending(normalize_kind(kind), payload)
+                if len(pending) >= self.max_rows:
+                    self.flush()
+                    pending = self._pending
+                elif self.due():
+                    self.flush()
+                    pending = self._pending
 
     def due(self) -> bool:
         """True when ``interval_ms`` has passed since the last flush."""
@@ -105,6 +123,10 @@ class ReducingBuffer(Generic[P]):
         with self._lock:
             pending, self._pending = self._pending, {}
             self._last_flush = self._clock()
+            if self._emit_batch is not None:
+                if pending:
+                    self._emit_batch([(item.kind, item.payload) for item in pending.values()])
+                return len(pending)
             n = 0
             for item in pending.values():
                 self._emit(item.kind, item.payload)

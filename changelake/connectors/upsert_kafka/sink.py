@@ -114,6 +114,8 @@ class UpsertKafkaSink:
         self._value_format: Any = None
         self._encode_key: Callable[[ChangelogRow], bytes | None] | None = None
         self._encode_value: Callable[[ChangelogRow], bytes | None] | None = None
+        self._key_many: Callable[[list[ChangelogRow]], list[bytes | None]] | None = None
+        self._value_many: Callable[[list[ChangelogRow]], list[bytes | None]] | None = None
         self._buffer: ReducingBuffer[KafkaRecord] | None = None
         self._timer: threading.Thread | None = None
         self._timer_stop = threading.Event()
@@ -142,6 +144,12 @@ class UpsertKafkaSink:
         conf.setdefault("partitioner", LIBRDKAFKA_PARTITIONER)
         if self.guarantee is not DeliveryGuarantee.NONE:
             conf.setdefault("enable.idempotence", "true")
+        # only failed records need a delivery report (success is seen by flush/commit): no
+        # Python callback per acknowledged record
+        only_errors = conf.get("delivery.report.only.error", True)  # a client (Python) setting: a bool
+        conf["delivery.report.only.error"] = (
+            only_errors if isinstance(only_errors, bool) else str(only_errors).strip().lower() == "true"
+        )
         if self.guarantee is DeliveryGuarantee.EXACTLY_ONCE:
             conf["transactional.id"] = self.transactional_id
             conf["transaction.timeout.ms"] = self.options.transaction_timeout_ms
@@ -158,6 +166,7 @@ class UpsertKafkaSink:
                 self.options.value_format, self.layout.value_schema, self.options.value_format_options
             )
             self._encode_key, self._encode_value = self._row_encoders()
+            self._key_many, self._value_many = self._batch_encoders()
 
     def _row_encoders(self) -> tuple[Callable[[ChangelogRow], bytes | None], Callable[[ChangelogRow], bytes | None]]:
         """(key encoder, value encoder) of a table row. A format with ``encode_values(values)``
@@ -187,6 +196,40 @@ class UpsertKafkaSink:
 
         return encode_key, encode_value
 
+    def _batch_encoders(
+        self,
+    ) -> tuple[Callable[[list[ChangelogRow]], list[bytes | None]] | None, Callable[[list[ChangelogRow]], list[bytes | None]] | None]:
+        """(key, value) encoders of a batch of table rows: the formats' ``encode_values_many``
+        (json) on the same inputs as the row encoders' direct path, else the row encoders mapped
+        over the batch. Both None when the key format has no batch encoder (the per-row path is
+        as fast)."""
+        layout = self.layout
+        key_many = getattr(self._key_format, "encode_values_many", None)
+        value_many = getattr(self._value_format, "encode_values_many", None)
+        encode_key, encode_value = self._encode_key, self._encode_value
+        assert encode_key is not None and encode_value is not None
+        if key_many is None and value_many is None:
+            return None, None
+
+        def keys(rows: list[ChangelogRow]) -> list[bytes | None]:
+            if key_many is None:
+                return [encode_key(r) for r in rows]
+            if not layout.prefix:
+                return key_many([r.values for r in rows])  # type: ignore[no-any-return]
+            return key_many([layout.key_values(r.values) for r in rows])  # type: ignore[no-any-return]
+
+        def values(rows: list[ChangelogRow]) -> list[bytes | None]:
+            if value_many is None:
+                return [encode_value(r) for r in rows]
+            return value_many([r.values for r in rows])  # type: ignore[no-any-return]
+
+        return keys, values
+
+    @property
+    def _max_queued(self) -> int:
+        """The producer's ``queue.buffering.max.messages`` (librdkafka's default 100000)."""
+        return int(self.options.properties.get("queue.buffering.max.messages", 100_000))
+
     def open(self) -> "UpsertKafkaSink":
         """Build the formats, create missing topics (compacted), start the producer (and with
         exactly-once ``init_transactions``, fencing an older producer with the same id).
@@ -204,7 +247,8 @@ class UpsertKafkaSink:
         self._producer = producer
         if self.options.buffering_enabled:
             self._buffer = ReducingBuffer(
-                self._emit_buffered, self.options.sink_buffer_flush_max_rows, self.options.buffer_flush_interval_ms
+                self._emit_buffered, self.options.sink_buffer_flush_max_rows, self.options.buffer_flush_interval_ms,
+                emit_batch=self._emit_buffered_batch,
             )
             self._timer_stop.clear()
             self._timer = threading.Thread(target=self._timer_loop, name="upsert-kafka-buffer-flush", daemon=True)
@@ -296,6 +340,45 @@ class UpsertKafkaSink:
         ts = metadata.get("timestamp") if metadata else None
         return topic, key, value, int(ts) if isinstance(ts, (int, float)) else None
 
+    def to_records(self, rows: Sequence[ChangelogRow]) -> list[KafkaRecord]:
+        """:meth:`to_record` of each row (``-U`` left out), encoded as one batch where the formats
+        can: the same records in the same order. Needs a single ``topic`` (else row by row).
+        Raises EncodeError / ConnectorError as :meth:`to_record`."""
+        if len(self.options.topics) != 1 or self._key_many is None:
+            return [r for r in map(self.to_record, rows) if r is not None]
+        topic = self.options.topics[0]
+        return [KafkaRecord(topic, k, v, ts) for k, v, ts in self._serialize_many(rows)]  # type: ignore[arg-type]
+
+    def _serialize_many(self, rows: Sequence[ChangelogRow]) -> list[tuple[bytes | None, bytes | None, int | None]]:
+        """(key, value, timestamp ms) of each row but ``-U``, batch-encoded; single topic only."""
+        key_many, value_many = self._key_many, self._value_many
+        if key_many is None or value_many is None:
+            raise ConnectorError("the upsert-kafka sink is not open; call open() first")
+        kept = [r for r in rows if r.kind is not RowKind.UPDATE_BEFORE]
+        if not kept:
+            return []
+        keys = key_many(kept)
+        if None in keys:
+            row = kept[keys.index(None)]
+            raise ConnectorError(
+                f"key format '{self.options.key_format}' wrote no bytes for key {self.layout.key_values(row.values)} "
+                f"(topic {self.options.topics[0]!r}); upsert-kafka records need a non-null key"
+            )
+        delete = RowKind.DELETE
+        if any(r.kind is delete for r in kept):
+            live = [r for r in kept if r.kind is not delete]
+            live_values = iter(value_many(live) if live else [])
+            values = [None if r.kind is delete else next(live_values) for r in kept]
+        else:
+            values = value_many(kept)
+        if not any(r.metadata for r in kept):
+            return list(zip(keys, values, [None] * len(kept)))
+        stamps: list[int | None] = []
+        for r in kept:
+            ts = r.metadata.get("timestamp") if r.metadata else None
+            stamps.append(int(ts) if isinstance(ts, (int, float)) else None)
+        return list(zip(keys, values, stamps))
+
     def write(self, row: ChangelogRow) -> None:
         """Write one changelog row (see module docstring). With exactly-once, a transaction is
         begun first if none is open. Raises SinkFlushError for an earlier failure of the flush
@@ -314,16 +397,58 @@ class UpsertKafkaSink:
             self._produce_parts(*parts)
 
     def write_all(self, rows: Iterable[ChangelogRow]) -> int:
-        """Write every row; returns how many were given."""
-        n = 0
-        for row in rows:
-            self.write(row)
-            n += 1
-        return n
+        """Write every row, as :meth:`write` of each in order; returns how many were given.
+
+        A batch is encoded as a whole where the formats can (json: column by column, see
+        ``JsonFormat.encode_values_many``) and handed to the producer in chunks
+        (``KafkaProducer.produce_batch``) instead of one call per record; semantics are those of
+        :meth:`write` (``-U`` dropped, ``-D`` a tombstone, the buffer's reduce by key, a
+        transaction begun with exactly-once). Raises as :meth:`write`, except that a row that
+        cannot be encoded fails the call before any row of the batch is sent or buffered.
+        """
+        batch = rows if isinstance(rows, list) else list(rows)
+        if len(self.options.topics) != 1 or self._key_many is None:
+            for row in batch:
+                self.write(row)
+            return len(batch)
+        if self._timer_error is not None:
+            self._raise_timer_error()
+        topic = self.options.topics[0]
+        records = self._serialize_many(batch)
+        if not records:
+            return len(batch)
+        if self.guarantee is DeliveryGuarantee.EXACTLY_ONCE and not self.in_transaction:
+            self.begin_transaction()
+        if self._buffer is not None:
+            kinds = [r.kind for r in batch if r.kind is not RowKind.UPDATE_BEFORE]
+            self._buffer.add_many(
+                ((topic, k), kind, KafkaRecord(topic, k, v, ts))  # type: ignore[arg-type]
+                for kind, (k, v, ts) in zip(kinds, records)
+            )
+            return len(batch)
+        producer = self._kafka
+        producer.produce_batch(topic, records, max_queued=self._max_queued)
+        producer.poll(0)
+        return len(batch)
 
     def _emit_buffered(self, kind: RowKind, record: KafkaRecord) -> None:
         # the buffer normalised the kind: +U -> value, -D -> tombstone
         self._produce(record if kind is RowKind.UPDATE_AFTER else KafkaRecord(record.topic, record.key, None, record.timestamp_ms))
+
+    def _emit_buffered_batch(self, items: list[tuple[RowKind, KafkaRecord]]) -> None:
+        # one flush of the buffer: +U -> value, -D -> tombstone; one produce_batch per run of a topic
+        producer = self._kafka
+        run: list[tuple[bytes | None, bytes | None, int | None]] = []
+        topic: str | None = None
+        for kind, rec in items:
+            if rec.topic != topic and run:
+                producer.produce_batch(topic or "", run, max_queued=self._max_queued)
+                run = []
+            topic = rec.topic
+            run.append((rec.key, rec.value if kind is RowKind.UPDATE_AFTER else None, rec.timestamp_ms))
+        if run:
+            producer.produce_batch(topic or "", run, max_queued=self._max_queued)
+        producer.poll(0)
 
     def _produce(self, record: KafkaRecord) -> None:
         self._produce_parts(record.topic, record.key, record.value, record.timestamp_ms)
