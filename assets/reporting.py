@@ -2,7 +2,7 @@
 
 * Pipeline 1 (MySQL -> Kafka): one materialization of ``kafka/<db>/<table>`` per commit and topic
   with ``records``, ``offsets`` (the topic's end offsets after the commit) and ``position``.
-* Pipeline 2 (Kafka -> Iceberg): one materialization of ``lake/<db>/<table>`` per changed table
+* Pipeline 2 (Kafka -> Iceberg): one materialization of ``lake/<pipeline>/<db>/<table>`` per changed table
   with ``rows_inserted``, ``rows_updated``, ``rows_deleted``, ``offsets`` (that table's own),
   ``snapshot_id`` and ``lag`` — per commit from the long-running op, per run from the asset.
 """
@@ -138,7 +138,7 @@ class LakeReporter(Reporter):
             return []
         return [
             dg.AssetMaterialization(
-                asset_key=lake_asset_key(step.table),
+                asset_key=lake_asset_key(self.defn, step.table),
                 metadata=lake_metadata(step, self.lag(step.table, self.progress.get(step.table).offsets), self.defn.name),
             )
             for step in steps
