@@ -128,7 +128,12 @@ def run(args: argparse.Namespace) -> int:
         line = ", ".join(f"{k}={v.value}" for k, v in md.items())
         print(f"{event.step_key}: {line}" if len(outputs) > 1 else line)
     if not result.success:
-        for line in failure_messages(result) or ["the run failed"]:
+        from changelake.commands._credentials import auth_hint
+
+        lines = failure_messages(result) or ["the run failed"]
+        for line in lines:
             print(f"error: {line}", file=sys.stderr)
+        for line in auth_hint(args.file, lines):
+            print(f"hint: {line}", file=sys.stderr)
         return 1
     return 0
