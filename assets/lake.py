@@ -132,7 +132,13 @@ def build_lake_assets(path: Path, structure: PipelineDefinition) -> dg.AssetsDef
         reporter = LakeReporter(defn, per_commit=False)
         try:
             with PipelineLock(default_state_dir(), defn.name, context.run.run_id):
-                stats = run_pipeline(defn, until_caught_up=True, on_batch=reporter.add)
+                def on_batch(batch: dict) -> None:
+                    reporter.add(batch)
+                    line = reporter.progress_line()
+                    if line:
+                        context.log.info(line)
+
+                stats = run_pipeline(defn, until_caught_up=True, on_batch=on_batch)
                 positions = {} if mysql_source else kafka_lag(defn)
         finally:
             reporter.close()

@@ -121,6 +121,9 @@ def run(args: argparse.Namespace) -> int:
         if running:
             print(f"error: {running}", file=sys.stderr)
             return 1
+    from assets.reporting import PROGRESS_ENV
+
+    os.environ.setdefault(PROGRESS_ENV, "stderr")  # progress lines on stderr (CHANGELAKE_PROGRESS=off: none)
     result = run_pipeline_job(args.file, args.until_caught_up, args.max_duration, worker_id=worker_id)
     outputs = [e for e in result.all_events if e.event_type_value == "STEP_OUTPUT" and e.step_output_data]
     for event in outputs:  # one line per op: per worker for a parallel pipeline

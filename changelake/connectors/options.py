@@ -511,8 +511,8 @@ def validate_unsupported_options(identifier: str, raw: Mapping[str, Any], option
         supported = declared + sorted(f"{p}*" for p in dict.fromkeys(heads))
         raise OptionValidationError(
             f"Unsupported options found for '{identifier}'.\n\n"
-            "Unsupported options:\n\n" + "\n".join(unknown) + did_you_mean(unknown, declared) + "\n\n"
-            "Supported options:\n\n" + "\n".join(supported),
+            "Unsupported options:\n\n" + "\n".join(unknown) + "\n\n"
+            "Supported options:\n\n" + "\n".join(supported) + did_you_mean(unknown, declared),
             option=unknown[0],
         )
 

@@ -157,7 +157,7 @@ def validate_pipeline_block(block: Mapping[str, str], *, resolved: bool = True) 
     if unknown:
         raise OptionValidationError(
             "Unsupported options found for 'pipeline'.\n\nUnsupported options:\n\n" + "\n".join(unknown)
-            + did_you_mean(unknown, sorted(PIPELINE_KEYS)) + "\n\nSupported options:\n\n" + "\n".join(sorted(PIPELINE_KEYS)),
+            + "\n\nSupported options:\n\n" + "\n".join(sorted(PIPELINE_KEYS)) + did_you_mean(unknown, sorted(PIPELINE_KEYS)),
             option=unknown[0],
         )
     if not resolved:

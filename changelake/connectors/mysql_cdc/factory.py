@@ -40,8 +40,8 @@ def validate_unsupported(raw: Mapping[str, Any]) -> None:
     if unknown:
         raise OptionValidationError(
             f"Unsupported options found for '{IDENTIFIER}'.\n\n"
-            "Unsupported options:\n\n" + "\n".join(unknown) + did_you_mean(unknown, sorted(OPTION_KEYS)) + "\n\n"
-            "Supported options:\n\n" + "\n".join(sorted(OPTION_KEYS)),
+            "Unsupported options:\n\n" + "\n".join(unknown) + "\n\n"
+            "Supported options:\n\n" + "\n".join(sorted(OPTION_KEYS)) + did_you_mean(unknown, sorted(OPTION_KEYS)),
             option=unknown[0],
         )
 
