@@ -17,6 +17,7 @@ from __future__ import annotations
 __all__ = [
     "ROWS_INSERTED", "ROWS_UPDATED", "ROWS_DELETED", "OFFSETS", "SNAPSHOT_ID", "COMMITS", "LAG", "PIPELINE",
     "RECORDS", "POSITION", "SAMPLES", "NEXT_STEP", "ERROR", "LAKE_KIND", "LAKE_TABLE", "PROGRESS",
+    "LAKE_MATERIALIZATION", "TOPIC_MATERIALIZATION", "CHECK_EXPLANATION",
 ]
 
 ROWS_INSERTED = "rows_inserted"
@@ -40,3 +41,11 @@ LAKE_KIND = "changelake/lake"
 LAKE_TABLE = "changelake/table"
 #: run metadata of a long run: the last progress line
 PROGRESS = "progress"
+
+#: every key a lake-table materialization carries (``truncated``/``lag`` only when they apply)
+LAKE_MATERIALIZATION = (ROWS_INSERTED, ROWS_UPDATED, ROWS_DELETED, OFFSETS, SNAPSHOT_ID, COMMITS, LAG, PIPELINE,
+                        "truncated")
+#: every key a topic materialization carries
+TOPIC_MATERIALIZATION = (RECORDS, OFFSETS, POSITION, PIPELINE)
+#: the keys a failed check adds to its metadata
+CHECK_EXPLANATION = (SAMPLES, NEXT_STEP)

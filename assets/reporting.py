@@ -18,6 +18,7 @@ from changelake.changelog import TableId
 from changelake.pipeline.definition import PipelineDefinition
 from changelake.pipeline.progress import LakeProgress, ProgressPrinter, RunProgress, TableProgress, lag_of
 from assets.keys import lake_asset_key, topic_asset_key
+from assets.metadata import OFFSETS, PIPELINE, POSITION, RECORDS
 
 __all__ = ["Reporter", "TopicReporter", "LakeReporter", "reporter_for", "lake_metadata", "PROGRESS_ENV"]
 
@@ -34,7 +35,7 @@ def _md(values: Mapping[str, Any]) -> dict[str, Any]:
 
 def lake_metadata(progress: TableProgress, lag: int | None, pipeline: str) -> dict[str, Any]:
     """Dagster metadata of one lake table's progress (the one vocabulary)."""
-    return _md({**progress.metadata(lag), "pipeline": pipeline})
+    return _md({**progress.metadata(lag), PIPELINE: pipeline})
 
 
 class Reporter:
@@ -132,7 +133,7 @@ class TopicReporter(Reporter):
             out.append(dg.AssetMaterialization(
                 asset_key=topic_asset_key(topic),
                 description=f"pipeline {self.defn.name} committed {records} record(s) to topic {topic}",
-                metadata=_md({"records": records, "offsets": offsets, "position": position, "pipeline": self.defn.name}),
+                metadata=_md({RECORDS: records, OFFSETS: offsets, POSITION: position, PIPELINE: self.defn.name}),
             ))
         return out
 
