@@ -77,6 +77,8 @@ class Freshness:
     max_age_s: float
     #: the upstream MySQL -> Kafka capture against its server (None: no upstream pipeline known)
     source: Any = None
+    #: why the upstream position could not be compared (``ErrorClass: message``), or None
+    source_error: str | None = None
 
     @property
     def behind_mysql(self) -> bool:
@@ -101,6 +103,8 @@ class Freshness:
         if self.source is not None:
             md.update(mysql_position=self.source.server, captured_position=self.source.captured,
                       behind_mysql=self.source.behind)
+        elif self.source_error is not None:
+            md["mysql_position"] = f"not compared ({self.source_error})"
         return md
 
 
@@ -135,5 +139,10 @@ def check_freshness(defn: PipelineDefinition, table: TableId, max_age_s: float =
     finally:
         sink.close()
     age = max(0.0, time.time() - committed_ms / 1000.0) if committed_ms is not None else None
-    gap = upstream_gap(upstream, mysql) if upstream is not None and mysql is not None else None
-    return Freshness(lag=lag, last_commit_age_s=age, max_age_s=max_age_s, source=gap)
+    gap, error = None, None
+    if upstream is not None and mysql is not None:
+        try:
+            gap = upstream_gap(upstream, mysql)
+        except Exception as exc:  # noqa: BLE001 - MySQL or the offsets topic unreachable: say so, keep the Kafka lag
+            error = f"{type(exc).__name__}: {exc}"
+    return Freshness(lag=lag, last_commit_age_s=age, max_age_s=max_age_s, source=gap, source_error=error)

@@ -168,6 +168,17 @@ def test_lineage_launch_materialize_queue_and_clean_stop_in_the_browser(dev, pag
     page.goto(f"{server.url}/runs")
     page.get_by_text("Queued").first.wait_for()
     shot(page, "05-second-run-held-back")
+    # The queued run names the run it waits for (sensor queued_runs_name_their_blocker), as the CLI does.
+    deadline, waiting = time.monotonic() + 120, None
+    while time.monotonic() < deadline and not waiting:
+        tags = server.graphql("query($id: ID!) { runOrError(runId: $id) { ... on Run { tags { key value } } } }",
+                              {"id": second})["runOrError"]["tags"]
+        waiting = next((t["value"] for t in tags if t["key"] == "changelake/waiting_for"), None)
+        time.sleep(2)
+    assert waiting and waiting.startswith(first), waiting
+    page.goto(f"{server.url}/runs/{second}")
+    page.get_by_text(f"is already running: run {first}").first.wait_for()
+    shot(page, "05b-queued-run-names-its-blocker")
 
     # 5. Terminate the first: a clean stop with final stats; the queued one starts after it.
     page.goto(f"{server.url}/runs/{first}")

@@ -155,7 +155,7 @@ def test_long_running_op_of_pipeline_2_reports_a_materialization_per_commit(code
     materialized = {
         ".".join(m.asset_key.path) for m in result.asset_materializations_for_node(f"run_e2e_{db}_two")
     }
-    assert materialized == {f"lake.{db}.a", f"lake.{db}.b"}
+    assert materialized == {f"lake.e2e_{db}_two.{db}.a", f"lake.e2e_{db}_two.{db}.b"}
     for m in result.asset_materializations_for_node(f"run_e2e_{db}_two"):
         assert {"rows_inserted", "rows_updated", "rows_deleted", "offsets", "snapshot_id", "lag"} <= set(m.metadata)
         assert "change_events" not in m.metadata

@@ -43,3 +43,8 @@ def test_freshness_fails_when_behind_mysql_and_stale():
     assert Freshness(lag=0, last_commit_age_s=600.0, max_age_s=300.0).passed
     md = Freshness(lag=0, last_commit_age_s=600.0, max_age_s=300.0, source=behind).metadata()
     assert md["behind_mysql"] is True and md["mysql_position"] == "f.000001:5" and md["captured_position"] == "f.000001:1"
+
+
+def test_freshness_says_when_mysql_could_not_be_compared():
+    md = Freshness(lag=0, last_commit_age_s=1.0, max_age_s=300.0, source_error="OperationalError: (2003, ...)").metadata()
+    assert md["mysql_position"] == "not compared (OperationalError: (2003, ...))"
