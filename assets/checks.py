@@ -61,10 +61,19 @@ def _upstream_of(table: TableId) -> Path | None:
 
 def next_step_text(check: str, path: Path, result: object = None) -> str:
     """What to do when ``check`` failed on a lake table of the pipeline in file ``path``."""
+    import os
+
     from changelake.checks.key_state import next_step
 
-    run = f"changelake pipeline run {path} --until-caught-up"
-    if check == KEY_STATE_CHECK and result is not None and hasattr(result, "comparison"):
+    try:
+        shown = os.path.relpath(path)
+        shown = shown if not shown.startswith("..") else str(path)
+    except ValueError:  # another drive
+        shown = str(path)
+    run = f"changelake pipeline run {shown} --until-caught-up"
+    if result is None:  # the check could not run (e.g. the lake table does not exist yet)
+        return f"Run the pipelines until caught up (Pipeline 1, then `{run}`), then re-check."
+    if check == KEY_STATE_CHECK and hasattr(result, "comparison"):
         return next_step(False, result.comparison.duplicate_keys_lake)
     if check == UNIQUE_KEYS_CHECK:
         return next_step(False, duplicate_keys_lake=1)

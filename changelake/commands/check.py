@@ -97,13 +97,15 @@ def run(args: argparse.Namespace) -> int:
         result = "PASS" if row["passed"] else ("WARN" if row["severity"] == "WARN" else "FAIL")
         print(f"{row['table']:28s} {row['check']:28s} {result:6s}  {_detail(row)}")
     failed = [r for r in rows if not r["passed"] and r["severity"] != "WARN"]
+    steps: dict[str, list[str]] = {}
     for row in sorted((r for r in rows if not r["passed"]), key=lambda r: (r["table"], r["check"])):
         md = row["metadata"]
-        print(f"\n{row['table']} {row['check']}:")
         if md.get(SAMPLES):
-            print("  sample differing keys:")
-            print("\n".join(f"    {line}" for line in str(md[SAMPLES]).splitlines()))
+            print(f"\n{row['table']} {row['check']}: sample differing keys")
+            print("\n".join(f"  {line}" for line in str(md[SAMPLES]).splitlines()))
         if md.get(NEXT_STEP):
-            print(f"  next step: {md[NEXT_STEP]}")
+            steps.setdefault(str(md[NEXT_STEP]), []).append(f"{row['table']} {row['check']}")
+    for step, where in steps.items():
+        print(f"\nnext step ({len(where)} failed check(s), e.g. {where[0]}): {step}")
     print(f"\nlake checks passed: {len(rows) - len(failed)}, failed: {len(failed)}" if rows else "no lake checks")
     return 0 if ok else 1
