@@ -176,9 +176,13 @@ def test_lineage_launch_materialize_queue_and_clean_stop_in_the_browser(dev, pag
         waiting = next((t["value"] for t in tags if t["key"] == "changelake/waiting_for"), None)
         time.sleep(2)
     assert waiting and waiting.startswith(first), waiting
+    assert any(f"is already running: run {first}" in (e.get("message") or "") for e in server.run_logs(second))
+    # A queued run's page shows no log; its tags (View tags and config) name the blocker.
     page.goto(f"{server.url}/runs/{second}")
-    page.get_by_text(f"is already running: run {first}").first.wait_for()
+    page.get_by_role("button", name=re.compile("View tags and config")).first.click()
+    page.get_by_text(f"{first} (STARTED)").first.wait_for()
     shot(page, "05b-queued-run-names-its-blocker")
+    page.keyboard.press("Escape")
 
     # 5. Terminate the first: a clean stop with final stats; the queued one starts after it.
     page.goto(f"{server.url}/runs/{first}")
