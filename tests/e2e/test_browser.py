@@ -181,6 +181,7 @@ def test_lineage_launch_materialize_queue_and_clean_stop_in_the_browser(dev, pag
     page.goto(f"{server.url}/runs/{second}")
     page.get_by_role("button", name=re.compile("View tags and config")).first.click()
     page.get_by_text(f"{first} (STARTED)").first.wait_for()
+    time.sleep(1)  # the dialog's fade-in
     shot(page, "05b-queued-run-names-its-blocker")
     page.keyboard.press("Escape")
 
