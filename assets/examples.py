@@ -1,5 +1,5 @@
 """An example of building on the lake: a downstream asset that depends on the lake table
-``kafka_test.customers`` of the Iceberg pipeline (``lake/kafka_to_iceberg/kafka_test/customers``
+``kafka_test.customers`` of the deployment's lake (``lake/kafka_to_iceberg/kafka_test/customers``
 with the shipped pipelines) and loads it through the lake IO manager (see ``resources.lake_io``)."""
 
 
@@ -50,13 +50,18 @@ customers_by_age_band = build_customers_by_age_band(CUSTOMERS)
 
 
 def customers_key(existing: Sequence[Any]) -> dg.AssetKey | None:
-    """The key of the Iceberg lake asset of ``kafka_test.customers`` among ``existing`` (None if none)."""
+    """The key of the lake asset of ``kafka_test.customers`` among ``existing`` in the deployment's
+    lake (``$LAKE``, else iceberg: the lake the ``lake`` resource and the lake IO manager read),
+    or None."""
+    import os
+
     from assets.metadata import LAKE_KIND, LAKE_TABLE
 
+    kind = os.environ.get("LAKE") or "iceberg"
     for a in existing:
         for spec in getattr(a, "specs", ()) or ():
             md = spec.metadata or {}
-            if md.get(LAKE_TABLE) == CUSTOMERS_TABLE and md.get(LAKE_KIND) == "iceberg":
+            if md.get(LAKE_TABLE) == CUSTOMERS_TABLE and md.get(LAKE_KIND) == kind:
                 return spec.key
     return None
 
