@@ -42,10 +42,12 @@ check: venv
 test-unit: venv
 	@$(BIN)/pytest -q -m "not integration" tests/unit
 
-## The Dagster UI on http://127.0.0.1:3000 with the local services.
+## The Dagster UI on http://$(HOST):$(PORT) with the local services (make dev PORT=3001 HOST=0.0.0.0).
+PORT ?= 3000
+HOST ?= 127.0.0.1
 dev: setup
 	@$(BIN)/changelake services up
-	@$(BIN)/changelake dev
+	@$(BIN)/changelake dev --port $(PORT) --host $(HOST)
 
 services-up: venv
 	@$(BIN)/changelake services up

@@ -1,7 +1,7 @@
 """The assets and asset checks of the code location (no network access at load).
 
 Per Kafka -> lake or MySQL -> lake pipeline file: one definition holding its lake tables
-(``lake/<db>/<table>``) and their checks; the lineage upstream of them (``kafka/...``,
+(``lake/<pipeline>/<db>/<table>``) and their checks; the lineage upstream of them (``kafka/...``,
 ``mysql/...``); the example asset built on the lake; the page-views example.
 """
 

@@ -4,8 +4,8 @@ MySQL tables -> lake tables for a pipeline that runs ``mysql`` straight into the
 * ``mysql/<db>/<table>``: each captured MySQL table, an external asset (kind ``mysql``).
 * ``kafka/<db>/<table>``: each topic, an external asset; Pipeline 1's op reports a materialization
   per commit (records, offsets, position).
-* ``lake/<db>/<table>``: each lake table (Iceberg or Paimon). One asset per table, all of a
-  pipeline's tables in one definition. From Kafka it is subsettable: materializing a selection
+* ``lake/<pipeline>/<db>/<table>``: each lake table (Iceberg or Paimon) of one pipeline (two
+  pipelines never share a lake asset). One asset per table, all of a pipeline's tables in one definition. From Kafka it is subsettable: materializing a selection
   ingests those tables' topics up to the end offsets seen at the start, commits, and reports only
   the tables that changed. From MySQL it is not: the binlog position is one for all tables, so a
   materialization runs the whole pipeline until caught up. The lag sensor launches the Kafka kind;
@@ -18,6 +18,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from assets.metadata import LAKE_KIND, LAKE_TABLE
 from assets.keys import job_name, lake_asset_key, mysql_asset_key, pool_name, topic_asset_key
 from changelake.changelog import TableId
 from changelake.connectors.registry import is_partitioned_source
@@ -85,7 +86,7 @@ def _spec(structure: PipelineDefinition, table: TableId) -> dg.AssetSpec:
     else:
         deps, origin = [topic_asset_key(str(table))], f"from Kafka topic `{table}`"
     return dg.AssetSpec(
-        key=lake_asset_key(str(table)),
+        key=lake_asset_key(structure, table),
         group_name=LAKE_GROUP,
         description=f"{structure.sink_type.capitalize()} table `{table}`, upserted by primary key {origin} "
         f"(pipeline {structure.name}).",
@@ -93,6 +94,7 @@ def _spec(structure: PipelineDefinition, table: TableId) -> dg.AssetSpec:
         deps=deps,
         skippable=True,
         tags={"changelake/pipeline": structure.name},
+        metadata={LAKE_KIND: structure.sink_type, LAKE_TABLE: str(table)},
     )
 
 
@@ -123,14 +125,20 @@ def build_lake_assets(path: Path, structure: PipelineDefinition) -> dg.AssetsDef
         from changelake.pipeline.runner import run_pipeline
         from changelake.state_dir import default_state_dir
 
-        selected = [t for t in tables if lake_asset_key(str(t)) in context.selected_asset_keys]
+        selected = [t for t in tables if lake_asset_key(structure, t) in context.selected_asset_keys]
         defn = bind(path, mysql=mysql, kafka=kafka, lake=lake)
         if not mysql_source:
             defn = replace(defn, source={**defn.source, "topic": ";".join(str(t) for t in selected)})
         reporter = LakeReporter(defn, per_commit=False)
         try:
             with PipelineLock(default_state_dir(), defn.name, context.run.run_id):
-                stats = run_pipeline(defn, until_caught_up=True, on_batch=reporter.add)
+                def on_batch(batch: dict) -> None:
+                    reporter.add(batch)
+                    line = reporter.progress_line()
+                    if line:
+                        context.log.info(line)
+
+                stats = run_pipeline(defn, until_caught_up=True, on_batch=on_batch)
                 positions = {} if mysql_source else kafka_lag(defn)
         finally:
             reporter.close()
@@ -141,6 +149,6 @@ def build_lake_assets(path: Path, structure: PipelineDefinition) -> dg.AssetsDef
             if not progress.changed:
                 context.log.info(f"{table}: nothing new (lag {lag}); not materialized")
                 continue
-            yield dg.MaterializeResult(asset_key=lake_asset_key(str(table)), metadata=lake_metadata(progress, lag, defn.name))
+            yield dg.MaterializeResult(asset_key=lake_asset_key(structure, table), metadata=lake_metadata(progress, lag, defn.name))
 
     return lake_assets

@@ -27,7 +27,7 @@ def defs() -> dg.Definitions:
     for path, structure in load_pipelines():
         jobs.append(build_pipeline_job(path))
         if is_lake(structure) and FRESHNESS_CHECK in lake_checks_of(structure):
-            freshness_checks += [dg.AssetCheckKey(lake_asset_key(str(t)), FRESHNESS_CHECK) for t in lake_tables(structure)]
+            freshness_checks += [dg.AssetCheckKey(lake_asset_key(structure, t), FRESHNESS_CHECK) for t in lake_tables(structure)]
     if freshness_checks:
         jobs.append(dg.define_asset_job(
             FRESHNESS_JOB, selection=dg.AssetSelection.checks(*freshness_checks),

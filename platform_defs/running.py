@@ -108,6 +108,9 @@ def run_supervised(
         beat.start()
         try:
             while True:
+                line = reporter.progress_line()  # at a steady interval, also while idle
+                if line:
+                    context.log.info(line)
                 try:
                     item = events.get(timeout=0.5)
                 except queue.Empty:

@@ -3,7 +3,7 @@
 Per pipeline: ``<job>_relaunch_if_dead``; MySQL -> Kafka: ``<job>_every_5_minutes`` (bounded);
 Kafka -> lake: ``<job>_lake_on_kafka_lag`` and ``<job>_lake_checks_after_commits``; MySQL ->
 lake: ``<job>_lake_checks_after_commits``; and ``lake_freshness_every_5_minutes`` when any lake
-table has a freshness check. Jobs are referenced by name (``platform_defs.jobs`` defines them).
+table has a freshness check; ``queued_runs_name_their_blocker`` (a queued run names the run it waits for). Jobs are referenced by name (``platform_defs.jobs`` defines them).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import dagster as dg
 from changelake.pipeline.files import load_pipelines
 from changelake.pipeline.lake_tables import from_mysql, is_lake
 from changelake.pipeline.naming import job_name, lake_checks_of
+from sensors.queue import make_queue_sensor
 from sensors.pipelines import (
     make_bounded_schedule, make_checks_after_commits_sensor, make_freshness_schedule, make_lag_sensor, make_relaunch_sensor,
 )
@@ -39,4 +40,5 @@ def defs() -> dg.Definitions:
             schedules.append(make_bounded_schedule(name, f"run_{name}"))
     if freshness:
         schedules.append(make_freshness_schedule(FRESHNESS_JOB))
+    sensors.append(make_queue_sensor())
     return dg.Definitions(sensors=sensors, schedules=schedules)

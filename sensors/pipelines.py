@@ -20,7 +20,7 @@ import dagster as dg
 
 from changelake.pipeline.definition import PipelineDefinition
 from changelake.pipeline.lake_tables import lake_tables
-from changelake.pipeline.naming import PIPELINE_TAG, job_name, key_path
+from changelake.pipeline.naming import PIPELINE_TAG, job_name, lake_key_path
 from changelake.pipeline.progress import lag_by_topic
 from resources.binding import bind
 from resources.lake import LakeCatalogResource
@@ -108,7 +108,7 @@ def make_lag_sensor(pipeline_path: Path, structure: PipelineDefinition) -> dg.Se
     from the ``kafka`` and ``lake`` resources."""
     pipeline = structure.name
     name = f"{job_name(structure)}_lake_on_kafka_lag"
-    keys = [dg.AssetKey(key_path("lake", str(t))) for t in lake_tables(structure)]
+    keys = [dg.AssetKey(lake_key_path(structure, t)) for t in lake_tables(structure)]
 
     @dg.sensor(
         name=name,
@@ -136,7 +136,7 @@ def make_lag_sensor(pipeline_path: Path, structure: PipelineDefinition) -> dg.Se
         ends = sorted((tp, end) for tp, (_, end) in positions.items())
         return dg.RunRequest(
             run_key=f"{defn.name}:{ends}",
-            asset_selection=[dg.AssetKey(key_path("lake", t)) for t in behind],
+            asset_selection=[dg.AssetKey(lake_key_path(structure, t)) for t in behind],
             tags={PIPELINE_TAG: pipeline, "changelake/lag": str(sum(lag.values()))},
         )
 
@@ -170,7 +170,7 @@ def make_checks_after_commits_sensor(structure: PipelineDefinition, check_names:
     """Run the checks of the lake tables that the long-running op of pipeline ``structure`` (job
     ``<name>``) materialized since the last tick (at most one check run per tick; asset runs
     evaluate their own checks)."""
-    keys = sorted((dg.AssetKey(key_path("lake", str(t))) for t in lake_tables(structure)), key=lambda k: k.to_user_string())
+    keys = sorted((dg.AssetKey(lake_key_path(structure, t)) for t in lake_tables(structure)), key=lambda k: k.to_user_string())
     continuous_job = job_name(structure)
 
     @dg.sensor(

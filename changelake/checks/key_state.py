@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 
 from changelake.checks.errors import KeyStateCheckError
 
-__all__ = ["KeyStateComparison", "compare_key_state"]
+__all__ = ["KeyStateComparison", "compare_key_state", "next_step"]
 
 _PRESENT = "__changelake_present"
 _TIME_RE = re.compile(r"^(-)?(\d+):(\d{2}):(\d{2})(?:\.(\d{1,9}))?$")
@@ -125,6 +125,55 @@ class KeyStateComparison:
             "columns_only_in_lake": list(self.columns_only_in_lake),
             "alignments": dict(self.alignments),
         }
+
+
+    def samples_markdown(self, limit: int = 10) -> str:
+        """Up to ``limit`` sample differing keys as a Markdown table: ``key | difference | column |
+        MySQL | lake`` (a key missing from the lake shows ``(row)`` / ``(absent)``, an extra one the
+        reverse; a differing value one line per column). Empty when nothing differs."""
+        lines: list[tuple[str, str, str, str, str]] = []
+        for m in self.sample_mismatches:
+            for col, pair in (m.get("columns") or {}).items():
+                lines.append((_key_text(m["key"]), "value differs", col, _cell(pair.get("source")), _cell(pair.get("lake"))))
+        lines += [(_key_text(k), "missing in lake", "", "(row)", "(absent)") for k in self.sample_missing]
+        lines += [(_key_text(k), "extra in lake", "", "(absent)", "(row)") for k in self.sample_extra]
+        if not lines:
+            return ""
+        out = ["| key | difference | column | MySQL | lake |", "|---|---|---|---|---|"]
+        out += ["| " + " | ".join(_md_escape(v) for v in line) + " |" for line in lines[:limit]]
+        shown = len(lines[:limit])
+        total = self.missing_in_lake + self.extra_in_lake + self.value_mismatches
+        if total > shown:
+            out.append(f"\n{shown} sample line(s) of {total} differing key(s).")
+        return "\n".join(out)
+
+
+def next_step(passed: bool, duplicate_keys_lake: int = 0) -> str:
+    """What to do about a failed key-state check (empty when it passed)."""
+    if passed:
+        return ""
+    if duplicate_keys_lake:
+        return ("The lake holds a primary key more than once: the table's primary key in the lake differs from the "
+                "transform's primary-keys, or two pipelines write the table; fix the key, then re-snapshot.")
+    return ("Run the pipelines until caught up (changelake pipeline run FILE --until-caught-up for Pipeline 1, then "
+            "Pipeline 2), then re-check. If it persists: a schema change MySQL made without binlog rows (ADD COLUMN "
+            "... DEFAULT) or rows written with binlog_format other than ROW; re-snapshot by running Pipeline 1 under "
+            "a new pipeline.name.")
+
+
+def _key_text(key: Any) -> str:
+    if isinstance(key, dict):
+        return ", ".join(f"{k}={_cell(v)}" for k, v in key.items())
+    return _cell(key)
+
+
+def _cell(value: Any) -> str:
+    text = "NULL" if value is None else str(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
 def compare_key_state(

@@ -12,6 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from assets.metadata import NEXT_STEP, SAMPLES
+
 __all__ = ["register", "run", "run_checks"]
 
 
@@ -27,6 +29,7 @@ def run_checks(pipeline: Path | None = None) -> tuple[bool, list[dict]]:
     import dagster as dg
 
     from assets.checks import build_key_state_checks
+    from assets.keys import table_of_lake_key
     from assets.lake import build_lake_assets
     from changelake.commands.pipeline import QUIET_LOG_LEVEL
     from changelake.pipeline.files import lake_pipeline_files, load_structure
@@ -57,14 +60,17 @@ def run_checks(pipeline: Path | None = None) -> tuple[bool, list[dict]]:
     rows = []
     for e in result.get_asset_check_evaluations():
         md = {k: v.value for k, v in e.metadata.items()}
-        rows.append({"table": ".".join(e.asset_key.path[1:]), "check": e.check_name, "passed": e.passed,
+        rows.append({"table": table_of_lake_key(e.asset_key), "check": e.check_name, "passed": e.passed,
                      "severity": e.severity.value, "metadata": md})
     ok = result.success and all(r["passed"] or r["severity"] == "WARN" for r in rows)
     if not result.success:
         from changelake.commands._dagster import failure_messages
 
+        from assets.checks import CHECKS_FAILED_MARK
+
         for line in failure_messages(result):
-            print(f"error: {line}", file=sys.stderr)
+            if CHECKS_FAILED_MARK not in line:  # failed checks are printed by run(), with samples
+                print(f"error: {line}", file=sys.stderr)
     return ok, rows
 
 
@@ -76,7 +82,9 @@ def _detail(row: dict) -> str:
         return f"mysql={md.get('rows_source')} lake={md.get('rows_lake')} mismatches={md.get('mismatches')}"
     if row["check"] == "no_duplicate_primary_keys":
         return f"rows={md.get('rows')} duplicate_keys={md.get('duplicate_keys')}"
-    return f"lag={md.get('lag')} last_commit_age_s={md.get('last_commit_age_s')}"
+    behind = f" behind_mysql={md['behind_mysql']} (mysql {md.get('mysql_position')}, captured {md.get('captured_position')})" \
+        if "behind_mysql" in md else ""
+    return f"lag={md.get('lag')} last_commit_age_s={md.get('last_commit_age_s')}{behind}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -89,5 +97,15 @@ def run(args: argparse.Namespace) -> int:
         result = "PASS" if row["passed"] else ("WARN" if row["severity"] == "WARN" else "FAIL")
         print(f"{row['table']:28s} {row['check']:28s} {result:6s}  {_detail(row)}")
     failed = [r for r in rows if not r["passed"] and r["severity"] != "WARN"]
+    steps: dict[str, list[str]] = {}
+    for row in sorted((r for r in rows if not r["passed"]), key=lambda r: (r["table"], r["check"])):
+        md = row["metadata"]
+        if md.get(SAMPLES):
+            print(f"\n{row['table']} {row['check']}: sample differing keys")
+            print("\n".join(f"  {line}" for line in str(md[SAMPLES]).splitlines()))
+        if md.get(NEXT_STEP):
+            steps.setdefault(str(md[NEXT_STEP]), []).append(f"{row['table']} {row['check']}")
+    for step, where in steps.items():
+        print(f"\nnext step ({len(where)} failed check(s), e.g. {where[0]}): {step}")
     print(f"\nlake checks passed: {len(rows) - len(failed)}, failed: {len(failed)}" if rows else "no lake checks")
     return 0 if ok else 1

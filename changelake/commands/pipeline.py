@@ -121,6 +121,9 @@ def run(args: argparse.Namespace) -> int:
         if running:
             print(f"error: {running}", file=sys.stderr)
             return 1
+    from assets.reporting import PROGRESS_ENV
+
+    os.environ.setdefault(PROGRESS_ENV, "stderr")  # progress lines on stderr (CHANGELAKE_PROGRESS=off: none)
     result = run_pipeline_job(args.file, args.until_caught_up, args.max_duration, worker_id=worker_id)
     outputs = [e for e in result.all_events if e.event_type_value == "STEP_OUTPUT" and e.step_output_data]
     for event in outputs:  # one line per op: per worker for a parallel pipeline
@@ -128,7 +131,12 @@ def run(args: argparse.Namespace) -> int:
         line = ", ".join(f"{k}={v.value}" for k, v in md.items())
         print(f"{event.step_key}: {line}" if len(outputs) > 1 else line)
     if not result.success:
-        for line in failure_messages(result) or ["the run failed"]:
+        from changelake.commands._credentials import auth_hint
+
+        lines = failure_messages(result) or ["the run failed"]
+        for line in lines:
             print(f"error: {line}", file=sys.stderr)
+        for line in auth_hint(args.file, lines):
+            print(f"hint: {line}", file=sys.stderr)
         return 1
     return 0

@@ -41,12 +41,17 @@ __all__ = [
     "KafkaEndOffsets",
     "partition_count",
     "require_broker",
+    "BROKER_PROBE_TIMEOUT_S",
     "unavailable_error",
     "with_logger",
 ]
 
 #: The logger librdkafka's lines of every project Kafka client go to.
 CLIENT_LOGGER_NAME = "changelake.kafka.client"
+
+#: How long a connector waits for the first answer of any broker before it reports Kafka as
+#: unreachable (a local or remote broker answers a metadata request in well under a second).
+BROKER_PROBE_TIMEOUT_S = 10.0
 
 #: After the first record of a message text, at most one record per this many seconds.
 REPEAT_INTERVAL_S = 30.0
@@ -171,12 +176,14 @@ def unavailable_error(exc: KafkaException, conf: Mapping[str, Any] | str,
 
 def require_broker(client: Any, conf: Mapping[str, Any] | str, timeout_s: float) -> None:
     """Wait until a broker answers a metadata request of ``client`` (a Producer, Consumer or
-    AdminClient), at most ``timeout_s`` seconds.
+    AdminClient), at most ``timeout_s`` seconds and never longer than
+    :data:`BROKER_PROBE_TIMEOUT_S`, so that an unreachable Kafka is reported within about 10 s.
 
     Raises:
         KafkaUnavailableError: no broker answered (names ``bootstrap.servers``).
         ConnectorError: a broker answered with an error (e.g. authentication failed).
     """
+    timeout_s = min(timeout_s, BROKER_PROBE_TIMEOUT_S)
     try:
         client.list_topics(timeout=timeout_s)
     except KafkaException as exc:

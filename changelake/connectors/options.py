@@ -34,6 +34,7 @@ __all__ = [
     "key",
     "OptionBuilder",
     "validate_unsupported_options",
+    "did_you_mean",
     "validate_required_options",
     "validate_topic_or_pattern",
     "prefixed",
@@ -472,6 +473,21 @@ def prefixed(raw: Mapping[str, Any], prefix: str, text: Callable[[Any], str] = s
     return {k[len(prefix):]: text(v) for k, v in raw.items() if k.startswith(prefix)}
 
 
+def did_you_mean(unknown: Iterable[str], supported: Iterable[str]) -> str:
+    """``"\n\nDid you mean 'scan.startup.mode' instead of 'scan.startup.mod'?"`` for each unknown key
+    with a close match among ``supported`` (difflib's ``get_close_matches``, cutoff 0.6), one
+    line each; empty when none is close."""
+    import difflib
+
+    choices = list(supported)
+    hints = []
+    for key in unknown:
+        close = difflib.get_close_matches(key, choices, n=1)
+        if close:
+            hints.append(f"Did you mean '{close[0]}' instead of '{key}'?")
+    return "\n\n" + "\n".join(hints) if hints else ""
+
+
 def validate_unsupported_options(identifier: str, raw: Mapping[str, Any], options: Iterable[ConfigOption[Any] | str],
                                  prefixes: Iterable[str] = ()) -> None:
     """Refuse keys that are neither declared nor under one of ``prefixes``, as Flink CDC's
@@ -496,7 +512,7 @@ def validate_unsupported_options(identifier: str, raw: Mapping[str, Any], option
         raise OptionValidationError(
             f"Unsupported options found for '{identifier}'.\n\n"
             "Unsupported options:\n\n" + "\n".join(unknown) + "\n\n"
-            "Supported options:\n\n" + "\n".join(supported),
+            "Supported options:\n\n" + "\n".join(supported) + did_you_mean(unknown, declared),
             option=unknown[0],
         )
 

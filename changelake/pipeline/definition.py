@@ -23,6 +23,7 @@ from typing import Any, Mapping
 import yaml
 
 from changelake.connectors.errors import OptionValidationError
+from changelake.connectors.options import did_you_mean
 
 __all__ = ["PipelineDefinition", "load_pipeline", "parse_pipeline", "validate_pipeline_block", "PIPELINE_KEYS", "SECRET_MARKERS"]
 
@@ -156,7 +157,7 @@ def validate_pipeline_block(block: Mapping[str, str], *, resolved: bool = True) 
     if unknown:
         raise OptionValidationError(
             "Unsupported options found for 'pipeline'.\n\nUnsupported options:\n\n" + "\n".join(unknown)
-            + "\n\nSupported options:\n\n" + "\n".join(sorted(PIPELINE_KEYS)),
+            + "\n\nSupported options:\n\n" + "\n".join(sorted(PIPELINE_KEYS)) + did_you_mean(unknown, sorted(PIPELINE_KEYS)),
             option=unknown[0],
         )
     if not resolved:

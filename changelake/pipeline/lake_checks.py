@@ -13,7 +13,7 @@ from typing import Any
 from changelake.changelog import TableId
 from changelake.pipeline.definition import PipelineDefinition
 
-__all__ = ["check_unique_keys", "Freshness", "check_freshness", "topics_of_table"]
+__all__ = ["check_unique_keys", "Freshness", "check_freshness", "upstream_gap", "topics_of_table"]
 
 
 def _transform_primary_key(defn: PipelineDefinition, table: TableId) -> list[str]:
@@ -75,25 +75,59 @@ class Freshness:
     lag: int
     last_commit_age_s: float | None
     max_age_s: float
+    #: the upstream MySQL -> Kafka capture against its server (None: no upstream pipeline known)
+    source: Any = None
+    #: why the upstream position could not be compared (``ErrorClass: message``), or None
+    source_error: str | None = None
+
+    @property
+    def behind_mysql(self) -> bool:
+        """MySQL's binlog is past the position the upstream Pipeline 1 last committed."""
+        return bool(self.source is not None and self.source.behind)
 
     @property
     def passed(self) -> bool:
-        """Caught up, or the last commit is recent enough that the lag is being worked off."""
-        if self.lag <= 0:
+        """Caught up with Kafka and with MySQL, or the last commit is recent enough that the lag
+        is being worked off."""
+        if self.lag <= 0 and not self.behind_mysql:
             return True
         return self.last_commit_age_s is not None and self.last_commit_age_s <= self.max_age_s
 
     def metadata(self) -> dict[str, Any]:
         age = self.last_commit_age_s
-        return {
+        md: dict[str, Any] = {
             "lag": self.lag,
             "last_commit_age_s": round(age, 1) if age is not None else "never",
             "max_age_s": self.max_age_s,
         }
+        if self.source is not None:
+            md.update(mysql_position=self.source.server, captured_position=self.source.captured,
+                      behind_mysql=self.source.behind)
+        elif self.source_error is not None:
+            md["mysql_position"] = f"not compared ({self.source_error})"
+        return md
 
 
-def check_freshness(defn: PipelineDefinition, table: TableId, max_age_s: float = 300.0) -> Freshness:
-    """Lag of lake table ``table`` behind Kafka, and the age of its last commit (Iceberg or Paimon)."""
+def upstream_gap(upstream: PipelineDefinition, mysql: Any) -> Any:
+    """:class:`~changelake.checks.source_position.SourceGap` of MySQL -> Kafka pipeline
+    ``upstream`` (bound: its sink's connection options filled): its stored position (read through
+    its sink, before open) against ``SHOW MASTER STATUS`` on the server of PyMySQL params ``mysql``."""
+    from changelake.checks.source_position import master_position, source_gap
+    from changelake.connectors.registry import ConnectorContext, find_factory
+
+    sink = find_factory(upstream.sink_type).create_sink(upstream.options("sink"), ConnectorContext(upstream.name))
+    try:
+        stored = sink.stored_position()
+    finally:
+        sink.close()
+    return source_gap(stored, master_position(mysql))
+
+
+def check_freshness(defn: PipelineDefinition, table: TableId, max_age_s: float = 300.0,
+                    upstream: PipelineDefinition | None = None, mysql: Any = None) -> Freshness:
+    """Lag of lake table ``table`` behind Kafka, the age of its last commit (Iceberg or Paimon),
+    and, given the MySQL -> Kafka pipeline ``upstream`` that writes its topic (bound) and PyMySQL
+    params ``mysql``, whether MySQL's binlog is past what that pipeline captured."""
     from changelake.pipeline.progress import lag_by_topic
     from changelake.pipeline.lake_checkpoint import kafka_lag, open_lake_sink
 
@@ -105,4 +139,10 @@ def check_freshness(defn: PipelineDefinition, table: TableId, max_age_s: float =
     finally:
         sink.close()
     age = max(0.0, time.time() - committed_ms / 1000.0) if committed_ms is not None else None
-    return Freshness(lag=lag, last_commit_age_s=age, max_age_s=max_age_s)
+    gap, error = None, None
+    if upstream is not None and mysql is not None:
+        try:
+            gap = upstream_gap(upstream, mysql)
+        except Exception as exc:  # noqa: BLE001 - MySQL or the offsets topic unreachable: say so, keep the Kafka lag
+            error = f"{type(exc).__name__}: {exc}"
+    return Freshness(lag=lag, last_commit_age_s=age, max_age_s=max_age_s, source=gap, source_error=error)

@@ -3,7 +3,9 @@ names, concurrency pools, the run tag, asset key paths and the lake checks' name
 
 * job ``mysql_to_kafka`` for ``pipeline.name: mysql-to-kafka`` (non-word characters -> ``_``);
 * pool ``pipeline_<job>`` (limit 1: one run per pipeline) and run tag ``changelake/pipeline``;
-* asset key paths ``lake/<db>/<table>``, ``kafka/<db>/<table>``, ``mysql/<db>/<table>``;
+* asset key paths ``lake/<pipeline>/<db>/<table>`` (each pipeline owns its lake tables' assets, so
+  the Iceberg lake, the Paimon lake and a MySQL -> lake pipeline never share an asset's history),
+  ``kafka/<db>/<table>``, ``mysql/<db>/<table>``;
 * lake checks ``key_state_matches_mysql``, ``no_duplicate_primary_keys``, ``lake_is_fresh`` (the
   last one measures the lag behind Kafka, so a MySQL -> lake pipeline has only the first two).
 """
@@ -16,7 +18,7 @@ from changelake.connectors.registry import is_partitioned_source
 from changelake.pipeline.definition import PipelineDefinition
 
 __all__ = [
-    "PIPELINE_TAG", "job_name", "pool_name", "key_path",
+    "PIPELINE_TAG", "job_name", "pool_name", "key_path", "lake_key_path", "table_of_lake_key_path",
     "KEY_STATE_CHECK", "UNIQUE_KEYS_CHECK", "FRESHNESS_CHECK", "LAKE_CHECKS", "lake_checks_of",
 ]
 
@@ -43,6 +45,19 @@ def key_path(kind: str, name: str) -> list[str]:
     """Asset key path of a ``db.table`` name: ``[kind, db, table]`` (characters outside
     ``[A-Za-z0-9_-]`` in a part replaced by ``_``)."""
     return [kind, *(re.sub(r"[^A-Za-z0-9_-]", "_", p) for p in str(name).split(".") if p)]
+
+
+def lake_key_path(defn: PipelineDefinition, table: object) -> list[str]:
+    """Asset key path of lake table ``table`` (``db.table``) written by pipeline ``defn``:
+    ``["lake", <job name>, db, table]``, e.g. ``lake/kafka_to_iceberg/kafka_test/customers``.
+    Keyed by pipeline, so two pipelines (two lakes, or MySQL -> lake beside Kafka -> lake) never
+    record materializations or check results on one asset."""
+    return ["lake", job_name(defn), *key_path("lake", str(table))[1:]]
+
+
+def table_of_lake_key_path(path: list[str] | tuple[str, ...]) -> str:
+    """``db.table`` of a lake asset key path (:func:`lake_key_path`)."""
+    return ".".join(path[2:])
 
 
 def lake_checks_of(defn: PipelineDefinition) -> tuple[str, ...]:

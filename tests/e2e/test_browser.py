@@ -111,12 +111,12 @@ def test_lineage_launch_materialize_queue_and_clean_stop_in_the_browser(dev, pag
     nodes = server.graphql("{ assetNodes { assetKey { path } dependencyKeys { path } kinds "
                            "assetChecksOrError { ... on AssetChecks { checks { name } } } } }")["assetNodes"]
     by_key = {"/".join(n["assetKey"]["path"]): n for n in nodes}
-    assert [d["path"] for d in by_key[f"lake/{db}/a"]["dependencyKeys"]] == [["kafka", db, "a"]]
+    assert [d["path"] for d in by_key[f"lake/p2_{db}/{db}/a"]["dependencyKeys"]] == [["kafka", db, "a"]]
     assert [d["path"] for d in by_key[f"kafka/{db}/a"]["dependencyKeys"]] == [["mysql", db, "a"]]
     assert "mysql" in by_key[f"mysql/{db}/a"]["kinds"]
-    assert {c["name"] for c in by_key[f"lake/{db}/a"]["assetChecksOrError"]["checks"]} == {
+    assert {c["name"] for c in by_key[f"lake/p2_{db}/{db}/a"]["assetChecksOrError"]["checks"]} == {
         "key_state_matches_mysql", "no_duplicate_primary_keys", "lake_is_fresh"}
-    page.goto(f"{server.url}/assets/lake/{db}/a?view=lineage&lineageScope=upstream")
+    page.goto(f"{server.url}/assets/lake/p2_{db}/{db}/a?view=lineage&lineageScope=upstream")
     page.get_by_role("button", name="All").click()
     page.get_by_text("Mysql", exact=False).first.wait_for()
     time.sleep(3)
@@ -133,7 +133,7 @@ def test_lineage_launch_materialize_queue_and_clean_stop_in_the_browser(dev, pag
     assert times["STEP_START"] - times["RUN_ENQUEUED"] < 10, times
 
     # 3. Materialize one lake table from its asset page; its checks pass.
-    page.goto(f"{server.url}/assets/lake/{db}/a")
+    page.goto(f"{server.url}/assets/lake/p2_{db}/{db}/a")
     page.get_by_role("button", name=re.compile(r"Materialize$")).first.click()
     deadline = time.monotonic() + 180
     lake_run = None
@@ -145,11 +145,11 @@ def test_lineage_launch_materialize_queue_and_clean_stop_in_the_browser(dev, pag
     checks = server.graphql(
         "query($k: AssetKeyInput!) { assetNodeOrError(assetKey: $k) { ... on AssetNode { assetChecksOrError { "
         "... on AssetChecks { checks { name executionForLatestMaterialization { status } } } } } } }",
-        {"k": {"path": ["lake", db, "a"]}})["assetNodeOrError"]["assetChecksOrError"]["checks"]
+        {"k": {"path": ["lake", f"p2_{db}", db, "a"]}})["assetNodeOrError"]["assetChecksOrError"]["checks"]
     status = {c["name"]: (c["executionForLatestMaterialization"] or {}).get("status") for c in checks}
     assert status["key_state_matches_mysql"] == "SUCCEEDED", status
     assert status["no_duplicate_primary_keys"] == "SUCCEEDED", status
-    page.goto(f"{server.url}/assets/lake/{db}/a?view=checks")
+    page.goto(f"{server.url}/assets/lake/p2_{db}/{db}/a?view=checks")
     page.get_by_text("key_state_matches_mysql").first.wait_for()
     page.get_by_text("Passed", exact=True).first.wait_for()
     time.sleep(2)
@@ -168,6 +168,22 @@ def test_lineage_launch_materialize_queue_and_clean_stop_in_the_browser(dev, pag
     page.goto(f"{server.url}/runs")
     page.get_by_text("Queued").first.wait_for()
     shot(page, "05-second-run-held-back")
+    # The queued run names the run it waits for (sensor queued_runs_name_their_blocker), as the CLI does.
+    deadline, waiting = time.monotonic() + 120, None
+    while time.monotonic() < deadline and not waiting:
+        tags = server.graphql("query($id: ID!) { runOrError(runId: $id) { ... on Run { tags { key value } } } }",
+                              {"id": second})["runOrError"]["tags"]
+        waiting = next((t["value"] for t in tags if t["key"] == "changelake/waiting_for"), None)
+        time.sleep(2)
+    assert waiting and waiting.startswith(first), waiting
+    assert any(f"is already running: run {first}" in (e.get("message") or "") for e in server.run_logs(second))
+    # A queued run's page shows no log; its tags (View tags and config) name the blocker.
+    page.goto(f"{server.url}/runs/{second}")
+    page.get_by_role("button", name=re.compile("View tags and config")).first.click()
+    page.get_by_text(f"{first} (STARTED)").first.wait_for()
+    time.sleep(1)  # the dialog's fade-in
+    shot(page, "05b-queued-run-names-its-blocker")
+    page.keyboard.press("Escape")
 
     # 5. Terminate the first: a clean stop with final stats; the queued one starts after it.
     page.goto(f"{server.url}/runs/{first}")

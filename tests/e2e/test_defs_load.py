@@ -15,9 +15,10 @@ def test_definitions_load_and_resolve_by_name():
                                            "pageviews_per_region_job"}  # no second job writing the lake
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
-    assert {"lake/kafka_test/customers", "lake/kafka_test/products", "lake/sbtest/sbtest1"} <= keys
+    assert {"lake/kafka_to_iceberg/kafka_test/customers", "lake/kafka_to_iceberg/kafka_test/products",
+            "lake/kafka_to_iceberg/sbtest/sbtest1"} <= keys
     # Lineage: MySQL table -> Kafka topic -> lake table -> a downstream asset through the lake IO manager.
-    customers = dg.AssetKey(["lake", "kafka_test", "customers"])
+    customers = dg.AssetKey(["lake", "kafka_to_iceberg", "kafka_test", "customers"])
     assert graph.get(customers).parent_keys == {dg.AssetKey(["kafka", "kafka_test", "customers"])}
     assert graph.get(dg.AssetKey(["kafka", "kafka_test", "customers"])).parent_keys == {
         dg.AssetKey(["mysql", "kafka_test", "customers"])}
@@ -27,7 +28,7 @@ def test_definitions_load_and_resolve_by_name():
     assert graph.get(customers).assets_def.can_subset
     check_keys = {f"{k.asset_key.to_user_string()}:{k.name}" for k in graph.asset_check_keys}
     for name in ("key_state_matches_mysql", "no_duplicate_primary_keys", "lake_is_fresh"):
-        assert f"lake/kafka_test/customers:{name}" in check_keys
+        assert f"lake/kafka_to_iceberg/kafka_test/customers:{name}" in check_keys
     assert {"pageviews", "pageviews_per_region"} <= keys
     assert "pageviews_per_region:pv_uv_match_duckdb_recomputation" in check_keys
     assert defs.resolve_job_def("pageviews_per_region_job") is not None
@@ -76,9 +77,9 @@ def test_a_table_the_pipeline_discovered_appears_with_its_check_after_a_reload(t
     record_tables("kafka-to-iceberg", ["kafka_test.orders_2026"])
     graph = build_defs().resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
-    assert {"lake/kafka_test/orders_2026", "lake/kafka_test/customers"} <= keys
+    assert {"lake/kafka_to_iceberg/kafka_test/orders_2026", "lake/kafka_to_iceberg/kafka_test/customers"} <= keys
     check_keys = {f"{k.asset_key.to_user_string()}:{k.name}" for k in graph.asset_check_keys}
-    assert "lake/kafka_test/orders_2026:key_state_matches_mysql" in check_keys
+    assert "lake/kafka_to_iceberg/kafka_test/orders_2026:key_state_matches_mysql" in check_keys
 
 
 def test_a_mysql_to_lake_pipeline_is_its_own_job_with_mysql_lineage(tmp_path, monkeypatch):
@@ -99,14 +100,15 @@ def test_a_mysql_to_lake_pipeline_is_its_own_job_with_mysql_lineage(tmp_path, mo
     assert defs.resolve_job_def("mysql_to_iceberg").executor_def.name == "in_process"
     graph = defs.resolve_asset_graph()
     for table in ("customers", "products"):
-        lake = graph.get(dg.AssetKey(["lake", "kafka_test", table]))
+        lake = graph.get(dg.AssetKey(["lake", "mysql_to_iceberg", "kafka_test", table]))
         assert lake.parent_keys == {dg.AssetKey(["mysql", "kafka_test", table])}
         assert "iceberg" in lake.kinds
     # one binlog position for all tables: materialized together, not one at a time
-    assert not graph.get(dg.AssetKey(["lake", "kafka_test", "customers"])).assets_def.can_subset
+    assert not graph.get(dg.AssetKey(["lake", "mysql_to_iceberg", "kafka_test", "customers"])).assets_def.can_subset
     check_keys = {f"{k.asset_key.to_user_string()}:{k.name}" for k in graph.asset_check_keys}
-    assert {"lake/kafka_test/customers:key_state_matches_mysql", "lake/kafka_test/customers:no_duplicate_primary_keys"} <= check_keys
-    assert "lake/kafka_test/customers:lake_is_fresh" not in check_keys  # measures lag behind Kafka
+    assert {"lake/mysql_to_iceberg/kafka_test/customers:key_state_matches_mysql",
+            "lake/mysql_to_iceberg/kafka_test/customers:no_duplicate_primary_keys"} <= check_keys
+    assert "lake/mysql_to_iceberg/kafka_test/customers:lake_is_fresh" not in check_keys  # measures lag behind Kafka
     sensors = {s.name for s in defs.sensors}
     assert {"mysql_to_iceberg_relaunch_if_dead", "mysql_to_iceberg_lake_checks_after_commits"} <= sensors
     assert "mysql_to_iceberg_lake_on_kafka_lag" not in sensors

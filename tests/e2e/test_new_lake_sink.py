@@ -107,13 +107,14 @@ def test_a_registered_lake_sink_gets_assets_checks_sensors_and_maintenance(tinyl
 
     defs = build_defs()
     graph = defs.resolve_asset_graph()
-    orders = dg.AssetKey(["lake", "shop", "orders"])
-    assert {orders, dg.AssetKey(["lake", "shop", "customers"])} <= set(graph.get_all_asset_keys())
+    orders = dg.AssetKey(["lake", "kafka_to_tinylake", "shop", "orders"])  # lake/<pipeline>/<db>/<table>
+    assert {orders, dg.AssetKey(["lake", "kafka_to_tinylake", "shop", "customers"])} <= set(graph.get_all_asset_keys())
     assert "tinylake" in graph.get(orders).kinds
     assert graph.get(orders).parent_keys == {dg.AssetKey(["kafka", "shop", "orders"])}
     checks = {f"{k.asset_key.to_user_string()}:{k.name}" for k in graph.asset_check_keys}
-    assert {"lake/shop/orders:key_state_matches_mysql", "lake/shop/orders:no_duplicate_primary_keys",
-            "lake/shop/orders:lake_is_fresh"} <= checks
+    assert {"lake/kafka_to_tinylake/shop/orders:key_state_matches_mysql",
+            "lake/kafka_to_tinylake/shop/orders:no_duplicate_primary_keys",
+            "lake/kafka_to_tinylake/shop/orders:lake_is_fresh"} <= checks
     assert {"kafka_to_tinylake_relaunch_if_dead", "kafka_to_tinylake_lake_on_kafka_lag",
             "kafka_to_tinylake_lake_checks_after_commits"} <= {s.name for s in defs.sensors}
     assert {j.name for j in defs.jobs} >= {"kafka_to_tinylake", "kafka_to_tinylake_lake_maintenance"}

@@ -93,7 +93,7 @@ def test_pipeline_job_then_lake_assets_pass_their_checks(code_location, mysql_pa
     lake_defs = dg.Definitions.merge(defs, dg.Definitions(jobs=[dg.define_asset_job("lake", selection=dg.AssetSelection.groups("lake"))]))
     result = lake_defs.resolve_job_def("lake").execute_in_process(instance=instance)
     assert result.success
-    evaluations = {(".".join(e.asset_key.path[1:]), e.check_name): e for e in result.get_asset_check_evaluations()}
+    evaluations = {(".".join(e.asset_key.path[2:]), e.check_name): e for e in result.get_asset_check_evaluations()}
     assert {t for t, _ in evaluations} == {f"{db}.a", f"{db}.b"}
     assert {c for _, c in evaluations} == {"key_state_matches_mysql", "no_duplicate_primary_keys", "lake_is_fresh"}
     assert all(e.passed for e in evaluations.values()), {k: e.metadata for k, e in evaluations.items()}
@@ -110,10 +110,10 @@ def test_pipeline_job_then_lake_assets_pass_their_checks(code_location, mysql_pa
         cur.execute("UPDATE a SET v = 2.5 WHERE id = 1")
     conn.close()
     job.execute_in_process(run_config={"ops": {op: {"config": {"until_caught_up": True}}}}, instance=instance)
-    one = dg.define_asset_job("one", selection=dg.AssetSelection.assets(dg.AssetKey(["lake", db, "a"]), dg.AssetKey(["lake", db, "b"])))
+    one = dg.define_asset_job("one", selection=dg.AssetSelection.assets(dg.AssetKey(["lake", f"e2e_{db}_two", db, "a"]), dg.AssetKey(["lake", f"e2e_{db}_two", db, "b"])))
     result = dg.Definitions.merge(defs, dg.Definitions(jobs=[one])).resolve_job_def("one").execute_in_process(instance=instance)
     (mat,) = [m.materialization for m in result.get_asset_materialization_events()]
-    assert mat.asset_key == dg.AssetKey(["lake", db, "a"])  # b had nothing new
+    assert mat.asset_key == dg.AssetKey(["lake", f"e2e_{db}_two", db, "a"])  # b had nothing new
     assert mat.metadata["rows_updated"].value == 1 and mat.metadata["rows_inserted"].value == 0
     # a's checks ran after its materialization; b, not materialized, held nothing back
     checked = {(e.asset_key.path[-1], e.check_name) for e in result.get_asset_check_evaluations()}
@@ -126,7 +126,7 @@ def test_pipeline_job_then_lake_assets_pass_their_checks(code_location, mysql_pa
         cur.execute("INSERT INTO b VALUES (2,'z',3)")
     conn.close()
     checks_only = dg.define_asset_job("checks_only", selection=dg.AssetSelection.checks_for_assets(
-        dg.AssetKey(["lake", db, "b"])))
+        dg.AssetKey(["lake", f"e2e_{db}_two", db, "b"])))
     result = dg.Definitions.merge(defs, dg.Definitions(jobs=[checks_only])).resolve_job_def("checks_only") \
         .execute_in_process(instance=instance, raise_on_error=False)
     evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
@@ -155,7 +155,7 @@ def test_long_running_op_of_pipeline_2_reports_a_materialization_per_commit(code
     materialized = {
         ".".join(m.asset_key.path) for m in result.asset_materializations_for_node(f"run_e2e_{db}_two")
     }
-    assert materialized == {f"lake.{db}.a", f"lake.{db}.b"}
+    assert materialized == {f"lake.e2e_{db}_two.{db}.a", f"lake.e2e_{db}_two.{db}.b"}
     for m in result.asset_materializations_for_node(f"run_e2e_{db}_two"):
         assert {"rows_inserted", "rows_updated", "rows_deleted", "offsets", "snapshot_id", "lag"} <= set(m.metadata)
         assert "change_events" not in m.metadata

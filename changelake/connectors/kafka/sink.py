@@ -445,6 +445,7 @@ def read_stored_position(properties: Mapping[str, str], offsets_topic: str, pipe
     })
     consumer = Consumer(with_logger(conf))
     try:
+        require_broker(consumer, conf, timeout_s)  # unreachable: reported within ~10 s
         meta = consumer.list_topics(offsets_topic, timeout=timeout_s)
         tmeta = meta.topics.get(offsets_topic)
         if tmeta is None or tmeta.error is not None or not tmeta.partitions:

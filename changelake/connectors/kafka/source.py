@@ -50,12 +50,12 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from changelake.changelog.event import DataChangeEvent, Op
 from changelake.changelog.schema import Schema, TableId
-from changelake.connectors.errors import RecordError, SourceError
+from changelake.connectors.errors import KafkaUnavailableError, RecordError, SourceError
 from changelake.connectors.kafka.dead_letter import DeadLetterQueue
 from changelake.connectors.kafka.schemas import SchemaResolver, schema_header
 from changelake.connectors.kafka.sink_options import ValueFormat
 from changelake.connectors.kafka.source_options import BoundedMode, KafkaSourceOptions, StartupMode
-from changelake.connectors.kafka_common import unavailable_error, with_logger
+from changelake.connectors.kafka_common import require_broker, unavailable_error, with_logger
 from changelake.formats import create_format
 from changelake.formats.errors import DecodeError
 
@@ -157,6 +157,7 @@ class KafkaPipelineSource:
         self._format = create_format(fmt_name, None, dict(opts.format_options))
         self._resolver = SchemaResolver(opts.properties, timeout_s=self._timeout_s)
         try:
+            require_broker(self._consumer, conf, self._timeout_s)  # unreachable: reported within ~10 s
             self._assign(dict(start_offsets or {}))
         except KafkaException as exc:
             self.close()
@@ -164,7 +165,7 @@ class KafkaPipelineSource:
             if unavailable is not None:
                 raise unavailable from exc
             raise SourceError(f"cannot open Kafka source on {self._topic_text()}: {exc}") from exc
-        except SourceError:
+        except (SourceError, KafkaUnavailableError):
             self.close()
             raise
 

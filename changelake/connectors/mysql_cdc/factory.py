@@ -10,6 +10,7 @@ import zoneinfo
 from typing import TYPE_CHECKING, Any, Mapping
 
 from changelake.connectors.errors import OptionValidationError
+from changelake.connectors.options import did_you_mean
 from changelake.connectors.registry import ConnectorContext, ConnectorFactory, Endpoint
 from changelake.connectors.mysql_cdc.options import (
     METADATA_COLUMNS,
@@ -40,7 +41,7 @@ def validate_unsupported(raw: Mapping[str, Any]) -> None:
         raise OptionValidationError(
             f"Unsupported options found for '{IDENTIFIER}'.\n\n"
             "Unsupported options:\n\n" + "\n".join(unknown) + "\n\n"
-            "Supported options:\n\n" + "\n".join(sorted(OPTION_KEYS)),
+            "Supported options:\n\n" + "\n".join(sorted(OPTION_KEYS)) + did_you_mean(unknown, sorted(OPTION_KEYS)),
             option=unknown[0],
         )
 

@@ -404,7 +404,8 @@ class MySqlSource:
         everything = list_tables(self._ctl)
         selected = [t for t in everything if self.options.tables.matches(t)]
         if not selected:
-            raise OptionValidationError(f"Cannot find any table by the option 'tables' = {self.options.tables.text}", option="tables")
+            raise OptionValidationError(f"Cannot find any table by the option 'tables' = {self.options.tables.text}"
+                                        f"{_existing_tables(everything, self.options.tables.text)}", option="tables")
         if self.options.tables_exclude is not None:
             selected = [t for t in selected if not self.options.tables_exclude.matches(t)]
             if not selected:
@@ -549,3 +550,21 @@ def _alive(conn: Any, conn_kwargs: dict[str, Any]) -> Any:
         except Exception:  # noqa: BLE001
             pass
         return text_connection(conn_kwargs)
+
+
+def _existing_tables(tables: list[TableId], pattern: str, shown: int = 20) -> str:
+    """``". Tables on the server: a.b, ... ; did you mean 'x'?"`` for a ``tables`` pattern that matched none."""
+    import difflib
+    import re
+
+    if not tables:
+        return ". The server has no tables outside its system databases."
+    db_part = re.split(r"(?<!\\)\.", pattern.split(",")[0], maxsplit=1)[0].replace("\\.", ".")
+    try:
+        in_db = [t for t in tables if re.fullmatch(db_part, t.database or "")]
+    except re.error:
+        in_db = []
+    names = [str(t) for t in (in_db or tables)]
+    listing = ", ".join(names[:shown]) + (f", ... ({len(names)} in all)" if len(names) > shown else "")
+    close = difflib.get_close_matches(pattern.replace("\\", ""), names, n=1)
+    return f". Tables on the server: {listing}" + (f". Did you mean '{close[0]}'?" if close else "")

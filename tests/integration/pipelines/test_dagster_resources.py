@@ -156,6 +156,7 @@ def test_lag_sensor_with_resources_only(database_factory, mysql_exec, pipeline_p
     sink = {**p2.sink, "catalog.properties.uri": "${ICEBERG_CATALOG_URI}", "catalog.properties.warehouse": "${ICEBERG_WAREHOUSE}"}
     path = tmp_path / "p2.yaml"
     path.write_text(yaml.safe_dump({"pipeline": p2.pipeline, "source": source, "sink": sink, "transform": p2.transform}))
+    from assets.keys import lake_asset_key
     from assets.lake import build_lake_assets
 
     sensor = make_lag_sensor(path, load_structure(path))
@@ -166,7 +167,7 @@ def test_lag_sensor_with_resources_only(database_factory, mysql_exec, pipeline_p
     with dg.instance_for_test() as instance:
         result = sensor.evaluate_tick(dg.build_sensor_context(instance=instance, definitions=lake_assets, resources=bound))
         assert len(result.run_requests) == 1
-        assert result.run_requests[0].asset_selection == [dg.AssetKey(["lake", db, "t"])]
+        assert result.run_requests[0].asset_selection == [lake_asset_key(p2, f"{db}.t")]
         # Pipeline 2 into the resource's catalog, then nothing is behind.
         from resources.binding import bind
 

@@ -99,6 +99,7 @@ def test_lag_sensor_launches_ingestion_only_when_kafka_is_ahead_of_the_lake(
     import dagster as dg
     import yaml
 
+    from assets.keys import lake_asset_key
     from assets.lake import build_lake_assets
     from changelake.pipeline.files import load_structure
     from resources import IcebergCatalogResource, KafkaResource, MySqlResource
@@ -123,7 +124,7 @@ def test_lag_sensor_launches_ingestion_only_when_kafka_is_ahead_of_the_lake(
         # Lag is in offsets: 3 records plus the transaction's commit marker (exactly-once).
         assert len(result.run_requests) == 1 and result.run_requests[0].tags["changelake/lag"] == "4"
         # only the lake tables that fell behind, tagged with the pipeline (one run per pipeline)
-        assert result.run_requests[0].asset_selection == [dg.AssetKey(["lake", db, "t"])]
+        assert result.run_requests[0].asset_selection == [lake_asset_key(p2, f"{db}.t")]  # lake/<pipeline>/<db>/t
         assert result.run_requests[0].tags["changelake/pipeline"] == p2.name
         run_pipeline(p2, until_caught_up=True)
         result = sensor.evaluate_tick(dg.build_sensor_context(instance=instance, definitions=dg.Definitions(assets=[lake], resources=resources), resources=resources))
