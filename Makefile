@@ -15,7 +15,7 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@echo "installing changelake into $(VENV) (log: $(VENV)/install.log)"
-	@{ $(BIN)/pip install -q --upgrade pip && $(BIN)/pip install -q -e '.[test]'; } > $(VENV)/install.log 2>&1 \
+	@{ $(BIN)/pip install -q --upgrade pip && $(BIN)/pip install -q -e '.[test,scale]'; } > $(VENV)/install.log 2>&1 \
 	  || { tail -20 $(VENV)/install.log; exit 1; }
 	@touch $@
 
