@@ -6,6 +6,8 @@ unknown keys, then required keys, then values/ranges, then cross-option rules.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import zoneinfo
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -187,7 +189,9 @@ def validate_options(raw: Mapping[str, Any]) -> MySqlSourceOptions:
         incremental_snapshot_enabled=_bool(raw, "scan.incremental.snapshot.enabled", False),
         chunk_key_factor_upper_bound=_float(raw, "chunk-key.even-distribution.factor.upper-bound", 1000.0),
         chunk_key_factor_lower_bound=_float(raw, "chunk-key.even-distribution.factor.lower-bound", 0.05),
-        heartbeat_interval=parse_duration(str(raw["heartbeat.interval"]), "heartbeat.interval") if raw.get("heartbeat.interval") is not None else MySqlSourceOptions.__dataclass_fields__["heartbeat_interval"].default,  # type: ignore[arg-type]
+        heartbeat_interval=parse_duration(str(raw["heartbeat.interval"]), "heartbeat.interval") if raw.get("heartbeat.interval") is not None else (timedelta(milliseconds=_int(raw, "heartbeat.interval.ms", 0) or 0) if _int(raw, "heartbeat.interval.ms", 0) else MySqlSourceOptions.__dataclass_fields__["heartbeat_interval"].default),  # type: ignore[arg-type]
+        heartbeat_interval_ms=_int(raw, "heartbeat.interval.ms", 0) or 0,
+        provide_transaction_metadata=_bool(raw, "provide.transaction.metadata", False),
         connect_timeout=parse_duration(str(raw["connect.timeout"]), "connect.timeout") if raw.get("connect.timeout") is not None else MySqlSourceOptions.__dataclass_fields__["connect_timeout"].default,  # type: ignore[arg-type]
     )
     if opts.port > 65535:

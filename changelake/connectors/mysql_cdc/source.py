@@ -37,7 +37,9 @@ from changelake.changelog.schema import TableId
 from changelake.connectors.errors import OptionValidationError, SourceError
 from changelake.connectors.mysql_cdc.binlog import BinlogReader, Progress, close_quietly, is_connection_loss
 from changelake.connectors.mysql_cdc.errors import BinlogPurgedError, ServerIdClashError
-from changelake.connectors.mysql_cdc.heartbeat import HeartbeatAction
+from changelake.changelog.side_records import SideRecord
+from changelake.connectors.mysql_cdc.heartbeat import HeartbeatAction, HeartbeatRecords
+from changelake.connectors.mysql_cdc.transactions import TransactionMonitor
 from changelake.connectors.mysql_cdc.options import MySqlSourceOptions, StartupMode
 from changelake.connectors.mysql_cdc.positions import BinlogPosition, SnapshotProgress, SourcePosition, binlog_file_index
 from changelake.connectors.mysql_cdc.gtid import earliest_position, gtid_start_position, parse_gtid_set, timestamp_start_file
@@ -107,6 +109,14 @@ class MySqlSource:
         self._hint_conn: Any = None
         self._heartbeat = (HeartbeatAction(options.heartbeat_action_query, options.heartbeat_interval.total_seconds(),
                                            options.connection_kwargs()) if options.heartbeat_action_query else None)
+        #: Debezium's provide.transaction.metadata / heartbeat.interval.ms (take_side_records)
+        self._tx_monitor = TransactionMonitor() if options.provide_transaction_metadata else None
+        if self._tx_monitor is not None and self._start is not None:
+            raw_tx = start_position.get("transaction") if start_position else None
+            b = self._start.binlog
+            self._tx_monitor.restore(raw_tx if isinstance(raw_tx, Mapping) else None, b.file, b.pos, b.row)
+        self._heartbeats = HeartbeatRecords(options.heartbeat_interval_ms / 1000.0) if options.heartbeat_interval_ms > 0 else None
+        self._side: list[SideRecord] = []
         #: after an incremental snapshot: chunks, backfills (chunks whose watermarks differed),
         #: backfilled_changes, peak_buffered_rows, parallelism (for logs and tests).
         self.snapshot_stats: dict[str, int] = {}
@@ -127,6 +137,16 @@ class MySqlSource:
             return None
         out = self._position.to_dict()
         out["tables"] = sorted(self._known)
+        tx = self._tx_monitor.state() if self._tx_monitor is not None else None
+        if tx is not None:  # an open transaction's counts, so that a restart's END counts every event
+            out["transaction"] = tx
+        return out
+
+    def take_side_records(self) -> list[SideRecord]:
+        """Debezium's transaction metadata (BEGIN/END, ``provide.transaction.metadata``) and
+        heartbeat records (``heartbeat.interval.ms``) of the polls since the last call, in order;
+        they belong with :attr:`position` as it is now (see :class:`~changelake.connectors.base.EmitsSideRecords`)."""
+        out, self._side = self._side, []
         return out
 
     @property
@@ -322,12 +342,17 @@ class MySqlSource:
         if self._heartbeat is not None:
             self._heartbeat.maybe_run()  # Debezium's heartbeat.action.query, while streaming
         if self._filter is not None:
-            return self._poll_filtered(max_events, timeout_s)
+            filtered = self._poll_filtered(max_events, timeout_s)
+            self._after_poll()
+            return filtered
         out: list[DataChangeEvent] = []
         seen = self._known_ids
         last_event: DataChangeEvent | None = None
+        monitor = self._tx_monitor
         for kind, item in self._reader.take(max_events, timeout_s):
             if kind == "event":
+                if monitor is not None:
+                    item = monitor.on_event(item)
                 out.append(item)
                 last_event = item
                 if item.table not in seen:
@@ -338,8 +363,11 @@ class MySqlSource:
                 last_event = None
                 self._position = item.position
                 self._consumed = (binlog_file_index(item.file), item.next_pos)
+                if monitor is not None:
+                    monitor.on_progress(item.position.binlog.file, item.position.binlog.pos)
         if last_event is not None:
             self._position = SourcePosition.from_dict(last_event.position)
+        self._after_poll()
         return self._metadata.apply(out) if self._metadata and out else out
 
     def _poll_filtered(self, max_events: int, timeout_s: float) -> list[DataChangeEvent]:
@@ -355,6 +383,8 @@ class MySqlSource:
                     self._known_ids.add(item.table)
                     self._known.add(str(item.table))
                 kept = flt.apply(item)
+                if self._tx_monitor is not None:
+                    kept = [self._tx_monitor.on_event(e) for e in kept]
                 wm = flt.to_json() if flt.active else None
                 pos = SourcePosition.from_dict(item.position)
                 self._position = replace(pos, watermarks=wm)
@@ -366,12 +396,23 @@ class MySqlSource:
             elif kind == "progress":
                 assert isinstance(item, Progress)
                 flt.passed(item.file, item.next_pos)
+                if self._tx_monitor is not None:
+                    self._tx_monitor.on_progress(item.position.binlog.file, item.position.binlog.pos)
                 self._position = replace(item.position, watermarks=flt.to_json() if flt.active else None)
                 self._consumed = (binlog_file_index(item.file), item.next_pos)
         if not flt.active:
             log.info("binlog passed the largest snapshot chunk high watermark; every change is emitted from here on")
             self._filter = None
         return self._metadata.apply(out) if self._metadata and out else out
+
+    def _after_poll(self) -> None:
+        """Collect this poll's transaction records and, when due, a heartbeat record."""
+        if self._tx_monitor is not None:
+            self._side.extend(self._tx_monitor.take())
+        if self._heartbeats is not None:
+            beat = self._heartbeats.maybe_emit()
+            if beat is not None:
+                self._side.append(beat)
 
     def caught_up(self) -> bool:
         """True once the reader has reached the binlog end that existed at the last check.
