@@ -10,7 +10,7 @@ As Debezium's source signaling channel: a table in MySQL (``signal.data.collecti
 
 ``execute-snapshot`` snapshots the named captured tables again (``r`` events); see
 :meth:`changelake.connectors.mysql_cdc.source.MySqlSource` for how the snapshot joins the binlog.
-``data-collections`` entries are ``db.table`` names or Flink CDC table selectors (regexes); tables
+``data-collections`` entries are ``db.table`` names or regular expressions over them (Debezium's); tables
 that are not captured are skipped with a warning, as Debezium does.
 """
 
@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from changelake.changelog.event import DataChangeEvent, Op
 from changelake.changelog.schema import TableId
-from changelake.connectors.mysql_cdc.selectors import TableSelectors
 
 __all__ = ["Signal", "SignalCaptured", "parse_signal", "snapshot_tables"]
 
@@ -77,8 +77,9 @@ def parse_signal(event: DataChangeEvent) -> Signal | None:
 def snapshot_tables(signal: Signal, captured: Sequence[TableId]) -> list[str]:
     """The captured tables an ``execute-snapshot`` names (``db.table`` text, in capture order).
 
-    Each ``data-collections`` entry is a table selector (an exact name matches itself); entries
-    that match no captured table are logged. ``[]`` when nothing is left.
+    Each ``data-collections`` entry is, as in Debezium, a regular expression matched against the
+    whole ``db.table`` name (an exact name matches itself); entries that match no captured table
+    are logged. ``[]`` when nothing is left.
     """
     names = signal.data.get("data-collections")
     if not isinstance(names, list) or not names:
@@ -87,11 +88,11 @@ def snapshot_tables(signal: Signal, captured: Sequence[TableId]) -> list[str]:
     chosen: list[str] = []
     for name in names:
         try:
-            selectors = TableSelectors.parse(str(name), "data-collections")
-        except Exception as exc:  # noqa: BLE001 - a bad entry is reported, the others still count
-            log.warning("signal %r: data-collection %r is not a table name (%s); skipped", signal.id, name, exc)
+            pattern = re.compile(str(name))
+        except re.error as exc:
+            log.warning("signal %r: data-collection %r is not a regular expression (%s); skipped", signal.id, name, exc)
             continue
-        hits = [str(t) for t in captured if selectors.matches(t)]
+        hits = [str(t) for t in captured if str(t) == str(name) or pattern.fullmatch(str(t))]
         if not hits:
             log.warning("signal %r: %r matches no captured table; skipped", signal.id, name)
         chosen.extend(h for h in hits if h not in chosen)
