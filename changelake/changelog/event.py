@@ -42,6 +42,9 @@ class DataChangeEvent:
         ts_ms: commit time in ms since the epoch, UTC; 0 for snapshot rows.
         position: source-specific resume position after this event (opaque to sinks), e.g.
             ``{"file": "mysql-bin.000003", "pos": 4711, "row": 2}``.
+        transaction: Debezium's ``transaction`` block (``provide.transaction.metadata``):
+            ``{"id": str, "total_order": int, "data_collection_order": int}`` (orders 1-based),
+            or None (the default; snapshot rows and sources without transaction metadata).
     """
 
     table: TableId
@@ -51,6 +54,7 @@ class DataChangeEvent:
     schema: Schema | None = None
     ts_ms: int = 0
     position: Mapping[str, Any] = field(default_factory=dict)
+    transaction: Mapping[str, Any] | None = None
 
     def to_rows(self) -> list[ChangelogRow]:
         """Changelog rows: c/r -> [+I], u -> [-U, +U], d -> [-D], t -> [] (handled by sinks)."""

@@ -567,7 +567,7 @@ class TransformRule:
                     op, after = Op.DELETE, None
         if op is Op.DELETE and self.converter_after_transform == "SOFT_DELETE":
             op, before, after = Op.CREATE, None, before
-        return DataChangeEvent(e.table, op, before, after, schema, e.ts_ms, e.position)
+        return DataChangeEvent(e.table, op, before, after, schema, e.ts_ms, e.position, e.transaction)
 
     def apply_batch(self, table: TableId, schema: Schema, batch: pa.Table | pa.RecordBatch,
                     row_kinds: Sequence[str] | pa.Array, *, now: _dt.datetime | None = None) -> TransformedBatch:
@@ -664,10 +664,10 @@ def append_only(events: Sequence[DataChangeEvent]) -> list[DataChangeEvent]:
     out: list[DataChangeEvent] = []
     for e in events:
         if e.op is Op.UPDATE:
-            out.append(DataChangeEvent(e.table, Op.CREATE, None, e.before, e.schema, e.ts_ms, e.position))
-            out.append(DataChangeEvent(e.table, Op.CREATE, None, e.after, e.schema, e.ts_ms, e.position))
+            out.append(DataChangeEvent(e.table, Op.CREATE, None, e.before, e.schema, e.ts_ms, e.position, e.transaction))
+            out.append(DataChangeEvent(e.table, Op.CREATE, None, e.after, e.schema, e.ts_ms, e.position, e.transaction))
         elif e.op is Op.DELETE:
-            out.append(DataChangeEvent(e.table, Op.CREATE, None, e.before, e.schema, e.ts_ms, e.position))
+            out.append(DataChangeEvent(e.table, Op.CREATE, None, e.before, e.schema, e.ts_ms, e.position, e.transaction))
         else:
             out.append(e)
     return out

@@ -40,6 +40,9 @@ ability                                 what the runner does with it
 :class:`RejectsRecords` (source)        hands a record the stage found bad back to the source
 :class:`ReportsBadRecords` (source)     copies ``bad_records``, ``dead_letters`` and
                                         ``inferred_tables`` into the run's stats
+:class:`EmitsSideRecords` (source)      after each poll, hands its transaction metadata and
+                                        heartbeat records to a :class:`WritesSideRecords`
+                                        sink, before that batch's commit
 =====================================  =====================================================
 
 Every source and sink declares ``changelog_mode``: the row kinds it produces or accepts (Flink's
@@ -53,10 +56,11 @@ from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 from changelake.changelog.event import DataChangeEvent
 from changelake.changelog.rowkind import RowKind
 from changelake.changelog.schema import Schema, TableId
+from changelake.changelog.side_records import SideRecord
 
 __all__ = [
     "ChangelogSource", "ChangelogSink", "BufferedSink", "LakeSink", "ReportsMetrics", "PartitionedChangelogSource",
-    "RejectsRecords", "ReportsBadRecords",
+    "RejectsRecords", "ReportsBadRecords", "EmitsSideRecords", "WritesSideRecords",
 ]
 
 
@@ -247,3 +251,22 @@ class ReportsBadRecords(Protocol):
     @property
     def dead_letters(self) -> int:
         """Of those, records copied to ``dead-letter.topic``."""
+
+
+@runtime_checkable
+class EmitsSideRecords(Protocol):
+    """A source that emits Debezium's transaction metadata (``provide.transaction.metadata``) or
+    heartbeat records (``heartbeat.interval.ms``) beside its change events."""
+
+    def take_side_records(self) -> list[SideRecord]:
+        """The records produced by the polls since the last call, in order (then forgotten); they
+        belong to the position :attr:`ChangelogSource.position` has now."""
+
+
+@runtime_checkable
+class WritesSideRecords(Protocol):
+    """A sink that writes side records (the Kafka pipeline sink: to the transaction and heartbeat
+    topics, in the open Kafka transaction under exactly-once)."""
+
+    def write_side_records(self, records: Sequence[SideRecord]) -> None:
+        """Write ``records``; durable with the next :meth:`ChangelogSink.commit`."""

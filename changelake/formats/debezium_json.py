@@ -166,6 +166,21 @@ def connect_schema_for(schema: Schema, table: TableId | None) -> dict[str, Any]:
     }
 
 
+#: Debezium's schema of the ``transaction`` block (``provide.transaction.metadata``).
+_TRANSACTION_BLOCK_SCHEMA: dict[str, Any] = {
+    "type": "struct",
+    "fields": [
+        {"type": "string", "optional": False, "field": "id"},
+        {"type": "int64", "optional": False, "field": "total_order"},
+        {"type": "int64", "optional": False, "field": "data_collection_order"},
+    ],
+    "optional": True,
+    "name": "event.block",
+    "version": 1,
+    "field": "transaction",
+}
+
+
 def _int_param(params: Mapping[str, Any], key: str) -> int | None:
     value = params.get(key)
     return int(value) if value is not None else None
@@ -271,25 +286,32 @@ class DebeziumJsonFormat(ChangelogFormat):
         table: TableId | None,
         ts_ms: int,
         schema: Schema | None,
+        transaction: Mapping[str, Any] | None = None,
     ) -> bytes:
         before_obj, after_obj = self._image(before, schema), self._image(after, schema)
         payload: dict[str, Any] = {"before": before_obj, "after": after_obj, "op": op}
         if table is not None:
             payload["source"] = {"db": table.database, "table": table.table, "ts_ms": ts_ms}
+        if transaction is not None:  # Debezium's provide.transaction.metadata block
+            payload["transaction"] = {"id": transaction["id"], "total_order": transaction["total_order"],
+                                      "data_collection_order": transaction["data_collection_order"]}
         if not self._wrap:
             return dumps_envelope(payload, (before_obj, after_obj))
         if schema is None:
             raise EncodeError(
                 "include-schema.enabled needs the table schema (the event and the format have none)", format=self.name
             )
-        return dumps({"schema": connect_schema_for(schema, table), "payload": payload})
+        envelope = connect_schema_for(schema, table)
+        if transaction is not None:
+            envelope = {**envelope, "fields": [*envelope["fields"], _TRANSACTION_BLOCK_SCHEMA]}
+        return dumps({"schema": envelope, "payload": payload})
 
     def encode_event(self, event: DataChangeEvent) -> bytes:
         """One message per event (``t`` without row images). Raises EncodeError naming the column."""
         schema = event.schema if event.schema is not None else self.schema
         before = event.before if event.op in (Op.UPDATE, Op.DELETE) else None
         after = event.after if event.op in (Op.CREATE, Op.READ, Op.UPDATE) else None
-        return self._message(before, after, event.op.value, event.table, event.ts_ms, schema)
+        return self._message(before, after, event.op.value, event.table, event.ts_ms, schema, event.transaction)
 
     def encode(self, row: ChangelogRow) -> bytes:
         """As Flink's serializer: +I/+U -> ``c`` (after), -U/-D -> ``d`` (before); ``source`` is

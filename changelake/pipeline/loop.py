@@ -29,10 +29,12 @@ from changelake.connectors.base import (
     BufferedSink,
     ChangelogSink,
     ChangelogSource,
+    EmitsSideRecords,
     PartitionedChangelogSource,
     RejectsRecords,
     ReportsBadRecords,
     ReportsMetrics,
+    WritesSideRecords,
 )
 from changelake.pipeline.clock import StopClock
 from changelake.pipeline.stage import Stage
@@ -90,6 +92,8 @@ def run_loop(
         offsets_source = source if isinstance(source, PartitionedChangelogSource) else None
         partitioned = offsets_source is not None
         reject = source.reject if isinstance(source, RejectsRecords) else None
+        side_source = source if isinstance(source, EmitsSideRecords) else None
+        side_sink = sink if isinstance(sink, WritesSideRecords) else None
         if partitioned:
             stats.offsets = {k: int(v) for k, v in (stored or {}).items()}
         else:
@@ -124,11 +128,14 @@ def run_loop(
                 current = source.position
                 if out:
                     sink.write(out)
+                side = side_source.take_side_records() if side_source is not None else []
+                if side and side_sink is not None:  # transaction metadata / heartbeats, same commit
+                    side_sink.write_side_records(side)
                 records = offsets_source.last_records if offsets_source is not None else len(events)
                 pending.note(records, len(events), {}, *tally_ops(out))
                 stats.events += len(events)
                 results: list[Any] | None = None
-                if current is not None and (events or current != committed):
+                if current is not None and (events or side or current != committed):
                     if buffering is not None:
                         results = buffering.commit(current)
                     else:

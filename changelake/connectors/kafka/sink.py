@@ -71,6 +71,8 @@ from changelake.connectors.kafka.sink_options import (
     ValueFormat,
 )
 from changelake.connectors.kafka.topics import TopicCreator, TopicNamer
+from changelake.connectors.kafka.side_topics import side_record
+from changelake.changelog.side_records import SideRecord
 from changelake.connectors.kafka.producer import KafkaProducer, admin_config
 from changelake.connectors.kafka_common import require_broker, unavailable_error, with_logger
 
@@ -356,6 +358,30 @@ class KafkaPipelineSink:
         if value is None:
             self.metrics["tombstones"] += 1
         self._records_since_commit += 1
+
+    def write_side_records(self, records: Sequence[SideRecord]) -> None:
+        """Write Debezium's transaction metadata / heartbeat records (:mod:`.side_topics`) to
+        partition 0 of their topics (created with one partition when missing); under exactly-once
+        they join the open transaction, so they become visible with the data and position of
+        the same :meth:`commit`.
+
+        Raises:
+            SinkFlushError, TopicCreationError: as :meth:`write`.
+        """
+        if not records:
+            return
+        producer = self._require_open()
+        producer.raise_delivery_errors()
+        if self.exactly_once:
+            producer.begin()
+        opts = self.options
+        for record in records:
+            topic, key, value, headers = side_record(record, opts.transaction_topic, opts.heartbeat_topic,
+                                                     opts.topic_prefix)
+            if opts.auto_create_topics and self._creator is not None:
+                self._creator.ensure([topic], partitions=1)
+            self._produce(producer, topic, key, value, headers, partition=0, counted=False)
+            self.metrics["side_records"] = self.metrics.get("side_records", 0) + 1
 
     # -- commit ----------------------------------------------------------------------------------
     def commit(self, position: Mapping[str, Any]) -> None:

@@ -105,6 +105,14 @@ TOPIC_REPLICATION = key("sink.topic.replication-factor").int_type(minimum=1).def
     "Replication factor of topics the sink creates.").from_origin("changelake")
 FLUSH_TIMEOUT = key("sink.flush.timeout").duration_type().default_value(timedelta(seconds=60)).with_description(
     "How long flush/commit waits for acknowledgements before failing.").from_origin("changelake")
+TOPIC_PREFIX = key("topic.prefix").string_type().no_default_value().with_description(
+    "Debezium's topic prefix of the transaction and heartbeat topics; default the pipeline name.").from_origin("debezium")
+TOPIC_TRANSACTION = key("topic.transaction").string_type().default_value("transaction").with_description(
+    "Debezium's: the transaction metadata topic is '<topic.prefix>.<topic.transaction>' (source option "
+    "'provide.transaction.metadata').").from_origin("debezium")
+TOPIC_HEARTBEAT_PREFIX = key("topic.heartbeat.prefix").string_type().default_value("__debezium-heartbeat").with_description(
+    "Debezium's: heartbeat records (source option 'heartbeat.interval.ms') go to "
+    "'<topic.heartbeat.prefix>.<topic.prefix>'.").from_origin("debezium")
 # keys of the YAML block itself (Flink CDC strips them before the factory sees the options)
 TYPE = key("type").string_type().default_value(IDENTIFIER).with_description("Connector identifier, 'kafka'.")
 NAME = key("name").string_type().no_default_value().with_description("Display name of the sink.")
@@ -112,7 +120,7 @@ NAME = key("name").string_type().no_default_value().with_description("Display na
 SINK_OPTIONS: tuple[ConfigOption[Any], ...] = (
     VALUE_FORMAT, KEY_FORMAT, PARTITION_STRATEGY, TOPIC, TABLE_MAPPING, ADD_TABLE_ID_HEADER, CUSTOM_HEADER,
     DELIVERY_GUARANTEE, TRANSACTIONAL_ID_PREFIX, OFFSETS_TOPIC, SCHEMA_TOPIC, AUTO_CREATE, TOPIC_PARTITIONS, TOPIC_REPLICATION,
-    FLUSH_TIMEOUT, TYPE, NAME,
+    FLUSH_TIMEOUT, TOPIC_PREFIX, TOPIC_TRANSACTION, TOPIC_HEARTBEAT_PREFIX, TYPE, NAME,
 )
 
 
@@ -183,6 +191,9 @@ class KafkaSinkOptions:
         auto_create_topics, topic_partitions, topic_replication_factor: topic creation.
         flush_timeout: max wait for acknowledgements (flush, commit).
         pipeline_name: key of this pipeline's position record.
+        transaction_topic: Debezium's ``<topic.prefix>.<topic.transaction>``.
+        heartbeat_topic: Debezium's ``<topic.heartbeat.prefix>.<topic.prefix>``.
+        topic_prefix: Debezium's ``topic.prefix`` (the heartbeat key's ``serverName``).
     """
 
     properties: Mapping[str, str] = field(repr=False)  # may hold secrets (sasl.password)
@@ -204,6 +215,9 @@ class KafkaSinkOptions:
     flush_timeout: timedelta = timedelta(seconds=60)
     value_format_options: Mapping[str, str] = field(default_factory=dict)
     key_format_options: Mapping[str, str] = field(default_factory=dict)
+    topic_prefix: str = "changelake"
+    transaction_topic: str = "changelake.transaction"
+    heartbeat_topic: str = "__debezium-heartbeat.changelake"
 
     @property
     def bootstrap_servers(self) -> str:
@@ -230,6 +244,7 @@ class KafkaSinkOptions:
         if TYPE.get(raw) != IDENTIFIER:
             raise OptionValidationError(f"Option 'type' must be '{IDENTIFIER}', got '{raw['type']}'", option="type")
         props = prefixed(raw, PROPERTIES_PREFIX)
+        prefix = TOPIC_PREFIX.get(raw) or pipeline_name
         opts = cls(
             properties=props,
             pipeline_name=pipeline_name,
@@ -250,6 +265,9 @@ class KafkaSinkOptions:
             flush_timeout=FLUSH_TIMEOUT.get(raw) or timedelta(seconds=60),
             value_format_options=prefixed(raw, value_format.value + "."),
             key_format_options=prefixed(raw, key_format.value + ".") if key_format.value != value_format.value else {},
+            topic_prefix=prefix,
+            transaction_topic=f"{prefix}.{TOPIC_TRANSACTION.get(raw) or 'transaction'}",
+            heartbeat_topic=f"{TOPIC_HEARTBEAT_PREFIX.get(raw) or '__debezium-heartbeat'}.{prefix}",
         )
         validate_delivery_guarantee(opts)
         return opts

@@ -52,6 +52,7 @@ from changelake.changelog.event import DataChangeEvent, Op
 from changelake.changelog.schema import Schema, TableId
 from changelake.connectors.errors import KafkaUnavailableError, RecordError, SourceError
 from changelake.connectors.kafka.dead_letter import DeadLetterQueue
+from changelake.connectors.kafka.side_topics import side_record_kind
 from changelake.connectors.kafka.schemas import SchemaResolver, schema_header
 from changelake.connectors.kafka.sink_options import ValueFormat
 from changelake.connectors.kafka.source_options import BoundedMode, KafkaSourceOptions, StartupMode
@@ -418,7 +419,9 @@ class KafkaPipelineSource:
         key, value = msg.key(), msg.value()
         headers = list(msg.headers() or [])
         try:
-            events = self._events(topic, key, value, headers)
+            # Debezium's transaction metadata / heartbeat records (changelake's side topics, should
+            # a topic-pattern select them) hold no change event
+            events = [] if side_record_kind(headers) is not None else self._events(topic, key, value, headers)
         except DecodeError as exc:
             exc.at(topic=topic, partition=partition, offset=offset)
             if not self.options.ignore_parse_errors:

@@ -122,6 +122,12 @@ class Progress:
     next_pos: int
 
 
+def _gtid_text(ev: Any) -> str | None:
+    """The GTID of a GTID event as text (mysql-replication's ``gtid``), None if it has none."""
+    gtid = getattr(ev, "gtid", None)
+    return str(gtid) if gtid else None
+
+
 def _text(v: Any) -> str:
     return v.decode("utf-8", "replace") if isinstance(v, (bytes, bytearray)) else str(v)
 
@@ -156,6 +162,7 @@ class EventHandler:
         self._xa_group: list[HeldChange] | None = None  # changes of a group that ends in XA PREPARE
         self._group_start = BinlogPosition(self._file, first.pos)
         self._replay_group: PreparedXa | None = None  # while replaying: the pending group being re-read
+        self._gtid: str | None = None  # GTID of the current group (MariaDB domain-server-seq, MySQL uuid:n)
 
     # -- positions --------------------------------------------------------------------------
     def physical_start(self) -> BinlogPosition:
@@ -250,8 +257,10 @@ class EventHandler:
         if code == 0xA2:  # MariaDB GTID
             flags = int(getattr(ev, "flags", 0) or 0)
             self._begin(start_pos, explicit=not flags & _FL_STANDALONE, xa=bool(flags & _FL_PREPARED_XA))
+            self._gtid = _gtid_text(ev)  # transaction metadata: the id (changelake.connectors.mysql_cdc.transactions)
         elif code in (0x21, 0x22):  # MySQL GTID / anonymous GTID: BEGIN or a DDL follows
             self._begin(start_pos, explicit=False, xa=False)
+            self._gtid = _gtid_text(ev) if code == 0x21 else None
         elif isinstance(ev, QueryEvent):
             self._on_query(ev, name, start_pos, next_pos)
         elif isinstance(ev, XidEvent):
@@ -288,6 +297,7 @@ class EventHandler:
         if not self._tx.in_tx:
             self._group_start = BinlogPosition(self._file, start_pos)
             self._explicit, self._xa_group = False, None
+            self._gtid = None
         self._tx.begin(start_pos)
         self._explicit = self._explicit or explicit
         if xa and self._xa_group is None:
@@ -306,6 +316,8 @@ class EventHandler:
             position = SourcePosition(tx.position(), None, pending).to_dict()
         else:  # the common case, without building a SourcePosition (same dict as its to_dict)
             position = {"phase": "binlog", "file": tx.file, "pos": tx.tx_start, "row": tx.emitted}
+        if self._gtid is not None:  # the transaction's GTID, for transaction metadata (not a resume field)
+            position["gtid"] = self._gtid
         self._put(("event", DataChangeEvent(table, op, before, after, schema, ts_ms, position)))
 
     def _on_query(self, ev: Any, name: str, start_pos: int, next_pos: int) -> None:

@@ -6,6 +6,8 @@ unknown keys, then required keys, then values/ranges, then cross-option rules.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import zoneinfo
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -188,13 +190,20 @@ def validate_options(raw: Mapping[str, Any]) -> MySqlSourceOptions:
         incremental_snapshot_enabled=_bool(raw, "scan.incremental.snapshot.enabled", False),
         chunk_key_factor_upper_bound=_float(raw, "chunk-key.even-distribution.factor.upper-bound", 1000.0),
         chunk_key_factor_lower_bound=_float(raw, "chunk-key.even-distribution.factor.lower-bound", 0.05),
-        heartbeat_interval=parse_duration(str(raw["heartbeat.interval"]), "heartbeat.interval") if raw.get("heartbeat.interval") is not None else MySqlSourceOptions.__dataclass_fields__["heartbeat_interval"].default,  # type: ignore[arg-type]
+        heartbeat_interval=parse_duration(str(raw["heartbeat.interval"]), "heartbeat.interval") if raw.get("heartbeat.interval") is not None else (timedelta(milliseconds=_int(raw, "heartbeat.interval.ms", 0) or 0) if _int(raw, "heartbeat.interval.ms", 0) else MySqlSourceOptions.__dataclass_fields__["heartbeat_interval"].default),  # type: ignore[arg-type]
+        heartbeat_interval_ms=_int(raw, "heartbeat.interval.ms", 0) or 0,
+        provide_transaction_metadata=_bool(raw, "provide.transaction.metadata", False),
+        signal_data_collection=str(raw["signal.data.collection"]).strip() or None if raw.get("signal.data.collection") else None,
         connect_timeout=parse_duration(str(raw["connect.timeout"]), "connect.timeout") if raw.get("connect.timeout") is not None else MySqlSourceOptions.__dataclass_fields__["connect_timeout"].default,  # type: ignore[arg-type]
     )
     if opts.port > 65535:
         raise OptionValidationError(f"The value of option 'port' must be <= 65535, but is {opts.port}", option="port")
     if opts.heartbeat_interval.total_seconds() <= 0:
         raise OptionValidationError(f"The value of option 'heartbeat.interval' must be > 0, but is {raw.get('heartbeat.interval')}", option="heartbeat.interval")
+    if opts.signal_data_collection is not None and len(opts.signal_data_collection.split(".")) != 2:
+        raise OptionValidationError(
+            f"The value of option 'signal.data.collection' must be 'database.table', but is '{opts.signal_data_collection}'",
+            option="signal.data.collection")
     if opts.chunk_key_factor_lower_bound > opts.chunk_key_factor_upper_bound:
         raise OptionValidationError(
             f"The value of option 'chunk-key.even-distribution.factor.lower-bound' ({opts.chunk_key_factor_lower_bound}) "

@@ -15,11 +15,12 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
+from changelake.changelog.side_records import HeartbeatRecord
 from changelake.connectors.errors import SourceError
 from changelake.connectors.mysql_cdc.binlog import close_quietly
 from changelake.connectors.mysql_cdc.snapshot import text_connection
 
-__all__ = ["HeartbeatAction"]
+__all__ = ["HeartbeatAction", "HeartbeatRecords"]
 
 
 class HeartbeatAction:
@@ -72,3 +73,31 @@ class HeartbeatAction:
         """Close the connection (idempotent)."""
         close_quietly(self._conn)
         self._conn = None
+
+
+class HeartbeatRecords:
+    """Debezium's heartbeat messages (``heartbeat.interval.ms``): at most one per ``interval_s``.
+
+    :meth:`maybe_emit` is called once per poll while the source streams; the record it returns is
+    written with the source position of that poll (so the position is committed even when no
+    captured table changed, as Debezium's ``HeartbeatImpl``).
+
+    Args:
+        interval_s: ``heartbeat.interval.ms`` in seconds (> 0).
+        clock: monotonic seconds; wall: wall-clock seconds (tests pass their own).
+    """
+
+    def __init__(self, interval_s: float, clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], float] = time.time) -> None:
+        self.interval_s = interval_s
+        self._clock = clock
+        self._wall = wall
+        self._last: float | None = None
+
+    def maybe_emit(self) -> HeartbeatRecord | None:
+        """A heartbeat record if ``interval_s`` has passed since the last one (or none was made)."""
+        now = self._clock()
+        if self._last is not None and now - self._last < self.interval_s:
+            return None
+        self._last = now
+        return HeartbeatRecord(int(self._wall() * 1000))

@@ -37,7 +37,10 @@ from changelake.changelog.schema import TableId
 from changelake.connectors.errors import OptionValidationError, SourceError
 from changelake.connectors.mysql_cdc.binlog import BinlogReader, Progress, close_quietly, is_connection_loss
 from changelake.connectors.mysql_cdc.errors import BinlogPurgedError, ServerIdClashError
-from changelake.connectors.mysql_cdc.heartbeat import HeartbeatAction
+from changelake.changelog.side_records import SideRecord
+from changelake.connectors.mysql_cdc.heartbeat import HeartbeatAction, HeartbeatRecords
+from changelake.connectors.mysql_cdc.transactions import TransactionMonitor
+from changelake.connectors.mysql_cdc.signals import Signal, SignalCaptured, parse_signal, snapshot_tables
 from changelake.connectors.mysql_cdc.options import MySqlSourceOptions, StartupMode
 from changelake.connectors.mysql_cdc.positions import BinlogPosition, SnapshotProgress, SourcePosition, binlog_file_index
 from changelake.connectors.mysql_cdc.gtid import earliest_position, gtid_start_position, parse_gtid_set, timestamp_start_file
@@ -102,11 +105,23 @@ class MySqlSource:
         self._known: set[str] = set()
         self._known_ids: set[TableId] = set()
         self._captured = CapturedTables(options.tables, options.tables_exclude)
+        #: Debezium's signal.data.collection: its rows are read from the binlog too (signals.py)
+        self._signal_table = TableId.parse(options.signal_data_collection) if options.signal_data_collection else None
+        self._reader_captured = (SignalCaptured(self._captured, self._signal_table) if self._signal_table is not None
+                                 else self._captured)
         self._resume_after_snapshot: SourcePosition | None = None
         self._metadata = _MetadataColumns(options.metadata_list) if options.metadata_list else None
         self._hint_conn: Any = None
         self._heartbeat = (HeartbeatAction(options.heartbeat_action_query, options.heartbeat_interval.total_seconds(),
                                            options.connection_kwargs()) if options.heartbeat_action_query else None)
+        #: Debezium's provide.transaction.metadata / heartbeat.interval.ms (take_side_records)
+        self._tx_monitor = TransactionMonitor() if options.provide_transaction_metadata else None
+        if self._tx_monitor is not None and self._start is not None:
+            raw_tx = start_position.get("transaction") if start_position else None
+            b = self._start.binlog
+            self._tx_monitor.restore(raw_tx if isinstance(raw_tx, Mapping) else None, b.file, b.pos, b.row)
+        self._heartbeats = HeartbeatRecords(options.heartbeat_interval_ms / 1000.0) if options.heartbeat_interval_ms > 0 else None
+        self._side: list[SideRecord] = []
         #: after an incremental snapshot: chunks, backfills (chunks whose watermarks differed),
         #: backfilled_changes, peak_buffered_rows, parallelism (for logs and tests).
         self.snapshot_stats: dict[str, int] = {}
@@ -127,6 +142,16 @@ class MySqlSource:
             return None
         out = self._position.to_dict()
         out["tables"] = sorted(self._known)
+        tx = self._tx_monitor.state() if self._tx_monitor is not None else None
+        if tx is not None:  # an open transaction's counts, so that a restart's END counts every event
+            out["transaction"] = tx
+        return out
+
+    def take_side_records(self) -> list[SideRecord]:
+        """Debezium's transaction metadata (BEGIN/END, ``provide.transaction.metadata``) and
+        heartbeat records (``heartbeat.interval.ms``) of the polls since the last call, in order;
+        they belong with :attr:`position` as it is now (see :class:`~changelake.connectors.base.EmitsSideRecords`)."""
+        out, self._side = self._side, []
         return out
 
     @property
@@ -322,24 +347,45 @@ class MySqlSource:
         if self._heartbeat is not None:
             self._heartbeat.maybe_run()  # Debezium's heartbeat.action.query, while streaming
         if self._filter is not None:
-            return self._poll_filtered(max_events, timeout_s)
+            filtered = self._poll_filtered(max_events, timeout_s)
+            self._after_poll()
+            return filtered
         out: list[DataChangeEvent] = []
         seen = self._known_ids
         last_event: DataChangeEvent | None = None
+        monitor = self._tx_monitor
+        signal_table = self._signal_table
+        snapshot_now: tuple[Signal, list[str]] | None = None
         for kind, item in self._reader.take(max_events, timeout_s):
             if kind == "event":
+                if signal_table is not None and item.table == signal_table:
+                    snapshot_now = self._on_signal(item)
+                    if not self._captured(item.table):  # not a change event of this pipeline
+                        last_event = item  # the position passes the signal row
+                        if snapshot_now is not None:
+                            break  # the rest of this batch is read again after the snapshot
+                        continue
+                if monitor is not None:
+                    item = monitor.on_event(item)
                 out.append(item)
                 last_event = item
                 if item.table not in seen:
                     seen.add(item.table)
                     self._known.add(str(item.table))
+                if snapshot_now is not None:
+                    break  # (a captured signal table) the rest of this batch is read again after the snapshot
             elif kind == "progress":
                 assert isinstance(item, Progress)
                 last_event = None
                 self._position = item.position
                 self._consumed = (binlog_file_index(item.file), item.next_pos)
+                if monitor is not None:
+                    monitor.on_progress(item.position.binlog.file, item.position.binlog.pos)
         if last_event is not None:
             self._position = SourcePosition.from_dict(last_event.position)
+        if snapshot_now is not None:
+            self._start_signal_snapshot(*snapshot_now)
+        self._after_poll()
         return self._metadata.apply(out) if self._metadata and out else out
 
     def _poll_filtered(self, max_events: int, timeout_s: float) -> list[DataChangeEvent]:
@@ -351,10 +397,18 @@ class MySqlSource:
         out: list[DataChangeEvent] = []
         for kind, item in self._reader.take(max_events, timeout_s):
             if kind == "event":
+                if self._signal_table is not None and item.table == self._signal_table:
+                    self._on_signal(item)  # logged; execute-snapshot waits for the filter to end
+                    if not self._captured(item.table):
+                        self._position = replace(SourcePosition.from_dict(item.position),
+                                                 watermarks=flt.to_json() if flt.active else None)
+                        continue
                 if item.table not in self._known_ids:
                     self._known_ids.add(item.table)
                     self._known.add(str(item.table))
                 kept = flt.apply(item)
+                if self._tx_monitor is not None:
+                    kept = [self._tx_monitor.on_event(e) for e in kept]
                 wm = flt.to_json() if flt.active else None
                 pos = SourcePosition.from_dict(item.position)
                 self._position = replace(pos, watermarks=wm)
@@ -366,12 +420,65 @@ class MySqlSource:
             elif kind == "progress":
                 assert isinstance(item, Progress)
                 flt.passed(item.file, item.next_pos)
+                if self._tx_monitor is not None:
+                    self._tx_monitor.on_progress(item.position.binlog.file, item.position.binlog.pos)
                 self._position = replace(item.position, watermarks=flt.to_json() if flt.active else None)
                 self._consumed = (binlog_file_index(item.file), item.next_pos)
         if not flt.active:
             log.info("binlog passed the largest snapshot chunk high watermark; every change is emitted from here on")
             self._filter = None
         return self._metadata.apply(out) if self._metadata and out else out
+
+    def _on_signal(self, event: DataChangeEvent) -> tuple[Signal, list[str]] | None:
+        """Act on a row of ``signal.data.collection``: (signal, tables) when an ``execute-snapshot``
+        is to start right after it, else None (other signals are logged)."""
+        signal = parse_signal(event)
+        if signal is None:
+            return None
+        if signal.type == "execute-snapshot":
+            kind = str(signal.data.get("type", "incremental")).lower()
+            if kind not in ("incremental", "blocking"):
+                log.warning("signal %r: execute-snapshot of type %r is not supported (incremental, blocking); ignored",
+                            signal.id, kind)
+                return None
+            if self._filter is not None:
+                log.warning("signal %r: execute-snapshot ignored: the binlog is still joined to the initial incremental "
+                            "snapshot by its chunk high watermarks; signal again once that is done", signal.id)
+                return None
+            tables = snapshot_tables(signal, self._tables)
+            return (signal, tables) if tables else None
+        if signal.type == "stop-snapshot":
+            log.warning("signal %r: stop-snapshot: no snapshot is in progress (streaming pauses while an "
+                        "execute-snapshot runs, so it is read only afterwards); ignored", signal.id)
+        elif signal.type == "log":
+            log.info("signal %r: %s", signal.id, signal.data.get("message", ""))
+        else:
+            log.warning("signal %r: unknown signal type %r; ignored", signal.id, signal.type)
+        return None
+
+    def _start_signal_snapshot(self, signal: Signal, tables: list[str]) -> None:
+        """Debezium's execute-snapshot: stop streaming right after the signal row, snapshot
+        ``tables`` (chunked by primary key, progress in the stored position), then stream on from
+        the signal row without any filter: every change after it is replayed on top of the snapshot
+        rows, so an upserting consumer ends equal to MySQL (deletes included). A ``kill -9`` during
+        the snapshot resumes it from the stored progress; the signal is not read again."""
+        assert self._position is not None and self._reader is not None
+        at = self._position
+        log.info("signal %r: execute-snapshot of %s at %s; streaming resumes there afterwards", signal.id, tables, at.binlog)
+        self._reader.close()
+        self._reader = None
+        self._target = None
+        self._resume_after_snapshot = at
+        self._start_snapshot(SnapshotProgress(tuple(tables)), at.binlog)
+
+    def _after_poll(self) -> None:
+        """Collect this poll's transaction records and, when due, a heartbeat record."""
+        if self._tx_monitor is not None:
+            self._side.extend(self._tx_monitor.take())
+        if self._heartbeats is not None:
+            beat = self._heartbeats.maybe_emit()
+            if beat is not None:
+                self._side.append(beat)
 
     def caught_up(self) -> bool:
         """True once the reader has reached the binlog end that existed at the last check.
@@ -511,7 +618,7 @@ class MySqlSource:
         reader: BinlogReader | ProcessBinlogReader
         if os.environ.get("CHANGELAKE_MYSQL_CDC_READER", "process") != "thread":
             reader = ProcessBinlogReader(ReaderConfig(
-                conn_kwargs, self._server_id, begin, self._captured, self.options.include_comments_enabled,
+                conn_kwargs, self._server_id, begin, self._reader_captured, self.options.include_comments_enabled,
                 self.options.treat_tinyint1_as_boolean, self.options.heartbeat_interval.total_seconds(),
                 self.options.connect_timeout.total_seconds(), min_ts_ms,
             ))
@@ -528,7 +635,7 @@ class MySqlSource:
                     return None
 
             reader = BinlogReader(
-                conn_kwargs, self._server_id, begin, self._captured, SchemaTracker(thread_hints),
+                conn_kwargs, self._server_id, begin, self._reader_captured, SchemaTracker(thread_hints),
                 heartbeat_s=self.options.heartbeat_interval.total_seconds(),
                 connect_timeout_s=self.options.connect_timeout.total_seconds(), min_ts_ms=min_ts_ms,
             )

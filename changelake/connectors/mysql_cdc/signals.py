@@ -1,0 +1,99 @@
+"""Debezium's signals on the MySQL source: ``signal.data.collection`` and ``execute-snapshot``.
+
+As Debezium's source signaling channel: a table in MySQL (``signal.data.collection`` =
+``db.table``) with Debezium's columns ``id`` (VARCHAR(42), primary key), ``type`` (VARCHAR(32)) and
+``data`` (VARCHAR(2048)). An INSERT into it is read from the binlog (the table need not match
+``tables``; its rows are change events only if it does) and acted on at that point of the binlog::
+
+    INSERT INTO ops.debezium_signal (id, type, data) VALUES
+      ('ad-hoc-1', 'execute-snapshot', '{"data-collections": ["shop.orders"], "type": "incremental"}');
+
+``execute-snapshot`` snapshots the named captured tables again (``r`` events); see
+:meth:`changelake.connectors.mysql_cdc.source.MySqlSource` for how the snapshot joins the binlog.
+``data-collections`` entries are ``db.table`` names or regular expressions over them (Debezium's); tables
+that are not captured are skipped with a warning, as Debezium does.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from changelake.changelog.event import DataChangeEvent, Op
+from changelake.changelog.schema import TableId
+
+__all__ = ["Signal", "SignalCaptured", "parse_signal", "snapshot_tables"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Signal:
+    """One signal row: Debezium's ``id``, ``type`` and parsed ``data`` (``{}`` when empty)."""
+
+    id: str
+    type: str
+    data: dict[str, Any]
+
+
+class SignalCaptured:
+    """The binlog reader's table predicate: the captured tables plus the signal table (picklable)."""
+
+    def __init__(self, captured: Callable[[TableId], bool], signal_table: TableId) -> None:
+        self.captured = captured
+        self.signal_table = signal_table
+
+    def __call__(self, table_id: TableId) -> bool:
+        return table_id == self.signal_table or self.captured(table_id)
+
+
+def parse_signal(event: DataChangeEvent) -> Signal | None:
+    """The signal an event of the signal table carries: inserts only (as Debezium), None for other
+    operations. A row whose ``data`` is not a JSON object is logged and ignored (as Debezium)."""
+    if event.op is not Op.CREATE or event.after is None:
+        return None
+    row = event.after
+    sid, kind, text = row.get("id"), row.get("type"), row.get("data")
+    if sid is None or kind is None:
+        log.warning("signal row %r of %s has no id or type; ignored", dict(row), event.table)
+        return None
+    data: dict[str, Any] = {}
+    if text not in (None, ""):
+        try:
+            parsed = json.loads(str(text))
+        except ValueError as exc:
+            log.warning("signal %r: data %r is not JSON (%s); ignored", sid, text, exc)
+            return None
+        if not isinstance(parsed, dict):
+            log.warning("signal %r: data %r is not a JSON object; ignored", sid, text)
+            return None
+        data = parsed
+    return Signal(str(sid), str(kind), data)
+
+
+def snapshot_tables(signal: Signal, captured: Sequence[TableId]) -> list[str]:
+    """The captured tables an ``execute-snapshot`` names (``db.table`` text, in capture order).
+
+    Each ``data-collections`` entry is, as in Debezium, a regular expression matched against the
+    whole ``db.table`` name (an exact name matches itself); entries that match no captured table
+    are logged. ``[]`` when nothing is left.
+    """
+    names = signal.data.get("data-collections")
+    if not isinstance(names, list) or not names:
+        log.warning("signal %r: execute-snapshot without 'data-collections'; ignored", signal.id)
+        return []
+    chosen: list[str] = []
+    for name in names:
+        try:
+            pattern = re.compile(str(name))
+        except re.error as exc:
+            log.warning("signal %r: data-collection %r is not a regular expression (%s); skipped", signal.id, name, exc)
+            continue
+        hits = [str(t) for t in captured if str(t) == str(name) or pattern.fullmatch(str(t))]
+        if not hits:
+            log.warning("signal %r: %r matches no captured table; skipped", signal.id, name)
+        chosen.extend(h for h in hits if h not in chosen)
+    return chosen
