@@ -12,20 +12,33 @@ Workloads (``--events`` N, default 100k):
 * ``insert-only``: N inserts of new keys;
 * ``update-heavy``: a table of ``--table-rows`` rows (default 100k) is loaded first (not timed),
   then N updates on 10 % hot keys;
-* ``delete-heavy``: ``--table-rows`` rows loaded first (not timed), then N/2 deletes and N/2 inserts.
+* ``delete-heavy``: ``--table-rows`` rows loaded first (not timed), then N/2 deletes and N/2 inserts;
+* ``mixed``: ``--table-rows`` rows loaded first, then N changes: 40 % inserts of new keys, 40 %
+  updates and 20 % deletes of random live keys (sysbench's mix);
+* ``update-random``: ``--table-rows`` rows loaded first, then N updates of random keys over the
+  whole table (the case where copy-on-write cost follows the table, not the changes).
+
+``--table-rows`` may be repeated (e.g. 100000 and 1000000): ``update-heavy``, ``delete-heavy`` and
+``update-random`` run once per size (``mixed`` on the first; ``--update-events`` sets the
+events of ``update-random``). ``--lake`` may be repeated (``iceberg``, ``paimon``): side by side in the same run.
+Iceberg tables are bucketed by key (the sink's default); ``--no-buckets`` writes them unpartitioned
+to compare.
 
 Printed per workload: lake rows/s (change events applied / wall s of the timed run), Kafka's
-records/s, the ratio, write amplification (rows the lake wrote, from the snapshot summaries'
-``added-records``, per change event) and per-batch commit latency p50/p99 (ms). Run from the
-repository root::
+records/s (``ConsumerPerformance`` on the same topic), the ratio, rows written per change event
+(snapshot summaries' ``added-records``), rows rewritten per changed key (Iceberg's copy-on-write:
+``changelake.rows-rewritten`` / ``changelake.rows-changed`` of the timed commits; Paimon writes
+merge-on-read, 0) and per-batch commit latency p50/p99 (ms). Run from the repository root::
 
-    .venv/bin/python bench/bench_lake_ingest.py [--events 100000] [--table-rows 100000] [--lake iceberg]
+    .venv/bin/python bench/bench_lake_ingest.py [--events 100000] [--table-rows 100000 ...] \
+        [--lake iceberg --lake paimon] [--workload mixed ...] [--no-buckets]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
 import re
 import statistics
 import sys
@@ -75,6 +88,36 @@ def _workload(name: str, events: int, table_rows: int) -> tuple[Iterator[bytes],
                 v = versions.get(k, 0)
                 versions[k] = v + 1
                 yield _event("u", _row(k, v), _row(k, v + 1), 2)
+        elif name == "update-random":
+            rng = random.Random(18)
+            versions = {}
+            for _ in range(events):
+                k = rng.randrange(table_rows)
+                v = versions.get(k, 0)
+                versions[k] = v + 1
+                yield _event("u", _row(k, v), _row(k, v + 1), 2)
+        elif name == "mixed":
+            rng = random.Random(40)
+            live = list(range(table_rows))
+            versions = {}
+            next_key = table_rows
+            for _ in range(events):
+                roll = rng.random()
+                if roll < 0.4 or len(live) < 2:
+                    live.append(next_key)
+                    yield _event("c", None, _row(next_key, 0), 2)
+                    next_key += 1
+                    continue
+                i = rng.randrange(len(live))
+                k = live[i]
+                v = versions.get(k, 0)
+                if roll < 0.8:
+                    versions[k] = v + 1
+                    yield _event("u", _row(k, v), _row(k, v + 1), 2)
+                else:
+                    live[i] = live[-1]
+                    live.pop()
+                    yield _event("d", _row(k, v), None, 2)
         else:
             for i in range(events // 2):
                 yield _event("d", _row(i, 0), None, 2)
@@ -99,13 +142,14 @@ def _produce(bootstrap: str, topic: str, messages: Iterator[bytes]) -> int:
     return count
 
 
-def _pipeline(bootstrap: str, topic: str, lake_dir: Path, lake: str) -> Any:
+def _pipeline(bootstrap: str, topic: str, lake_dir: Path, lake: str, buckets: bool = True) -> Any:
     sink: dict[str, Any]
     if lake == "iceberg":
         sink = {
             "type": "iceberg",
             "catalog.properties.uri": f"sqlite:///{lake_dir / 'catalog.db'}",
             "catalog.properties.warehouse": f"file://{lake_dir / 'warehouse'}",
+            "bucket-by-key": "true" if buckets else "false",
         }
         (lake_dir / "warehouse").mkdir(parents=True, exist_ok=True)
     else:
@@ -125,15 +169,18 @@ def _pipeline(bootstrap: str, topic: str, lake_dir: Path, lake: str) -> Any:
     )
 
 
-def _added_records(lake_dir: Path, since_ms: int) -> int:
-    """``added-records`` summed over the Iceberg snapshots committed after ``since_ms``."""
+def _summed(lake_dir: Path, since_ms: int, key: str) -> int:
+    """Snapshot-summary property ``key`` summed over the Iceberg snapshots committed after ``since_ms``."""
     from changelake.connectors.iceberg import IcebergSinkOptions, open_catalog
 
     catalog = open_catalog(IcebergSinkOptions.sql(f"sqlite:///{lake_dir / 'catalog.db'}", f"file://{lake_dir / 'warehouse'}"))
     table = catalog.load_table((DB, TABLE))
-    return sum(
-        int((s.summary or {}).get("added-records", 0) or 0) for s in table.metadata.snapshots if s.timestamp_ms >= since_ms
-    )
+    return sum(int((s.summary or {}).get(key, 0) or 0) for s in table.metadata.snapshots if s.timestamp_ms >= since_ms)
+
+
+def _added_records(lake_dir: Path, since_ms: int) -> int:
+    """``added-records`` summed over the Iceberg snapshots committed after ``since_ms``."""
+    return _summed(lake_dir, since_ms, "added-records")
 
 
 def _consumer_perf(kafka: Any, topic: str, messages: int) -> float:
@@ -147,14 +194,14 @@ def _consumer_perf(kafka: Any, topic: str, messages: int) -> float:
     return float(fields[5])
 
 
-def run_workload(kafka: Any, name: str, events: int, table_rows: int, lake: str) -> list[Any]:
+def run_workload(kafka: Any, name: str, events: int, table_rows: int, lake: str, buckets: bool = True) -> list[Any]:
     topic = re.sub(r"[^a-z]", "", name) + f"-{int(time.time())}"
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result()
     preload, timed = _workload(name, events, table_rows)
     with tempfile.TemporaryDirectory(prefix="changelake-bench-lake-") as tmp:
         lake_dir = Path(tmp)
-        defn = _pipeline(kafka.bootstrap_servers, topic, lake_dir, lake)
+        defn = _pipeline(kafka.bootstrap_servers, topic, lake_dir, lake, buckets)
         loaded = _produce(kafka.bootstrap_servers, topic, preload)
         if loaded:
             progress(f"{name}: loading {loaded:,} rows into the lake (not timed)")
@@ -173,32 +220,55 @@ def run_workload(kafka: Any, name: str, events: int, table_rows: int, lake: str)
         stats = run_pipeline(defn, until_caught_up=True, on_batch=on_batch)
         rate = stats.events / stats.elapsed_s if stats.elapsed_s else 0.0
         amplification = _added_records(lake_dir, since_ms) / stats.events if lake == "iceberg" and stats.events else float("nan")
+        rewritten = 0.0
+        if lake == "iceberg":
+            changed = _summed(lake_dir, since_ms, "changelake.rows-changed")
+            rewritten = _summed(lake_dir, since_ms, "changelake.rows-rewritten") / changed if changed else 0.0
     progress(f"{name}: ConsumerPerformance over {loaded + produced:,} records")
     ceiling = _consumer_perf(kafka, topic, loaded + produced)
     p50 = statistics.median(commit_times) if commit_times else 0.0
     p99 = sorted(commit_times)[int(0.99 * (len(commit_times) - 1))] if commit_times else 0.0
-    return [f"{name} ({lake})", stats.events, round(rate), round(ceiling), rate / ceiling, amplification, p50, p99, stats.batches]
+    size = f", {table_rows:,} rows" if name != "insert-only" else ""
+    return [f"{name}{size} ({lake})", stats.events, round(rate), round(ceiling), rate / ceiling, amplification, rewritten,
+            p50, p99, stats.batches]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=100_000)
-    parser.add_argument("--table-rows", type=int, default=100_000)
+    parser.add_argument("--table-rows", type=int, action="append", default=None,
+                        help="rows loaded before the update/delete workloads (100000); repeat for several sizes")
     parser.add_argument("--lake", action="append", default=None, help="iceberg (default); repeat for several lakes")
-    parser.add_argument("--workload", action="append", choices=["insert-only", "update-heavy", "delete-heavy"], default=None)
+    parser.add_argument("--workload", action="append", default=None,
+                        choices=["insert-only", "update-heavy", "delete-heavy", "mixed", "update-random"])
+    parser.add_argument("--no-buckets", action="store_true", help="Iceberg tables unpartitioned (bucket-by-key: false)")
+    parser.add_argument("--update-events", type=int, default=None,
+                        help="change events of update-random (default: --events)")
     args = parser.parse_args()
     lakes = args.lake or ["iceberg"]
     workloads = args.workload or ["insert-only", "update-heavy", "delete-heavy"]
+    sizes = args.table_rows or [100_000]
     rows = []
     with kafka_broker() as kafka:
         for workload in workloads:
-            for lake in lakes:
-                rows.append(run_workload(kafka, workload, args.events, args.table_rows, lake))
+            # every size for the update workloads; insert-only and mixed once (the first size)
+            for size in (sizes if workload not in ("insert-only", "mixed") else sizes[:1]):
+                events = args.update_events or args.events if workload == "update-random" else args.events
+                for lake in lakes:
+                    rows.append(run_workload(kafka, workload, events, size, lake, not args.no_buckets))
     print(machine_note())
     print_table(
-        ["workload", "events", "lake rows/s", "Kafka rec/s", "ratio", "rows written/event", "commit p50 ms", "p99 ms", "batches"],
+        ["workload", "events", "lake rows/s", "Kafka rec/s", "ratio", "rows written/event", "rewritten/change",
+         "commit p50 ms", "p99 ms", "batches"],
         rows,
     )
+    by_name = {r[0]: r for r in rows}
+    for lake in lakes:
+        rates = [(size, by_name.get(f"update-random, {size:,} rows ({lake})")) for size in sizes]
+        rates = [(size, r) for size, r in rates if r is not None]
+        if len(rates) > 1:
+            (small, first), (large, last) = rates[0], rates[-1]
+            print(f"update-random ({lake}): {large:,}-row table at {last[2] / first[2]:.2f}x the rate on {small:,} rows")
 
 
 if __name__ == "__main__":

@@ -35,6 +35,10 @@ class TableProgress:
     commits: int = 0
     offsets: dict[str, int] = field(default_factory=dict)
     snapshot_id: int | None = None
+    #: unchanged rows the lake rewrote (copy-on-write) and keys changed, when the sink reports them
+    rows_rewritten: int | None = None
+    keys_changed: int = 0
+    rows_written: int = 0
 
     def count_ops(self, ops: Mapping[str, int]) -> None:
         """Add change events by op letter: ``c``/``r`` inserted, ``u`` updated, ``d`` deleted."""
@@ -66,6 +70,10 @@ class TableProgress:
             "snapshot_id": self.snapshot_id if self.snapshot_id is not None else "",
             "commits": self.commits,
         }
+        if self.rows_rewritten is not None:
+            md["rows_rewritten"] = self.rows_rewritten
+            # rows written per changed key (about 1: only the changed rows; copy-on-write more)
+            md["write_amplification"] = round(self.rows_written / self.keys_changed, 3) if self.keys_changed else 0.0
         if self.truncated:
             md["truncated"] = True
         if lag is not None:
@@ -107,11 +115,20 @@ class LakeProgress:
                 offsets = {tp: o for tp, o in offsets.items() if tp.rpartition("/")[0] in topics}
             step = TableProgress(table, commits=1, offsets=offsets, snapshot_id=result.snapshot_id,
                                  truncated=bool(getattr(result, "truncated", False)))
+            if getattr(result, "rows_rewritten", None) is not None:
+                step.rows_rewritten = int(result.rows_rewritten)
+                upserted = int(getattr(result, "rows_upserted", 0))
+                step.keys_changed = upserted + int(getattr(result, "keys_deleted", 0))
+                step.rows_written = step.rows_rewritten + upserted
             step.count_ops(ops)
             total = self.tables.setdefault(table, TableProgress(table))
             total.accumulate(step)
             total.offsets.update(step.offsets)
             total.snapshot_id = step.snapshot_id
+            if step.rows_rewritten is not None:
+                total.rows_rewritten = (total.rows_rewritten or 0) + step.rows_rewritten
+                total.keys_changed += step.keys_changed
+                total.rows_written += step.rows_written
             out.append(step)
         return out
 

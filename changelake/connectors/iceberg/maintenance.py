@@ -27,7 +27,7 @@ from __future__ import annotations
 import time
 import uuid
 import warnings
-from typing import Iterable
+from typing import Any, Iterable
 from urllib.parse import urlparse
 
 import pyarrow as pa
@@ -169,7 +169,9 @@ def compact_data_files(
 ) -> tuple[int, int]:
     """Rewrite the table's small data files into files of the target size, in one commit.
 
-    A data file is small below 75 % of ``target_file_size_bytes`` (default: the table's
+    On a partitioned (or bucketed) table a partition's small files become that partition's files
+    (as Iceberg's ``RewriteDataFiles`` groups by partition); partitions with a single small file
+    are left alone. A data file is small below 75 % of ``target_file_size_bytes`` (default: the table's
     ``write.target-file-size-bytes``). Runs only with at least ``min_input_files`` small files and
     no delete files (this project's sink writes none; another writer's merge-on-read deletes are
     left alone). The commit's snapshot carries ``changelake.operation: rewrite-data-files`` and no
@@ -191,10 +193,19 @@ def compact_data_files(
     tasks = list(table.scan().plan_files())
     if any(task.delete_files for task in tasks):
         return 0, 0
-    small = [t for t in tasks if t.file.file_size_in_bytes < target * _SMALL_FILE_RATIO]
+    # Per partition (a bucketed or partitioned table): a partition's small files are merged into
+    # that partition's own files, so one alone gains nothing and is left as it is.
+    by_partition: dict[tuple[int, str], list[Any]] = {}
+    for task in tasks:
+        if task.file.file_size_in_bytes < target * _SMALL_FILE_RATIO:
+            by_partition.setdefault((task.file.spec_id, repr(task.file.partition)), []).append(task)
+    small = [t for group in by_partition.values() if len(group) >= 2 for t in group]
     if len(small) < max(min_input_files, 2):
         return 0, 0
     rows = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue()).to_table(small)
+    key = sorted(table.schema().identifier_field_names())
+    if key and rows.num_rows > 1:  # keep files sorted by key, as the sink writes them
+        rows = rows.sort_by([(k, "ascending") for k in key])
     props = {OPERATION_PROPERTY: "rewrite-data-files", COMMIT_ID_PROPERTY: str(uuid.uuid4())}
     written = 0
     try:

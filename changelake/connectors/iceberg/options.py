@@ -25,6 +25,7 @@ from typing import Any, Mapping
 from changelake.changelog.schema import TableId
 from changelake.connectors.errors import OptionValidationError
 from changelake.connectors.options import ConfigOption, key
+from changelake.connectors.iceberg.partitioning import PartitionField, parse_partition_keys
 from changelake.connectors.lake.options import (
     CATALOG_PROPERTIES_PREFIX,
     DEFAULT_COMMIT_INTERVAL_S,
@@ -65,8 +66,16 @@ _OPTIONS: tuple[ConfigOption[Any], ...] = (
         "Iceberg namespace per source database: either one namespace for every table ('lake') or "
         "'db1:ns1;db2:ns2' (unlisted databases keep their own name). Default: the TableId's "
         "database is the namespace, so the lake table is '<db>.<table>'."),
+    key("partition.key").string_type().no_default_value().with_description(
+        "Partition fields of tables the sink creates, as Flink CDC's Iceberg sink: "
+        "'db.t1:col1,bucket[16](id);db.t2:day(created_at)' with Iceberg's transforms bucket[N], truncate[W], "
+        "year, month, day, hour (a bare column: identity); 'db.t:' creates it unpartitioned."),
+    key("bucket-by-key").bool_type().default_value(True).with_description(
+        "Tables without a 'partition.key' entry are bucketed by their first primary-key column "
+        "(bucket[N], N from the table's first commit and its topic partitions); false: unpartitioned."),
 )
 SUPPORTED_KEYS: tuple[str, ...] = supported_keys(_OPTIONS)
+_OPTION_BY_KEY = {option.key: option for option in _OPTIONS}
 
 
 @dataclass(frozen=True)
@@ -127,6 +136,8 @@ class IcebergSinkOptions:
         commit_interval_s: seconds Pipeline 2 buffers polls before committing (``commit.interval``).
         catalog_name: the pyiceberg catalog name.
         name: display name.
+        partition_keys: ``TableId`` -> partition fields of a new table (``partition.key``).
+        bucket_by_key: bucket new tables without a ``partition.key`` entry by key (``bucket-by-key``).
     """
 
     catalog_properties: Mapping[str, str]
@@ -136,6 +147,8 @@ class IcebergSinkOptions:
     commit_interval_s: float = DEFAULT_COMMIT_INTERVAL_S
     catalog_name: str = "changelake"
     name: str | None = None
+    partition_keys: Mapping[TableId, tuple[PartitionField, ...]] = field(default_factory=dict)
+    bucket_by_key: bool = True
 
     @staticmethod
     def sql(uri: str, warehouse: str, **extra: Any) -> "IcebergSinkOptions":
@@ -176,7 +189,8 @@ def parse_sink_options(raw: Mapping[str, Any]) -> IcebergSinkOptions:
     Raises:
         OptionValidationError: unknown key (the message lists the supported keys), wrong ``type``,
             missing ``catalog.properties.uri``/``warehouse`` for a SQL catalog, bad ``namespace``,
-            ``commit.max-rows`` not a positive integer, or ``commit.interval`` not a positive duration.
+            ``commit.max-rows`` not a positive integer, ``commit.interval`` not a positive duration,
+            a malformed ``partition.key`` or ``bucket-by-key`` not true/false.
     """
     refuse_unknown_keys(IDENTIFIER, raw, _OPTIONS)
     check_type(IDENTIFIER, raw)
@@ -192,4 +206,7 @@ def parse_sink_options(raw: Mapping[str, Any]) -> IcebergSinkOptions:
         commit_interval_s=parse_commit_interval(raw),
         catalog_name=str(raw.get("catalog.name", "changelake")),
         name=str(raw["name"]) if raw.get("name") is not None else None,
+        partition_keys=parse_partition_keys(raw.get("partition.key")),
+        bucket_by_key=bool(_OPTION_BY_KEY["bucket-by-key"].value(raw)),
     )
+

@@ -7,15 +7,14 @@ Each :meth:`IcebergSink.write` is one Iceberg commit (one ``table.transaction()`
 3. stores the next Kafka offset per topic-partition in each snapshot summary
    (``changelake.kafka-offsets``, see :mod:`changelake.connectors.iceberg.offsets`).
 
-Why not ``Table.upsert``: pyiceberg 0.12's upsert has no delete path, rejects duplicate keys and
-builds one expression node per key (iceberg-python #2159, #3129); for composite keys its
-``Or(And(...))`` filter recursed into a segfault at 10k keys here. Measured on 100k rows / 10k
-changed keys (single ``long`` key): ``delete(In(pk, keys)) + append`` 0.5 s vs ``upsert`` 0.8 s;
-``bench/bench_iceberg_write.py`` (100k rows over 20k keys, 10k rows per commit, 2 cores):
-this sink ~20k rows/s with a single or a composite key, ``Table.upsert`` ~6k rows/s (single key).
-Composite keys use a coarse filter ``And(In(k1, ...), In(k2, ...))``: the rows it matches are
-read first, the ones whose key is not changed are re-appended in the same transaction, so the
-result is exact.
+Why not ``Table.upsert`` or ``Transaction.delete(In(pk, keys))``: pyiceberg 0.12's upsert has no
+delete path, rejects duplicate keys and builds one expression node per key (iceberg-python #2159,
+#3129); its delete binds and projects every key through the partition transforms once per data
+file (minutes for 10k keys on a bucketed table). The sink plans the copy-on-write itself: the
+live data files whose partition (identity/bucket/truncate of the first key column) and key
+bounds can hold a changed key are read, their rows with unchanged keys (exact for composite keys
+too) are written again with the new images, and the files are replaced in one overwrite
+snapshot.
 
 pyiceberg writes copy-on-write only: a delete rewrites every data file holding a changed key, so
 larger, less frequent commits are cheaper (``commit.max-rows``).
@@ -27,13 +26,16 @@ import random
 import time
 import uuid
 import warnings
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException, NoSuchTableError, ValidationException
-from pyiceberg.expressions import AlwaysTrue, And, BooleanExpression, In
+from pyiceberg.expressions import AlwaysTrue
+from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
 from pyiceberg.table import Table
+from pyiceberg.types import IntegerType, LongType, StringType
 
 from changelake.changelog.schema import Schema, TableId
 from changelake.connectors.iceberg.catalog import (
@@ -49,9 +51,9 @@ from changelake.connectors.iceberg.catalog import (
 from changelake.connectors.iceberg.commit import MULTI_WRITER_RETRIES, OffsetsCheckedTransaction
 from changelake.connectors.iceberg.errors import IcebergCommitError, IcebergSinkError
 from changelake.connectors.iceberg.evolve import apply_evolution, iceberg_schema_of, plan_evolution
-from changelake.connectors.iceberg.key_bounds import key_ranges, possibly_present
 from changelake.connectors.iceberg.offsets import COMMIT_ID_PROPERTY, OFFSETS_PROPERTY, encode_offsets, is_replay, read_committed_offsets
 from changelake.connectors.iceberg.options import IcebergSinkOptions
+from changelake.connectors.iceberg.partitioning import default_bucket_count, key_bucket_field, partition_spec_for, sort_order_for
 from changelake.connectors.iceberg.types import to_arrow_array
 from changelake.connectors.lake.compaction import BatchItem, CompactedBatch
 from changelake.connectors.lake.sink import LakeTableSink, WriteResult
@@ -91,6 +93,8 @@ class IcebergSink(LakeTableSink):
     def __init__(self, options: IcebergSinkOptions) -> None:
         super().__init__(options)
         self._tables: dict[tuple[str, str], Table] = {}
+        self._creation_hint: tuple[int, int] = (0, 1)  # (rows, topic partitions) of the write in progress
+        self._rows_rewritten = 0  # rows the last commit's copy-on-write delete wrote back
 
     def _open_catalog(self) -> Catalog:
         return open_catalog(self.options)
@@ -180,15 +184,31 @@ class IcebergSink(LakeTableSink):
         if table is None:
             namespace, _ = self.identifier(table_id)
             ensure_namespace(self.catalog, namespace)
+            iceberg_schema = iceberg_schema_of(schema, table=name)
+            rows, partitions = self._creation_hint
             table = self.catalog.create_table_if_not_exists(
                 self.identifier(table_id),
-                schema=iceberg_schema_of(schema, table=name),
+                schema=iceberg_schema,
+                partition_spec=self._partition_spec(table_id, iceberg_schema, schema, rows, partitions),
+                sort_order=sort_order_for(iceberg_schema, tuple(schema.primary_key)),
                 properties={"commit.retry.num-retries": str(MULTI_WRITER_RETRIES), **self.options.table_properties},
             )
             self._tables[self.identifier(table_id)] = table
         changes = plan_evolution(table.schema(), schema, table=name)
         apply_evolution(table, changes)
         return table
+
+    def _partition_spec(self, table_id: TableId, iceberg_schema: Any, schema: Schema, rows: int,
+                        partitions: int) -> Any:
+        """A new table's spec: its ``partition.key`` entry, else ``bucket[N](first key column)``
+        (:func:`~changelake.connectors.iceberg.partitioning.default_bucket_count` of ``rows`` and
+        ``partitions``) with ``bucket-by-key``, else unpartitioned."""
+        name = self.table_name(table_id)
+        fields = self.options.partition_keys.get(table_id)
+        if fields is None and self.options.bucket_by_key:
+            bucket = key_bucket_field(iceberg_schema, tuple(schema.primary_key), default_bucket_count(rows, partitions))
+            fields = (bucket,) if bucket is not None else ()
+        return partition_spec_for(iceberg_schema, fields or (), table=name)
 
     def _read_committed_offsets(self, table: Table) -> dict[str, int]:
         # From the latest snapshot summary carrying ``changelake.kafka-offsets`` (walking the
@@ -224,6 +244,8 @@ class IcebergSink(LakeTableSink):
                 default 20) times first: Iceberg's optimistic concurrency with the offsets checked
                 inside the commit (:mod:`changelake.connectors.iceberg.commit`).
         """
+        # What a table created by this write is sized from (see _partition_spec).
+        self._creation_hint = (len(rows), len(offsets) or 1)
         attempts = int(self.options.table_properties.get("commit.retry.num-retries", MULTI_WRITER_RETRIES)) + 1
         for attempt in range(attempts):
             try:
@@ -238,10 +260,12 @@ class IcebergSink(LakeTableSink):
     def _commit_batch(
         self, table: Table, name: str, batch: CompactedBatch, items: Sequence[BatchItem], schema: Schema,
         offsets: dict[str, int],
-    ) -> tuple[int | None, int, int]:
+    ) -> tuple[int | None, int, int, int]:
+        self._rows_rewritten = 0
         self._commit(table, name, batch, schema, offsets)
         snapshot = table.current_snapshot()
-        return (snapshot.snapshot_id if snapshot is not None else None), len(batch.upserts), len(batch.deletes)
+        return ((snapshot.snapshot_id if snapshot is not None else None), len(batch.upserts), len(batch.deletes),
+                self._rows_rewritten)
 
     def _commit(
         self,
@@ -254,27 +278,40 @@ class IcebergSink(LakeTableSink):
         props = {OFFSETS_PROPERTY: encode_offsets(offsets), COMMIT_ID_PROPERTY: str(uuid.uuid4())}
         arrow_schema = table.schema().as_arrow()
         primary_key = list(schema.primary_key)
-        upserts = _to_arrow(list(batch.upserts.values()), schema, arrow_schema, name)
-        delete_filter: BooleanExpression | None = None
+        # Sorted by key, so each file's key range stays narrow and the next commit's filter prunes files.
+        upserts = _sorted(_to_arrow(list(batch.upserts.values()), schema, arrow_schema, name), primary_key)
+        rewrite: list[Any] = []
         survivors: pa.Table | None = None
-        if batch.truncate:
-            delete_filter = AlwaysTrue()
-        elif batch.changed_keys:
+        if not batch.truncate and batch.changed_keys:
             keys = _keys_to_arrow(batch.changed_keys, schema, arrow_schema, name)
-            # Keys outside every data file's key range are not in the table: no delete for them.
-            keys = keys.filter(possibly_present(keys.column(0).combine_chunks(), key_ranges(table, primary_key[0])))
-            if keys.num_rows:
-                delete_filter, survivors = _delete_plan(table, keys, primary_key)
+            # Copy-on-write of only the files that can hold a changed key (partition and key range),
+            # planned here: pyiceberg's delete(In(pk, keys)) re-projects every key through the
+            # partition transforms once per data file (minutes for 10k keys on a bucketed table).
+            rewrite, survivors = _rewrite_plan(table, keys, primary_key)
+        changed = len(batch.upserts) + len(batch.deletes)
         try:
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message="Delete operation did not match any records")
-                # planned against the offsets the batch was filtered with (read from this same metadata)
-                with OffsetsCheckedTransaction(table, read_committed_offsets(table)) as tx:
-                    if delete_filter is not None:
-                        tx.delete(delete_filter, snapshot_properties=props)
-                    if survivors is not None and survivors.num_rows:
-                        upserts = pa.concat_tables([survivors.cast(arrow_schema), upserts])
-                    tx.append(upserts, snapshot_properties=props)
+            # planned against the offsets the batch was filtered with (read from this same metadata)
+            with OffsetsCheckedTransaction(table, read_committed_offsets(table)) as tx:
+                rewritten = survivors.num_rows if survivors is not None else 0
+                self._rows_rewritten = rewritten
+                summary = {**props, **write_amplification(rewritten, len(batch.upserts), changed)}
+                if batch.truncate:
+                    with warnings.catch_warnings():
+                        warnings.filterwarnings("ignore", message="Delete operation did not match any records")
+                        tx.delete(AlwaysTrue(), snapshot_properties=props)
+                    tx.append(upserts, snapshot_properties=summary)
+                else:
+                    if rewrite:
+                        # As pyiceberg's delete: one overwrite snapshot replaces the files with
+                        # their kept rows; the new images follow in an append snapshot.
+                        with tx.update_snapshot(snapshot_properties=props).overwrite() as overwrite:
+                            for task in rewrite:
+                                overwrite.delete_data_file(task.file)
+                            if survivors is not None and survivors.num_rows:
+                                kept = survivors.cast(arrow_schema)
+                                for data_file in _dataframe_to_data_files(tx.table_metadata, kept, table.io):
+                                    overwrite.append_data_file(data_file)
+                    tx.append(upserts, snapshot_properties=summary)
         except (CommitFailedException, CommitStateUnknownException, ValidationException) as exc:
             table.refresh()
             stored = read_committed_offsets(table)
@@ -283,6 +320,38 @@ class IcebergSink(LakeTableSink):
             raise IcebergCommitError(
                 f"commit to Iceberg table {name!r} failed: {type(exc).__name__}: {exc}", table=name
             ) from exc
+
+
+#: Snapshot-summary keys of a commit's write amplification (see :func:`write_amplification`).
+ROWS_CHANGED_PROPERTY = "changelake.rows-changed"
+ROWS_REWRITTEN_PROPERTY = "changelake.rows-rewritten"
+WRITE_AMPLIFICATION_PROPERTY = "changelake.write-amplification"
+
+
+def write_amplification(rewritten: int, upserted: int, changed: int) -> dict[str, str]:
+    """The snapshot-summary properties of one commit's cost: ``changelake.rows-changed`` (keys
+    upserted or deleted), ``changelake.rows-rewritten`` (unchanged rows the copy-on-write delete
+    wrote back) and ``changelake.write-amplification`` (rows written per changed row:
+    ``(rewritten + upserted) / changed``, 3 decimals; 0 for a commit that changes nothing)."""
+    ratio = (rewritten + upserted) / changed if changed else 0.0
+    return {ROWS_CHANGED_PROPERTY: str(changed), ROWS_REWRITTEN_PROPERTY: str(rewritten),
+            WRITE_AMPLIFICATION_PROPERTY: f"{ratio:.3f}"}
+
+
+def _rows_written_back(metadata: Any, before: int | None) -> int:
+    """``added-records`` of the snapshot a copy-on-write delete staged (after ``before``): the
+    unchanged rows of the files it rewrote; 0 when it staged none (nothing matched)."""
+    snapshot = metadata.current_snapshot()
+    if snapshot is None or snapshot.snapshot_id == before or snapshot.summary is None:
+        return 0
+    return int(snapshot.summary.additional_properties.get("added-records", 0) or 0)
+
+
+def _sorted(rows: pa.Table, primary_key: Sequence[str]) -> pa.Table:
+    """``rows`` sorted by the key columns, ascending."""
+    if rows.num_rows < 2 or not primary_key:
+        return rows
+    return rows.sort_by([(k, "ascending") for k in primary_key])
 
 
 def _to_arrow(rows: list[Mapping[str, Any]], schema: Schema, arrow_schema: pa.Schema, table: str) -> pa.Table:
@@ -311,28 +380,63 @@ def _keys_to_arrow(
     return pa.Table.from_arrays(arrays, names=names)
 
 
-def _delete_plan(table: Table, keys: pa.Table, primary_key: list[str]) -> tuple[BooleanExpression, pa.Table | None]:
-    """The delete filter for changed ``keys`` and the rows it matches that must be re-appended.
+def _rewrite_plan(table: Table, keys: pa.Table, primary_key: list[str]) -> tuple[list[Any], pa.Table | None]:
+    """The data files a copy-on-write of changed ``keys`` must rewrite, and their rows to keep.
 
-    One key column: ``In(pk, keys)`` is exact. Several: ``And(In(k1, ...), In(k2, ...))`` also
-    matches unchanged combinations (``(1, 'b')`` for keys ``(1, 'a'), (2, 'b')``), which are read
-    now and re-appended in the same transaction.
+    A live data file is kept out when its partition cannot hold a key (partition fields that
+    transform the first key column: identity, bucket, truncate; the keys are transformed as one
+    Arrow array) or when no key falls in its ``[lower, upper]`` bounds of the first key column.
+    The files left are read, and their rows whose key is not changed are the survivors (to be
+    written again in the same commit). Returns ``([], None)`` when no file can hold a key.
     """
-    columns = {name: keys.column(name).to_pylist() for name in primary_key}
+    first = primary_key[0]
+    schema = table.schema()
+    field = schema.find_field(first)
+    spec = table.spec()
+    key_array = keys.column(first).combine_chunks()
+    partition_values: dict[int, set[Any]] = {}
+    for pos, partition_field in enumerate(spec.fields):
+        transform = partition_field.transform
+        if partition_field.source_id == field.field_id and str(transform).split("[")[0] in ("identity", "bucket",
+                                                                                              "truncate"):
+            try:
+                partition_values[pos] = set(transform.pyarrow_transform(field.field_type)(key_array).to_pylist())
+            except (NotImplementedError, ValueError, TypeError, pa.ArrowException):
+                continue  # no Arrow kernel for this type: no partition pruning on this field
+    sorted_keys = sorted(key_array.to_pylist()) if isinstance(field.field_type, (IntegerType, LongType, StringType)) else None
+    rewrite = []
+    for task in table.scan().plan_files():
+        data_file = task.file
+        if data_file.spec_id == spec.spec_id and any(
+            data_file.partition[pos] not in values for pos, values in partition_values.items()
+        ):
+            continue
+        if sorted_keys is not None and not _may_hold(data_file, field, sorted_keys):
+            continue
+        rewrite.append(task)
+    if not rewrite:
+        return [], None
+    rows = ArrowScan(table.metadata, table.io, schema, AlwaysTrue()).to_table(rewrite)
     if len(primary_key) == 1:
-        return _in(primary_key[0], columns[primary_key[0]]), None
-    predicates = [_in(name, values) for name, values in columns.items()]
-    coarse: BooleanExpression = And(*predicates)
-    matched = table.scan(row_filter=coarse).to_arrow()
-    if matched.num_rows == 0:
-        return coarse, None
-    changed = set(zip(*columns.values()))
-    lake_keys = zip(*(matched.column(name).to_pylist() for name in primary_key))
-    keep = pa.array([k not in changed for k in lake_keys], type=pa.bool_())
-    return coarse, matched.filter(keep)
+        keep = pc.invert(pc.is_in(rows.column(first), value_set=key_array.cast(rows.schema.field(first).type)))
+    else:
+        changed = set(zip(*(keys.column(k).to_pylist() for k in primary_key)))
+        lake_keys = zip(*(rows.column(k).to_pylist() for k in primary_key))
+        keep = pa.array([k not in changed for k in lake_keys], type=pa.bool_())
+    return rewrite, rows.filter(keep)
 
 
-def _in(column: str, values: Iterable[Any]) -> BooleanExpression:
-    """``column IN values`` (pyiceberg's ``In``; its pydantic signature confuses type checkers)."""
-    expression: BooleanExpression = In(column, set(values))  # type: ignore[call-arg, arg-type]
-    return expression
+def _may_hold(data_file: Any, field: Any, sorted_keys: list[Any]) -> bool:
+    """True when some key of ``sorted_keys`` falls in the file's bounds of ``field`` (or the
+    file has no bounds)."""
+    from bisect import bisect_left
+
+    from pyiceberg.conversions import from_bytes
+
+    lower = (data_file.lower_bounds or {}).get(field.field_id)
+    upper = (data_file.upper_bounds or {}).get(field.field_id)
+    if lower is None or upper is None:
+        return True
+    lo, hi = from_bytes(field.field_type, lower), from_bytes(field.field_type, upper)
+    i = bisect_left(sorted_keys, lo)
+    return i < len(sorted_keys) and sorted_keys[i] <= hi

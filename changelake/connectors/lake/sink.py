@@ -43,6 +43,8 @@ class WriteResult:
         truncated: every earlier row was deleted.
         snapshot_id: the table's snapshot id after the commit (None when skipped).
         offsets: the offsets stored with the commit (or the committed ones when skipped).
+        rows_rewritten: unchanged lake rows the commit wrote again (Iceberg's copy-on-write
+            rewrite of the files holding changed keys; 0 for Paimon's merge-on-read).
     """
 
     table: str
@@ -53,6 +55,14 @@ class WriteResult:
     truncated: bool = False
     snapshot_id: int | None = None
     offsets: Mapping[str, int] = field(default_factory=dict)
+    rows_rewritten: int = 0
+
+    @property
+    def write_amplification(self) -> float:
+        """Rows written per changed key: ``(rows_rewritten + rows_upserted) / (rows_upserted +
+        keys_deleted)``; 0.0 when the commit changed nothing."""
+        changed = self.rows_upserted + self.keys_deleted
+        return (self.rows_rewritten + self.rows_upserted) / changed if changed else 0.0
 
 
 @dataclass
@@ -153,9 +163,9 @@ class LakeTableSink:
     def _commit_batch(
         self, table: Any, name: str, batch: CompactedBatch, items: Sequence[BatchItem], schema: Schema,
         offsets: dict[str, int],
-    ) -> tuple[int | None, int, int]:
+    ) -> tuple[int | None, int, int, int]:
         """Commit ``batch`` (``items``: the rows it was reduced from) with ``offsets`` as one
-        snapshot; returns (snapshot id, rows upserted, keys deleted)."""
+        snapshot; returns (snapshot id, rows upserted, keys deleted, unchanged rows rewritten)."""
         raise NotImplementedError
 
     def read_table(self, table_id: TableId, columns: Sequence[str] | None = None) -> Any:
@@ -213,7 +223,7 @@ class LakeTableSink:
         if batch.is_empty and not offsets:
             return WriteResult(name, skipped=False, rows_in=batch.input_rows, offsets=committed)
         new_offsets = merge_offsets(committed, offsets)
-        snapshot_id, upserted, deleted = self._commit_batch(table, name, batch, items, schema, new_offsets)
+        snapshot_id, upserted, deleted, rewritten = self._commit_batch(table, name, batch, items, schema, new_offsets)
         return WriteResult(
             name,
             skipped=False,
@@ -223,6 +233,7 @@ class LakeTableSink:
             truncated=batch.truncate,
             snapshot_id=snapshot_id,
             offsets=new_offsets,
+            rows_rewritten=rewritten,
         )
 
     def truncate(self, table_id: TableId, schema: Schema, offsets: Mapping[str, int]) -> WriteResult:

@@ -205,10 +205,11 @@ class PaimonSink(LakeTableSink):
     def _commit_batch(
         self, table: Any, name: str, batch: CompactedBatch, items: Sequence[BatchItem], schema: Schema,
         offsets: dict[str, int],
-    ) -> tuple[int | None, int, int]:
+    ) -> tuple[int | None, int, int, int]:
         # One row per changed key with its Paimon row kind; deletes only for keys the table holds.
+        # Merge-on-read: a commit writes its changed rows only (no rows rewritten).
         data, upserted, deleted = self._changes(table, name, batch, schema, _last_kinds(items, schema))
-        return self._commit(table, name, data, offsets), upserted, deleted
+        return self._commit(table, name, data, offsets), upserted, deleted, 0
 
     def _changes(
         self, table: Any, name: str, batch: CompactedBatch, schema: Schema, kinds: Mapping[tuple[Any, ...], str]

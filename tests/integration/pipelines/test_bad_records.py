@@ -138,3 +138,12 @@ def test_a_record_naming_an_unknown_schema_is_a_located_decode_error(kafka_boots
                 source.poll(timeout_s=1)
     assert (info.value.topic, info.value.offset) == (topic, 0)
     assert "0" * 32 in str(info.value) and "no-such-schemas" in str(info.value)
+
+
+def test_a_corrupt_record_in_the_middle_of_a_poll_is_named_by_its_own_offset(kafka_bootstrap, topic_factory, tmp_path):
+    topic = topic_factory()
+    good = [_event("c", None, {"id": i, "v": "a"}) for i in range(1, 101)]
+    _produce(kafka_bootstrap, topic, good[:60] + [CORRUPT] + good[60:])
+    with pytest.raises(DecodeError) as info:
+        run_pipeline(_p2(kafka_bootstrap, tmp_path, topic), until_caught_up=True)
+    assert (info.value.topic, info.value.partition, info.value.offset) == (topic, 0, 60)

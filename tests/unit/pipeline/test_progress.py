@@ -53,3 +53,20 @@ def test_a_positioned_sources_batches_count_rows_by_op():
     total = progress.get("db.t")
     assert (total.rows_inserted, total.rows_updated, total.rows_deleted, total.commits) == (3, 3, 3, 2)
     assert total.offsets == {} and total.snapshot_id is None
+
+
+@dataclass
+class _LakeResult(_Result):
+    rows_upserted: int = 0
+    keys_deleted: int = 0
+    rows_rewritten: int = 0
+
+
+def test_rows_rewritten_and_write_amplification_when_the_lake_reports_them():
+    progress = LakeProgress()
+    batch = {"ops": {"db.a": {"u": 4}}, "results": [_LakeResult("db.a", rows_upserted=3, keys_deleted=1, rows_rewritten=36)]}
+    (step,) = progress.add(batch)
+    assert step.metadata()["rows_rewritten"] == 36 and step.metadata()["write_amplification"] == 9.75
+    progress.add({"ops": {"db.a": {"c": 2}}, "results": [_LakeResult("db.a", rows_upserted=2)]})
+    total = progress.get("db.a").metadata()
+    assert total["rows_rewritten"] == 36 and total["write_amplification"] == round(41 / 6, 3)

@@ -35,6 +35,8 @@ def options(tmp_path: Path) -> IcebergSinkOptions:
         **{
             "table.properties.write.metadata.delete-after-commit.enabled": "true",
             "table.properties.write.metadata.previous-versions-max": "5",
+            # unpartitioned: these tests count files of one partition (bucketed: test_iceberg_partitioning)
+            "bucket-by-key": "false",
         },
     )
 
@@ -177,6 +179,7 @@ def test_lake_maintain_command_maintains_every_table_of_the_pipeline_sink(sink, 
         "sink:\n  type: iceberg\n"
         f"  catalog.properties.uri: sqlite:///{tmp_path}/catalog.db\n"
         f"  catalog.properties.warehouse: file://{tmp_path}/warehouse\n"
+        "  bucket-by-key: false\n"
     )
     args = _build_parser().parse_args(
         ["lake", "maintain", str(pipeline), "--max-snapshot-age-ms", "0", "--orphan-older-than-ms", "0", "--min-input-files", "2"]
