@@ -39,6 +39,12 @@ optional metadata) although a table's map repeats unchanged before each rows eve
    table/schema filter given to the stream reader (the reader gives none) the library's own
    ``__init__`` runs.
 
+7. Rows events of tables that have a compiled decoder are not framed by the library at all:
+   :func:`~.row_decoder.install_framer` puts :func:`~.row_decoder.frame_rows` in front of the
+   library's packet framing, which reads the header, the column bitmaps and the span of the row
+   images from the raw packet (no per-event library object); any packet it does not read exactly
+   is framed by the library as before.
+
 All are patched on the library's classes (there is no hook to give the stream reader other event
 classes); :func:`apply` is idempotent and called by the binlog reader; :func:`event_classes` is
 the set of classes to pass as ``only_events`` so that every event reaches the reader.
@@ -321,5 +327,8 @@ def apply() -> None:
     for cls in (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent):
         _keep_unmapped(cls)
     event_map.update(_fast_rows_event_classes())
-    _event_classes = frozenset(event_map.values()) | {NotImplementedEvent}
+    from changelake.connectors.mysql_cdc.row_decoder import framed_classes, install_framer
+
+    install_framer()  # item 7
+    _event_classes = frozenset(event_map.values()) | {NotImplementedEvent} | frozenset(framed_classes())
     _applied = True

@@ -32,7 +32,7 @@ from changelake.connectors.mysql_cdc._replication_fixes import FRACTION_BYTES, d
 from changelake.connectors.mysql_cdc.columns import MySqlColumn
 from changelake.connectors.mysql_cdc.values import _decimal, float32_shortest, python_codec
 
-__all__ = ["RowDecoder", "decoder_for", "rows_bytes"]
+__all__ = ["FramedRows", "RowDecoder", "decoder_for", "frame_rows", "framed_classes", "install_framer", "rows_bytes"]
 
 _UTC = dt.timezone.utc
 
@@ -492,6 +492,8 @@ def decoder_for(lib_columns: list[Any], columns: tuple[MySqlColumn, ...]) -> Row
 def rows_bytes(event: Any) -> tuple[bytes, int, int] | None:
     """(buffer, start, end) of a rows event's unread row images, without consuming them; None
     when the library holds pushed-back bytes (compressed events) or the event is incomplete."""
+    if isinstance(event, FramedRows):
+        return event.data, event.start, event.end
     wrapper = event.packet
     if getattr(wrapper, "_BinLogPacketWrapper__data_buffer", b"") or not getattr(event, "complete", True):
         return None
@@ -503,3 +505,163 @@ def rows_bytes(event: Any) -> tuple[bytes, int, int] | None:
     if end > len(data):
         return None
     return data, start, end
+
+
+# -- framing rows events of compiled tables from the raw packet ------------------------------
+
+_ROWS_V1 = {0x17: 1, 0x18: 2, 0x19: 1}  # WRITE/UPDATE/DELETE_ROWS_EVENT_V1 -> images per row
+_ROWS_V2 = {0x1E: 1, 0x1F: 2, 0x20: 1}  # ... _V2
+_HEADER = struct.Struct("<IBIIIH")  # after the OK byte: timestamp, type, server id, size, next pos, flags
+_V2_EXTRA = struct.Struct("<H")
+
+#: mysql-replication's ``BinLogPacketWrapper`` (the library's framing), set by :func:`install_framer`.
+_library_wrapper: Any = None
+#: False: every event is framed by the library (the test oracle switches framing off).
+framing_enabled = True
+#: False: tables without a compiled decoder are framed too (tests of the fallback only).
+framing_requires_decoder = True
+
+
+class FramedRows:
+    """A WRITE/UPDATE/DELETE_ROWS v1/v2 event of a compiled table, framed by :func:`frame_rows`
+    from the raw packet with no object of mysql-replication's: the header fields the reader reads
+    and the span of its row images (``data[start:end]``). It answers the attributes
+    :class:`~.event_handler.EventHandler` and the library's ``BinLogStreamReader.fetchone`` read
+    (``packet`` and ``event`` are the object itself, ``event_size`` the whole event's bytes as
+    the library's packet wrapper has it). :meth:`library_event` (and :attr:`rows`) hand the same
+    packet to the library: the fallback when the compiled decoder cannot read the images."""
+
+    __slots__ = ("event_type", "timestamp", "log_pos", "event_size", "table_id", "schema", "table", "primary_key",
+                 "columns", "number_of_columns", "columns_present_bitmap", "columns_present_bitmap2", "per_row",
+                 "data", "start", "end", "_library_args", "_library")
+    table_map_missing = False
+
+    @property
+    def packet(self) -> "FramedRows":
+        return self
+
+    @property
+    def event(self) -> "FramedRows":
+        return self
+
+    def library_event(self) -> Any:
+        """The library's event for the same packet (built once): the fallback path."""
+        if self._library is None:
+            pkt, table_map, args = self._library_args
+            pkt._position = 0
+            self._library = _library_wrapper(pkt, table_map, *args).event
+        return self._library
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        """The library's rows (the fallback path; the compiled decoder reads :attr:`data`)."""
+        return list(self.library_event().rows)
+
+
+class FramedWriteRows(FramedRows):
+    __slots__ = ()
+
+
+class FramedUpdateRows(FramedRows):
+    __slots__ = ()
+
+
+class FramedDeleteRows(FramedRows):
+    __slots__ = ()
+
+
+_FRAMED_CLASS = {1: FramedWriteRows, 2: FramedUpdateRows, 3: FramedDeleteRows}
+_KIND = {0x17: 1, 0x1E: 1, 0x18: 2, 0x1F: 2, 0x19: 3, 0x20: 3}
+
+
+def _compiled(columns: Any) -> bool:
+    hit = _DECODERS.get(id(columns))
+    return hit is not None and hit[0] is columns and hit[2] is not None
+
+
+def frame_rows(data: bytes, table_map: dict[int, Any], use_checksum: bool,
+               post_header_lengths: Any = None, require_compiled: bool = True) -> FramedRows | None:
+    """Frame the rows event in a binlog packet (``data``: the OK byte, the 19-byte event header,
+    the body, the CRC32 when ``use_checksum``) as mysql-replication's ``RowsEvent.__init__``
+    would read it; None when the framer does not read it exactly (not a v1/v2 rows event, a
+    table id without its table map, a table without a compiled decoder when
+    ``require_compiled``, a post-header length other than the known one, v2 extra data,
+    250 columns or more, truncated bytes) - the caller then leaves the packet to the library."""
+    if len(data) < 30 or data[0] != 0:
+        return None
+    code = data[5]
+    per_row = _ROWS_V1.get(code) or _ROWS_V2.get(code)
+    if per_row is None:
+        return None
+    timestamp, _, _, event_size, log_pos, _ = _HEADER.unpack_from(data, 1)
+    end = 1 + event_size - (4 if use_checksum else 0)
+    if end > len(data) or event_size < 19:
+        return None
+    known = 10 if code >= 0x1E else 8
+    if post_header_lengths and code - 1 < len(post_header_lengths) and post_header_lengths[code - 1] != known:
+        return None
+    table_id = int.from_bytes(data[20:26], "little")
+    table = table_map.get(table_id)
+    if table is None or (require_compiled and not _compiled(table.columns)):
+        return None
+    pos = 28
+    if known == 10:
+        if _V2_EXTRA.unpack_from(data, 28)[0] != 2:  # extra data (NDB, partition ids): the library's
+            return None
+        pos = 30
+    n = data[pos]
+    if n >= 251:
+        return None
+    pos += 1
+    size = (n + 7) // 8
+    ev = _FRAMED_CLASS[_KIND[code]]()
+    ev.columns_present_bitmap = data[pos:pos + size]
+    pos += size
+    if per_row == 2:
+        ev.columns_present_bitmap2 = data[pos:pos + size]
+        pos += size
+    else:
+        ev.columns_present_bitmap2 = None
+    if pos > end:
+        return None
+    ev.event_type, ev.timestamp, ev.log_pos, ev.event_size = code, timestamp, log_pos, event_size
+    ev.table_id, ev.schema, ev.table, ev.primary_key = table_id, table.schema, table.table, table.primary_key
+    ev.columns, ev.number_of_columns, ev.per_row = table.columns, n, per_row
+    ev.data, ev.start, ev.end = data, pos, end
+    ev._library, ev._library_args = None, None
+    return ev
+
+
+def install_framer() -> None:
+    """Put :func:`frame_rows` in front of mysql-replication's packet framing
+    (``binlogstream.BinLogPacketWrapper``, built by ``BinLogStreamReader.fetchone`` for every
+    packet): a rows event of a table with a compiled decoder becomes a :class:`FramedRows`, every
+    other packet is framed by the library as before (idempotent). With table/schema filters or
+    checksum verification asked of the stream reader (the reader asks neither), the library
+    frames everything."""
+    global _library_wrapper
+    from pymysqlreplication import binlogstream
+
+    current = binlogstream.BinLogPacketWrapper
+    if getattr(current, "_changelake_framer", False):
+        return
+    _library_wrapper = library = current
+
+    def wrapper(pkt: Any, table_map: Any, *args: Any) -> Any:
+        # args: ctl_connection, mysql_version, use_checksum, allowed_events, only_tables, ignored_tables,
+        # only_schemas, ignored_schemas, freeze_schema, ignore_decode_errors, verify_checksum, ... (fetchone's order)
+        if framing_enabled and len(args) >= 15 and pkt._position == 0 and args[4] is None and args[5] is None \
+                and args[6] is None and args[7] is None and not args[10]:
+            framed = frame_rows(pkt._data, table_map, bool(args[2]), args[14], framing_requires_decoder)
+            if framed is not None:
+                framed._library_args = (pkt, table_map, args)
+                return framed
+        return library(pkt, table_map, *args)
+
+    setattr(wrapper, "_changelake_framer", True)
+    binlogstream.BinLogPacketWrapper = wrapper
+
+
+def framed_classes() -> tuple[type, ...]:
+    """The classes :func:`frame_rows` builds (to add to the stream reader's ``only_events``)."""
+    return (FramedWriteRows, FramedUpdateRows, FramedDeleteRows)

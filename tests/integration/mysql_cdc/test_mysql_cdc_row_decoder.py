@@ -16,7 +16,16 @@ import pytest
 
 from changelake.connectors.mysql_cdc import _replication_fixes
 from changelake.connectors.mysql_cdc import event_handler as eh
-from changelake.connectors.mysql_cdc.row_decoder import decoder_for
+from changelake.connectors.mysql_cdc import row_decoder
+from changelake.connectors.mysql_cdc.row_decoder import (
+    FramedDeleteRows,
+    FramedRows,
+    FramedUpdateRows,
+    FramedWriteRows,
+    decoder_for,
+    frame_rows,
+    rows_bytes,
+)
 from changelake.connectors.mysql_cdc.schema_tracker import SchemaTracker
 
 from mysql_cdc_support import run_sql
@@ -59,8 +68,13 @@ def _connect(params: dict) -> pymysql.Connection:
                            password=params["password"], autocommit=True)
 
 
-def _rows_events(mysql_params: dict, db: str, start: tuple[str, int]):
-    """(event, schema) of every rows event of ``db`` after ``start`` (mysql-replication as the reader uses it)."""
+def _rows_events(mysql_params: dict, db: str, start: tuple[str, int], framing: bool = True, frames: list | None = None):
+    """(event, schema) of every rows event of ``db`` after ``start`` (mysql-replication as the reader uses it).
+
+    ``framing`` False: every packet is framed by the library (the oracle). ``frames``: if given,
+    each library rows event's packet is also framed by ``row_decoder.frame_rows`` (compiled
+    decoder or not) and ``(library event, framed event)`` appended to it.
+    """
     from pymysqlreplication import BinLogStreamReader
     from pymysqlreplication.row_event import RowsEvent, TableMapEvent
 
@@ -71,14 +85,72 @@ def _rows_events(mysql_params: dict, db: str, start: tuple[str, int]):
         server_id=5399, blocking=False, resume_stream=True, log_file=start[0], log_pos=start[1],
         only_events=list(_replication_fixes.event_classes()), filter_non_implemented_events=False,
     )
+    saved, row_decoder.framing_enabled = row_decoder.framing_enabled, framing
     try:
         for ev in stream:
             if isinstance(ev, TableMapEvent) and ev.schema == db:
                 tracker.on_table_map(ev)
-            elif isinstance(ev, RowsEvent) and getattr(ev, "schema", None) == db:
+            elif isinstance(ev, (RowsEvent, FramedRows)) and getattr(ev, "schema", None) == db:
+                if frames is not None and not isinstance(ev, FramedRows):
+                    frames.append((ev, frame_rows(
+                        ev.packet.packet._data, stream.table_map, stream._BinLogStreamReader__use_checksum,
+                        stream._BinLogStreamReader__post_header_lengths, require_compiled=False)))
                 yield ev, tracker.for_rows_event(ev)
     finally:
+        row_decoder.framing_enabled = saved
         stream.close()
+
+
+def _binlog_start(mysql_params: dict) -> tuple[str, int]:
+    conn = _connect(mysql_params)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SHOW MASTER STATUS")
+            file, pos = cur.fetchone()[:2]
+    finally:
+        conn.close()
+    return str(file), int(pos)
+
+
+def _assert_same_images(fast, slow) -> int:
+    """Same ops, same columns in the same order, equal values of identical Python types."""
+    assert [op for op, _, _ in fast] == [op for op, _, _ in slow]
+    compared = 0
+    for (_, fb, fa), (_, sb, sa) in zip(fast, slow):
+        for f_img, s_img in ((fb, sb), (fa, sa)):
+            if s_img is None:
+                assert f_img is None
+                continue
+            assert list(f_img) == list(s_img)
+            for name in s_img:
+                assert f_img[name] == s_img[name], (name, f_img[name], s_img[name])
+                assert type(f_img[name]) is type(s_img[name]), (name, f_img[name], s_img[name])
+                compared += 1
+    return compared
+
+
+def _assert_framed_like_library(lib, framed) -> None:
+    """The framer read the packet exactly as the library did: header fields and row-image span."""
+    assert framed is not None, "a v1/v2 rows event with its table map is framed"
+    assert type(framed).__mro__[1] is FramedRows
+    assert isinstance(lib, row_decoder_lib_class(framed))
+    assert (framed.table_id, framed.schema, framed.table) == (lib.table_id, lib.schema, lib.table)
+    assert framed.number_of_columns == lib.number_of_columns
+    assert bytes(framed.columns_present_bitmap) == bytes(lib.columns_present_bitmap)
+    assert (None if framed.columns_present_bitmap2 is None else bytes(framed.columns_present_bitmap2)) == (
+        bytes(lib.columns_present_bitmap2) if getattr(lib, "columns_present_bitmap2", None) is not None else None)
+    assert (framed.event_type, framed.timestamp, framed.log_pos, framed.event_size) == (
+        lib.packet.event_type, lib.timestamp, lib.packet.log_pos, lib.packet.event_size)
+    assert framed.columns is lib.columns
+    span = rows_bytes(lib)
+    assert span is not None and (framed.start, framed.end) == span[1:]
+    assert framed.data is span[0]
+
+
+def row_decoder_lib_class(framed):
+    from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+
+    return {FramedWriteRows: WriteRowsEvent, FramedUpdateRows: UpdateRowsEvent, FramedDeleteRows: DeleteRowsEvent}[type(framed)]
 
 
 def _library_rows(ev, schema):
@@ -154,3 +226,99 @@ def test_binlog_values_equal_snapshot_values(capture):
         for name in s.after:
             assert b.after[name] == s.after[name], (b.after["id"], name, b.after[name], s.after[name])
             assert type(b.after[name]) is type(s.after[name]), (name, b.after[name], s.after[name])
+
+
+def test_framer_reads_every_type_case_as_the_library(mysql_params, database_factory):
+    """Rows events framed from the raw packet (row_decoder.frame_rows) read exactly like the
+    library's: same header fields, bitmaps and row-image span, and, decoded by the compiled
+    decoder, the library's values for every compiled type. A second pass over the same binlog with
+    the framer in front of the library's framing gets every event as a framed event (no library
+    event object), with the same values."""
+    db = database_factory()
+    run_sql(mysql_params, db, TABLE)
+    start = _binlog_start(mysql_params)
+    run_sql(mysql_params, db, *ROWS)
+
+    frames: list = []
+    oracle = list(_rows_events(mysql_params, db, start, framing=False, frames=frames))
+    assert len(oracle) == len(frames) == 6
+    expected = []
+    for (lib, framed), (ev, schema) in zip(frames, oracle):
+        assert ev is lib and not isinstance(ev, FramedRows)
+        _assert_framed_like_library(lib, framed)
+        slow = _library_rows(lib, schema)
+        assert _assert_same_images(eh._compiled_rows(framed, schema), slow) > 0
+        expected.append(slow)
+
+    # the library's table maps made the decoders above; now the framer frames these tables' events
+    streamed = list(_rows_events(mysql_params, db, start, framing=True))
+    assert len(streamed) == 6
+    compared = 0
+    for (ev, schema), slow in zip(streamed, expected):
+        assert isinstance(ev, FramedRows), type(ev)
+        compared += _assert_same_images(eh.EventHandler._rows(eh.EventHandler.__new__(eh.EventHandler), ev, schema), slow)
+    assert compared == 10 * 41
+
+
+OTHER_TYPES = (
+    "CREATE TABLE t (id INT PRIMARY KEY, s SET('a','b','c'), b BIT(3), b64 BIT(64), j JSON, g GEOMETRY,"
+    " p POINT, mb MEDIUMBLOB, lb LONGBLOB, vc VARCHAR(20) CHARACTER SET ascii, gb VARCHAR(20) CHARACTER SET gbk,"
+    " d DECIMAL(65,30), ts TIMESTAMP(3) NULL, bi BIGINT UNSIGNED)"
+)
+OTHER_ROWS = [
+    "INSERT INTO t VALUES (1, 'a,c', b'101', b'1111111111111111111111111111111111111111111111111111111111111111',"
+    " '{\"k\": [1, 2.5, null, \"x\"]}', ST_GeomFromText('LINESTRING(0 0, 1 1)'), POINT(1.5, -2),"
+    " REPEAT(X'00FF', 40000), REPEAT('z', 70000), 'abc', 'gb', -1.5, '2024-01-01 00:00:00.123', 18446744073709551615)",
+    "INSERT INTO t (id) VALUES (2)",
+    "UPDATE t SET s = '', j = '[]', b = b'0' WHERE id = 1",
+    "DELETE FROM t WHERE id = 2",
+]
+
+
+def test_framer_leaves_tables_without_a_compiled_decoder_to_the_library(mysql_params, database_factory):
+    """SET, BIT, JSON, GEOMETRY (tables the decoder does not compile): the framer reads their
+    packets exactly as the library does, but in the stream such a table's events stay the
+    library's (framing needs a compiled decoder), and the handler reads them through the library,
+    also when handed a framed event (its fallback)."""
+    db = database_factory()
+    run_sql(mysql_params, db, OTHER_TYPES)
+    start = _binlog_start(mysql_params)
+    run_sql(mysql_params, db, *OTHER_ROWS)
+    frames: list = []
+    oracle = list(_rows_events(mysql_params, db, start, framing=False, frames=frames))
+    assert len(oracle) == 4
+    expected = []
+    for (lib, framed), (_, schema) in zip(frames, oracle):
+        _assert_framed_like_library(lib, framed)
+        assert decoder_for(lib.columns, schema.columns) is None
+        assert eh._compiled_rows(framed, schema) is None
+        expected.append(_library_rows(lib, schema))
+    streamed = list(_rows_events(mysql_params, db, start, framing=True))
+    assert len(streamed) == 4 and not any(isinstance(ev, FramedRows) for ev, _ in streamed)
+    # framed anyway (as if compiled): the handler falls back to the library for the same packet
+    row_decoder.framing_requires_decoder = False
+    try:
+        streamed = list(_rows_events(mysql_params, db, start, framing=True))
+    finally:
+        row_decoder.framing_requires_decoder = True
+    assert len(streamed) == 4
+    for (ev, schema), slow in zip(streamed, expected):
+        assert isinstance(ev, FramedRows)
+        assert _assert_same_images(eh.EventHandler._rows(eh.EventHandler.__new__(eh.EventHandler), ev, schema), slow) > 0
+
+
+def test_framer_reads_partial_images_as_the_library(mysql_params, database_factory):
+    """binlog_row_image=MINIMAL: the framer's column bitmaps are the library's (partial images
+    are then refused by the handler, RowImageError, whichever framed the event)."""
+    db = database_factory()
+    run_sql(mysql_params, db, "CREATE TABLE t (id INT PRIMARY KEY, a INT, b VARCHAR(10))",
+            "INSERT INTO t VALUES (1, 1, 'x')")
+    start = _binlog_start(mysql_params)
+    run_sql(mysql_params, db, "SET SESSION binlog_row_image = 'MINIMAL'", "UPDATE t SET a = 2 WHERE id = 1",
+            "DELETE FROM t WHERE id = 1")
+    frames: list = []
+    oracle = list(_rows_events(mysql_params, db, start, framing=False, frames=frames))
+    assert len(oracle) == 2
+    for lib, framed in frames:
+        _assert_framed_like_library(lib, framed)
+        assert bytes(framed.columns_present_bitmap) != b"\x07"  # not the full image
