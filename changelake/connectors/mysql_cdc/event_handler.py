@@ -105,11 +105,11 @@ class _Lib:
         from pymysqlreplication.event import QueryEvent, XAPrepareEvent, XidEvent
         from pymysqlreplication.row_event import RowsEvent, TableMapEvent, WriteRowsEvent
 
-        from changelake.connectors.mysql_cdc.row_decoder import FramedRows, FramedWriteRows
+        from changelake.connectors.mysql_cdc.row_decoder import FramedRows, FramedTableMap, FramedWriteRows
 
         self.QueryEvent, self.XAPrepareEvent, self.XidEvent = QueryEvent, XAPrepareEvent, XidEvent
         # rows events framed by row_decoder.frame_rows count as the library's (isinstance with a tuple)
-        self.TableMapEvent, self.WriteRowsEvent = TableMapEvent, (WriteRowsEvent, FramedWriteRows)
+        self.TableMapEvent, self.WriteRowsEvent = (TableMapEvent, FramedTableMap), (WriteRowsEvent, FramedWriteRows)
         self.RowsEvent = (RowsEvent, FramedRows)  # last: the "loaded" mark
 
 

@@ -28,11 +28,12 @@ import decimal
 import struct
 from typing import Any, Callable
 
+from changelake.connectors.mysql_cdc import _replication_fixes
 from changelake.connectors.mysql_cdc._replication_fixes import FRACTION_BYTES, decode_time2
 from changelake.connectors.mysql_cdc.columns import MySqlColumn
 from changelake.connectors.mysql_cdc.values import _decimal, float32_shortest, python_codec
 
-__all__ = ["FramedRows", "RowDecoder", "decoder_for", "frame_rows", "framed_classes", "install_framer", "rows_bytes"]
+__all__ = ["FramedRows", "FramedTableMap", "RowDecoder", "decoder_for", "frame_rows", "framed_classes", "install_framer", "rows_bytes"]
 
 _UTC = dt.timezone.utc
 
@@ -632,6 +633,56 @@ def frame_rows(data: bytes, table_map: dict[int, Any], use_checksum: bool,
     return ev
 
 
+class FramedTableMap:
+    """A TABLE_MAP_EVENT whose body bytes the library already parsed once (the table-map cache of
+    :mod:`._replication_fixes`, item 5): the cached attributes, with no library object built for
+    the packet. It answers what the reader and ``BinLogStreamReader.fetchone`` read of a
+    ``TableMapEvent`` (``table_id``, ``schema``, ``table``, ``columns``, ``table_obj``,
+    ``get_table()``, ``cache_key``, ``packet`` / ``event``, the header fields)."""
+
+    __slots__ = ("event_type", "timestamp", "log_pos", "event_size", "cache_key", "_attrs")
+
+    @property
+    def packet(self) -> "FramedTableMap":
+        return self
+
+    @property
+    def event(self) -> "FramedTableMap":
+        return self
+
+    def __getattr__(self, name: str) -> Any:  # the parsed attributes (table_id, schema, table, ...)
+        try:
+            return self._attrs[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def get_table(self) -> Any:
+        return self._attrs["table_obj"]
+
+
+def frame_table_map(data: bytes, table_map: dict[int, Any], use_checksum: bool,
+                    post_header_lengths: Any = None) -> FramedTableMap | None:
+    """A table-map packet whose body bytes are in the table-map cache, as a :class:`FramedTableMap`
+    (and its table put into ``table_map``, as the library does); None otherwise."""
+    if len(data) < 28 or data[0] != 0 or data[5] != 0x13:
+        return None
+    if post_header_lengths and len(post_header_lengths) > 0x12 and post_header_lengths[0x12] != 8:
+        return None
+    timestamp, _, _, event_size, log_pos, _ = _HEADER.unpack_from(data, 1)
+    end = 1 + event_size - (4 if use_checksum else 0)
+    if end > len(data) or event_size < 19:
+        return None
+    key = bytes(data[20:end])
+    attrs = _replication_fixes.cached_table_map(key)
+    if attrs is None:
+        return None
+    ev = FramedTableMap()
+    ev.event_type, ev.timestamp, ev.log_pos, ev.event_size = 0x13, timestamp, log_pos, event_size
+    ev.cache_key, ev._attrs = key, attrs
+    table_map[attrs["table_id"]] = attrs["table_obj"]
+    return ev
+
+
 def install_framer() -> None:
     """Put :func:`frame_rows` in front of mysql-replication's packet framing
     (``binlogstream.BinLogPacketWrapper``, built by ``BinLogStreamReader.fetchone`` for every
@@ -650,12 +701,19 @@ def install_framer() -> None:
     def wrapper(pkt: Any, table_map: Any, *args: Any) -> Any:
         # args: ctl_connection, mysql_version, use_checksum, allowed_events, only_tables, ignored_tables,
         # only_schemas, ignored_schemas, freeze_schema, ignore_decode_errors, verify_checksum, ... (fetchone's order)
-        if framing_enabled and len(args) >= 15 and pkt._position == 0 and args[4] is None and args[5] is None \
-                and args[6] is None and args[7] is None and not args[10]:
-            framed = frame_rows(pkt._data, table_map, bool(args[2]), args[14], framing_requires_decoder)
-            if framed is not None:
-                framed._library_args = (pkt, table_map, args)
-                return framed
+        data = pkt._data
+        code = data[5] if len(data) > 5 else 0
+        if (code in _KIND or code == 0x13) and framing_enabled and len(args) >= 15 and pkt._position == 0 \
+                and args[4] is None and args[5] is None and args[6] is None and args[7] is None and not args[10]:
+            if code == 0x13:
+                table = frame_table_map(data, table_map, bool(args[2]), args[14])
+                if table is not None:
+                    return table
+            else:
+                framed = frame_rows(data, table_map, bool(args[2]), args[14], framing_requires_decoder)
+                if framed is not None:
+                    framed._library_args = (pkt, table_map, args)
+                    return framed
         return library(pkt, table_map, *args)
 
     setattr(wrapper, "_changelake_framer", True)
@@ -663,5 +721,5 @@ def install_framer() -> None:
 
 
 def framed_classes() -> tuple[type, ...]:
-    """The classes :func:`frame_rows` builds (to add to the stream reader's ``only_events``)."""
-    return (FramedWriteRows, FramedUpdateRows, FramedDeleteRows)
+    """The classes the framer builds (to add to the stream reader's ``only_events``)."""
+    return (FramedWriteRows, FramedUpdateRows, FramedDeleteRows, FramedTableMap)

@@ -20,6 +20,7 @@ from changelake.connectors.mysql_cdc import row_decoder
 from changelake.connectors.mysql_cdc.row_decoder import (
     FramedDeleteRows,
     FramedRows,
+    FramedTableMap,
     FramedUpdateRows,
     FramedWriteRows,
     decoder_for,
@@ -68,12 +69,14 @@ def _connect(params: dict) -> pymysql.Connection:
                            password=params["password"], autocommit=True)
 
 
-def _rows_events(mysql_params: dict, db: str, start: tuple[str, int], framing: bool = True, frames: list | None = None):
+def _rows_events(mysql_params: dict, db: str, start: tuple[str, int], framing: bool = True, frames: list | None = None,
+                 maps: list | None = None):
     """(event, schema) of every rows event of ``db`` after ``start`` (mysql-replication as the reader uses it).
 
     ``framing`` False: every packet is framed by the library (the oracle). ``frames``: if given,
     each library rows event's packet is also framed by ``row_decoder.frame_rows`` (compiled
-    decoder or not) and ``(library event, framed event)`` appended to it.
+    decoder or not) and ``(library event, framed event)`` appended to it. ``maps``: the table
+    maps of ``db`` are appended to it.
     """
     from pymysqlreplication import BinLogStreamReader
     from pymysqlreplication.row_event import RowsEvent, TableMapEvent
@@ -88,7 +91,9 @@ def _rows_events(mysql_params: dict, db: str, start: tuple[str, int], framing: b
     saved, row_decoder.framing_enabled = row_decoder.framing_enabled, framing
     try:
         for ev in stream:
-            if isinstance(ev, TableMapEvent) and ev.schema == db:
+            if isinstance(ev, (TableMapEvent, FramedTableMap)) and ev.schema == db:
+                if maps is not None:
+                    maps.append(ev)
                 tracker.on_table_map(ev)
             elif isinstance(ev, (RowsEvent, FramedRows)) and getattr(ev, "schema", None) == db:
                 if frames is not None and not isinstance(ev, FramedRows):
@@ -251,8 +256,19 @@ def test_framer_reads_every_type_case_as_the_library(mysql_params, database_fact
         expected.append(slow)
 
     # the library's table maps made the decoders above; now the framer frames these tables' events
-    streamed = list(_rows_events(mysql_params, db, start, framing=True))
+    lib_maps: list = []
+    list(_rows_events(mysql_params, db, start, framing=False, maps=lib_maps))
+    framed_maps: list = []
+    streamed = list(_rows_events(mysql_params, db, start, framing=True, maps=framed_maps))
     assert len(streamed) == 6
+    assert len(framed_maps) == len(lib_maps) == 6
+    for lib, framed in zip(lib_maps, framed_maps):  # table maps seen before: from the cache, no library object
+        assert isinstance(framed, FramedTableMap) and not isinstance(lib, FramedTableMap)
+        assert (framed.table_id, framed.schema, framed.table, framed.cache_key) == (lib.table_id, lib.schema, lib.table,
+                                                                                  lib.cache_key)
+        assert framed.get_table() is lib.get_table() and framed.columns is lib.columns
+        assert (framed.event_type, framed.timestamp, framed.log_pos, framed.event_size) == (
+            lib.packet.event_type, lib.timestamp, lib.packet.log_pos, lib.packet.event_size)
     compared = 0
     for (ev, schema), slow in zip(streamed, expected):
         assert isinstance(ev, FramedRows), type(ev)
