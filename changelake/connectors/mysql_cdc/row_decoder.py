@@ -12,10 +12,11 @@ for its binlog type, and each value comes out as the changelake value
 (``EventHandler`` used to call both). Every value is identical to the library path; the
 type matrix of ``tests/integration/mysql_cdc`` holds both to that.
 
-Only the common binlog types are compiled: TINY/SHORT/INT24/LONG/LONGLONG, YEAR, FLOAT,
-DOUBLE, NEWDECIMAL, VARCHAR/STRING (CHAR, VARCHAR, BINARY, VARBINARY), BLOB (TEXT, BLOB),
-DATE, TIME2, DATETIME2, TIMESTAMP2 and ENUM. A table with any other column (SET, BIT, JSON,
-GEOMETRY, the pre-5.6 temporal types...) gets no decoder (:func:`decoder_for` returns None) and
+Compiled binlog types: TINY/SHORT/INT24/LONG/LONGLONG, YEAR, FLOAT, DOUBLE, NEWDECIMAL,
+VARCHAR/STRING (CHAR, VARCHAR, BINARY, VARBINARY), BLOB (TEXT, BLOB), DATE, TIME2, DATETIME2,
+TIMESTAMP2, ENUM, SET, BIT and GEOMETRY. A table with any other column (JSON - MySQL's binary
+JSON is read by the library's parser -, the pre-5.6 temporal types TIME/DATETIME/TIMESTAMP,
+NEWDATE, a column whose table map lacks the ENUM/SET labels...) gets no decoder (:func:`decoder_for` returns None) and
 its events are read by the library as before. A rows event whose bytes the decoder cannot read
 (an undecodable string, a value out of range) is left unread, so the caller can hand it to the
 library, whose error (or value) then stands.
@@ -31,7 +32,8 @@ from typing import Any, Callable
 from changelake.connectors.mysql_cdc import _replication_fixes
 from changelake.connectors.mysql_cdc._replication_fixes import FRACTION_BYTES, decode_time2
 from changelake.connectors.mysql_cdc.columns import MySqlColumn
-from changelake.connectors.mysql_cdc.values import _decimal, float32_shortest, python_codec
+from changelake.connectors.mysql_cdc.geometry import geometry_to_json
+from changelake.connectors.mysql_cdc.values import _decimal, _set, float32_shortest, python_codec
 
 __all__ = ["FramedRows", "FramedTableMap", "RowDecoder", "decoder_for", "frame_rows", "framed_classes", "install_framer", "rows_bytes"]
 
@@ -41,6 +43,7 @@ _UTC = dt.timezone.utc
 _TINY, _SHORT, _LONG, _FLOAT, _DOUBLE, _LONGLONG, _INT24 = 1, 2, 3, 4, 5, 8, 9
 _DATE, _YEAR, _VARCHAR, _NEWDECIMAL, _ENUM, _BLOB, _STRING = 10, 13, 15, 246, 247, 252, 254
 _TIMESTAMP2, _DATETIME2, _TIME2 = 17, 18, 19
+_BIT, _SET, _GEOMETRY = 16, 248, 255
 
 #: fixed-width integer types: (bytes, struct code signed, struct code unsigned); INT24 has no code.
 _INTS = {_TINY: (1, "b", "B"), _SHORT: (2, "h", "H"), _LONG: (4, "i", "I"), _LONGLONG: (8, "q", "Q")}
@@ -343,6 +346,84 @@ def _enum_step(name: str, lib: Any, col: MySqlColumn, index: int) -> Step:
     return step
 
 
+def _set_step(name: str, lib: Any, col: MySqlColumn, index: int) -> Step:
+    """SET: the member bitmask (``lib.size`` bytes, little-endian) -> ``values._set`` of the
+    library's member set; no member -> '' (the library's None with its "empty set" source)."""
+    values = getattr(lib, "set_values", None)
+    if col.kind != "set" or not values or not all(isinstance(v, str) for v in values):
+        raise _Unsupported(col.kind)
+    members = tuple(values)
+    size = int(lib.size)
+    bit = 1 << index
+    cache: dict[int, str] = {}
+
+    def step(data: bytes, pos: int, nulls: int, out: dict[str, Any]) -> int:
+        if nulls & bit:
+            out[name] = None
+            return pos
+        mask = int.from_bytes(data[pos:pos + size], "little")
+        text = cache.get(mask)
+        if text is None:
+            chosen = {v for i, v in enumerate(members) if mask & (1 << i)}
+            text = _set(chosen, col) if chosen else ""
+            if len(cache) < 4096:
+                cache[mask] = text
+        out[name] = text
+        return pos + size
+
+    return step
+
+
+def _bit_step(name: str, lib: Any, col: MySqlColumn, index: int) -> Step:
+    """BIT(n): ``lib.bytes`` big-endian bytes, the first one holding the top ``n % 8`` bits (as
+    ``RowsEvent.__read_bit``) -> ``values._bit`` (bool for BIT(1), else little-endian bytes)."""
+    if col.kind != "bit":
+        raise _Unsupported(col.kind)
+    nbytes, nbits = int(lib.bytes), int(lib.bits)
+    if nbytes < 1 or nbits < 1:
+        raise _Unsupported("bit")
+    end = nbits if nbytes == 1 else (nbits % 8 or 8)
+    top_mask = (1 << end) - 1
+    bits = col.precision or 1
+    out_len = (bits + 7) // 8
+    bit = 1 << index
+
+    def step(data: bytes, pos: int, nulls: int, out: dict[str, Any]) -> int:
+        if nulls & bit:
+            out[name] = None
+            return pos
+        raw = data[pos:pos + nbytes]
+        if len(raw) != nbytes:
+            raise ValueError("BIT value truncated")
+        value = ((raw[0] & top_mask) << (8 * (nbytes - 1))) | int.from_bytes(raw[1:], "big")
+        out[name] = value != 0 if bits == 1 else value.to_bytes(out_len, "little")
+        return pos + nbytes
+
+    return step
+
+
+def _geometry_step(name: str, lib: Any, col: MySqlColumn, index: int) -> Step:
+    """GEOMETRY: a ``lib.length_size``-byte length and the SRID + WKB bytes -> ``geometry_to_json``."""
+    if col.kind != "geometry":
+        raise _Unsupported(col.kind)
+    size = int(lib.length_size)
+    bit = 1 << index
+
+    def step(data: bytes, pos: int, nulls: int, out: dict[str, Any]) -> int:
+        if nulls & bit:
+            out[name] = None
+            return pos
+        n = int.from_bytes(data[pos:pos + size], "little")
+        pos += size
+        raw = bytes(data[pos:pos + n])
+        if len(raw) != n:
+            raise ValueError("GEOMETRY value truncated")
+        out[name] = geometry_to_json(raw)
+        return pos + n
+
+    return step
+
+
 def _fixed_run(items: list[tuple[str, str, Callable[[Any], Any] | None]]) -> Step:
     """NOT NULL fixed-width columns next to each other: one struct unpack for all of them."""
     packer = struct.Struct("<" + "".join(code for _, code, _ in items))
@@ -464,6 +545,12 @@ def build_decoder(lib_columns: list[Any], columns: tuple[MySqlColumn, ...]) -> R
                 steps.append(_temporal_step(name, lib, col, i))
             elif t == _ENUM:
                 steps.append(_enum_step(name, lib, col, i))
+            elif t == _SET:
+                steps.append(_set_step(name, lib, col, i))
+            elif t == _BIT:
+                steps.append(_bit_step(name, lib, col, i))
+            elif t == _GEOMETRY:
+                steps.append(_geometry_step(name, lib, col, i))
             else:
                 return None
         if run:
