@@ -44,7 +44,9 @@ optional metadata) although a table's map repeats unchanged before each rows eve
    library's packet framing, which reads the header, the column bitmaps and the span of the row
    images from the raw packet (no per-event library object); any packet it does not read exactly
    is framed by the library as before. A table map whose body bytes are in the cache of item 5
-   is framed the same way (:class:`~.row_decoder.FramedTableMap`).
+   is framed the same way (:class:`~.row_decoder.FramedTableMap`). The binlog reader installs it
+   (after :func:`apply`) and asks for its classes in ``only_events``; a stream reader that does
+   not ask for them is framed by the library alone.
 
 All are patched on the library's classes (there is no hook to give the stream reader other event
 classes); :func:`apply` is idempotent and called by the binlog reader; :func:`event_classes` is
@@ -333,8 +335,5 @@ def apply() -> None:
     for cls in (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent):
         _keep_unmapped(cls)
     event_map.update(_fast_rows_event_classes())
-    from changelake.connectors.mysql_cdc.row_decoder import framed_classes, install_framer
-
-    install_framer()  # item 7
-    _event_classes = frozenset(event_map.values()) | {NotImplementedEvent} | frozenset(framed_classes())
+    _event_classes = frozenset(event_map.values()) | {NotImplementedEvent}
     _applied = True

@@ -622,6 +622,24 @@ class FramedRows:
     __slots__ = ("event_type", "timestamp", "log_pos", "event_size", "table_id", "schema", "table", "primary_key",
                  "columns", "number_of_columns", "columns_present_bitmap", "columns_present_bitmap2", "per_row",
                  "data", "start", "end", "_library_args", "_library")
+    event_type: int
+    timestamp: int
+    log_pos: int
+    event_size: int
+    table_id: int
+    schema: str
+    table: str
+    primary_key: Any
+    columns: list[Any]
+    number_of_columns: int
+    columns_present_bitmap: bytes
+    columns_present_bitmap2: bytes | None
+    per_row: int
+    data: bytes
+    start: int
+    end: int
+    _library_args: tuple[Any, Any, tuple[Any, ...]] | None
+    _library: Any
     table_map_missing = False
 
     @property
@@ -635,6 +653,8 @@ class FramedRows:
     def library_event(self) -> Any:
         """The library's event for the same packet (built once): the fallback path."""
         if self._library is None:
+            if self._library_args is None:
+                raise ValueError("a rows event framed outside the stream reader has no packet for the library")
             pkt, table_map, args = self._library_args
             pkt._position = 0
             self._library = _library_wrapper(pkt, table_map, *args).event
@@ -728,6 +748,12 @@ class FramedTableMap:
     ``get_table()``, ``cache_key``, ``packet`` / ``event``, the header fields)."""
 
     __slots__ = ("event_type", "timestamp", "log_pos", "event_size", "cache_key", "_attrs")
+    event_type: int
+    timestamp: int
+    log_pos: int
+    event_size: int
+    cache_key: bytes
+    _attrs: dict[str, Any]
 
     @property
     def packet(self) -> "FramedTableMap":
@@ -773,10 +799,12 @@ def frame_table_map(data: bytes, table_map: dict[int, Any], use_checksum: bool,
 def install_framer() -> None:
     """Put :func:`frame_rows` in front of mysql-replication's packet framing
     (``binlogstream.BinLogPacketWrapper``, built by ``BinLogStreamReader.fetchone`` for every
-    packet): a rows event of a table with a compiled decoder becomes a :class:`FramedRows`, every
-    other packet is framed by the library as before (idempotent). With table/schema filters or
-    checksum verification asked of the stream reader (the reader asks neither), the library
-    frames everything."""
+    packet): a rows event of a table with a compiled decoder becomes a :class:`FramedRows`, a
+    table map already parsed a :class:`FramedTableMap`, every other packet is framed by the
+    library as before (idempotent). Only for a stream reader whose ``only_events`` hold
+    :func:`framed_classes` (``fetchone`` drops the events of any other class) and that asks for
+    no table/schema filter and no checksum verification (the binlog reader asks neither); any
+    other stream reader in the process is framed by the library alone."""
     global _library_wrapper
     from pymysqlreplication import binlogstream
 
@@ -790,8 +818,10 @@ def install_framer() -> None:
         # only_schemas, ignored_schemas, freeze_schema, ignore_decode_errors, verify_checksum, ... (fetchone's order)
         data = pkt._data
         code = data[5] if len(data) > 5 else 0
+        # only for a stream reader that allows the framed classes (others would drop them)
         if (code in _KIND or code == 0x13) and framing_enabled and len(args) >= 15 and pkt._position == 0 \
-                and args[4] is None and args[5] is None and args[6] is None and args[7] is None and not args[10]:
+                and FramedWriteRows in args[3] and args[4] is None and args[5] is None and args[6] is None \
+                and args[7] is None and not args[10]:
             if code == 0x13:
                 table = frame_table_map(data, table_map, bool(args[2]), args[14])
                 if table is not None:

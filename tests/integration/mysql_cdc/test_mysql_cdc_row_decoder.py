@@ -84,11 +84,13 @@ def _rows_events(mysql_params: dict, db: str, start: tuple[str, int], framing: b
     from pymysqlreplication.row_event import RowsEvent, TableMapEvent
 
     _replication_fixes.apply()
+    row_decoder.install_framer()
     tracker = SchemaTracker(lambda table_id: None)
     stream = BinLogStreamReader(
         connection_settings={k: mysql_params[k] for k in ("host", "port", "user", "password")},
         server_id=5399, blocking=False, resume_stream=True, log_file=start[0], log_pos=start[1],
-        only_events=list(_replication_fixes.event_classes()), filter_non_implemented_events=False,
+        only_events=[*_replication_fixes.event_classes(), *row_decoder.framed_classes()],
+        filter_non_implemented_events=False,
     )
     saved, row_decoder.framing_enabled = row_decoder.framing_enabled, framing
     try:
@@ -407,3 +409,29 @@ def test_framer_reads_partial_images_as_the_library(mysql_params, database_facto
     for lib, framed in frames:
         _assert_framed_like_library(lib, framed)
         assert bytes(framed.columns_present_bitmap) != b"\x07"  # not the full image
+
+
+def test_framer_leaves_stream_readers_without_its_classes_to_the_library(mysql_params, database_factory):
+    """A stream reader whose ``only_events`` lacks the framed classes (the library would drop
+    framed events) gets the library's events even for a compiled table."""
+    from pymysqlreplication import BinLogStreamReader
+    from pymysqlreplication.row_event import WriteRowsEvent
+
+    events, _ = _check_framer(mysql_params, database_factory, "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(5))",
+                              ["INSERT INTO t VALUES (1, 'a')"])  # compiled, framed in the reader's stream
+    assert events == 1
+    db = database_factory()
+    run_sql(mysql_params, db, "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(5))")
+    start = _binlog_start(mysql_params)
+    run_sql(mysql_params, db, "INSERT INTO t VALUES (1, 'a')", "INSERT INTO t VALUES (2, 'b')")
+    list(_rows_events(mysql_params, db, start, framing=False))  # decoder built for this table
+    stream = BinLogStreamReader(
+        connection_settings={k: mysql_params[k] for k in ("host", "port", "user", "password")},
+        server_id=5398, blocking=False, resume_stream=True, log_file=start[0], log_pos=start[1],
+        only_events=list(_replication_fixes.event_classes()), filter_non_implemented_events=False,
+    )
+    try:
+        got = [ev for ev in stream if isinstance(ev, (WriteRowsEvent, FramedRows)) and ev.schema == db]
+    finally:
+        stream.close()
+    assert len(got) == 2 and not any(isinstance(ev, FramedRows) for ev in got)
