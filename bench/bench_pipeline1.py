@@ -38,6 +38,7 @@ import contextlib
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -343,7 +344,10 @@ def main() -> None:
     ap.add_argument("--skip-debezium", action="store_true")
     ap.add_argument("--skip-process-reader", action="store_true",
                     help="leave out the runs with CHANGELAKE_MYSQL_CDC_READER=process (binlog decoded in a worker process)")
+    ap.add_argument("--guarantee", action="append", choices=("at-least-once", "exactly-once"),
+                    help="changelake delivery guarantees to run (repeatable; default both)")
     args = ap.parse_args()
+    guarantees = args.guarantee or ["at-least-once", "exactly-once"]
 
     with tempfile.TemporaryDirectory(prefix="changelake-bench-p1-") as tmp, kafka_broker() as kafka, \
             mariadb(Path(tmp)) as db:
@@ -367,7 +371,7 @@ def main() -> None:
                                              ("changelake exactly-once", "exactly-once", "thread"),
                                              ("changelake at-least-once, process reader", "at-least-once", "process"),
                                              ("changelake exactly-once, process reader", "exactly-once", "process")):
-                if reader == "process" and args.skip_process_reader:
+                if (reader == "process" and args.skip_process_reader) or guarantee not in guarantees:
                     continue
                 progress(f"round {r + 1}: {label} ...")
                 os.environ["CHANGELAKE_MYSQL_CDC_READER"] = reader
@@ -413,6 +417,19 @@ def main() -> None:
           f"{args.threads} threads")
     print_table(["reader", "events", "wall s", "events/s wall", "events/s streaming", "wall vs Debezium",
                  "streaming vs Debezium"], rows)
+    if args.rounds >= 2:  # the goal's figure: medians over the interleaved rounds, against Debezium's median
+        def median_rate(runs: list[dict[str, Any]], key: str) -> float:
+            return float(statistics.median(r["events"] / r[key] for r in runs))
+
+        mrows = []
+        for label, runs in results.items():
+            wall, stream = median_rate(runs, "wall_s"), median_rate(runs, "stream_s")
+            mrows.append([label, len(runs), round(wall), round(stream),
+                          f"{wall / median_rate(dbz, 'wall_s'):.2f}" if dbz else "",
+                          f"{stream / median_rate(dbz, 'stream_s'):.2f}" if dbz else ""])
+        print(f"\nmedians over {args.rounds} interleaved rounds (ratios against Debezium's median)")
+        print_table(["reader", "rounds", "events/s wall", "events/s streaming", "wall vs Debezium",
+                     "streaming vs Debezium"], mrows)
     if snapshot:
         sref = snapshot.get("Debezium 3.6.1 (snapshot.mode=initial)")
         srows = []

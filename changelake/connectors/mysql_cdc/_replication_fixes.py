@@ -39,6 +39,15 @@ optional metadata) although a table's map repeats unchanged before each rows eve
    table/schema filter given to the stream reader (the reader gives none) the library's own
    ``__init__`` runs.
 
+7. Rows events of tables that have a compiled decoder are not framed by the library at all:
+   :func:`~.row_decoder.install_framer` puts :func:`~.row_decoder.frame_rows` in front of the
+   library's packet framing, which reads the header, the column bitmaps and the span of the row
+   images from the raw packet (no per-event library object); any packet it does not read exactly
+   is framed by the library as before. A table map whose body bytes are in the cache of item 5
+   is framed the same way (:class:`~.row_decoder.FramedTableMap`). The binlog reader installs it
+   (after :func:`apply`) and asks for its classes in ``only_events``; a stream reader that does
+   not ask for them is framed by the library alone.
+
 All are patched on the library's classes (there is no hook to give the stream reader other event
 classes); :func:`apply` is idempotent and called by the binlog reader; :func:`event_classes` is
 the set of classes to pass as ``only_events`` so that every event reaches the reader.
@@ -53,7 +62,7 @@ from typing import Any
 from changelake.connectors.mysql_cdc.compression import uncompress
 from changelake.connectors.mysql_cdc.values import python_codec
 
-__all__ = ["apply", "decode_time2", "event_classes", "fast_rows_classes", "FRACTION_BYTES"]
+__all__ = ["apply", "cached_table_map", "decode_time2", "event_classes", "fast_rows_classes", "FRACTION_BYTES"]
 
 #: fractional-second digits -> bytes of the fraction in TIME2/DATETIME2/TIMESTAMP2.
 FRACTION_BYTES = {0: 0, 1: 1, 2: 1, 3: 2, 4: 2, 5: 3, 6: 3}
@@ -215,6 +224,11 @@ def _cache_table_maps(cls: Any) -> None:
 
     setattr(__init__, "_changelake_wrapped", True)
     cls.__init__ = __init__
+
+
+def cached_table_map(key: bytes) -> dict[str, Any] | None:
+    """The attributes parsed from a table-map body (item 5), or None when not parsed yet."""
+    return _table_maps.get(key)
 
 
 #: attributes BinLogEvent.__init__ sets per event (not taken from the cache).

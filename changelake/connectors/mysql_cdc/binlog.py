@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 from changelake.changelog.schema import TableId
 from changelake.connectors.errors import SourceError
-from changelake.connectors.mysql_cdc import _replication_fixes
+from changelake.connectors.mysql_cdc import _replication_fixes, row_decoder
 from changelake.connectors.mysql_cdc.compression import CompressedPayloadError
 from changelake.connectors.mysql_cdc.errors import BinlogConnectionLostError, UnsupportedBinlogEventError
 from changelake.connectors.mysql_cdc.event_handler import EventHandler, Progress, missing_columns, parse_truncate
@@ -136,6 +136,7 @@ class BinlogReader:
     def start(self) -> None:
         """Start the reader thread (it connects, and reconnects after a loss)."""
         _replication_fixes.apply()
+        row_decoder.install_framer()
         self._thread = threading.Thread(target=self._run, name=f"mysql-cdc-binlog-{self.server_id}", daemon=True)
         self._thread.start()
 
@@ -232,7 +233,7 @@ class BinlogReader:
             log_pos=at.pos,
             slave_heartbeat=self._heartbeat_s,
             report_slave=("changelake-cdc", "", "", 0),
-            only_events=list(_replication_fixes.event_classes()),
+            only_events=[*_replication_fixes.event_classes(), *row_decoder.framed_classes()],
             filter_non_implemented_events=False,
             pymysql_wrapper=connect,
             enable_logging=False,

@@ -38,7 +38,7 @@ from changelake.connectors.mysql_cdc.errors import (
 )
 from changelake.connectors.mysql_cdc.event_policy import Action, rule_for
 from changelake.connectors.mysql_cdc.positions import BinlogPosition, PreparedXa, SourcePosition, TransactionTracker, binlog_file_index
-from changelake.connectors.mysql_cdc.row_decoder import decoder_for, rows_bytes
+from changelake.connectors.mysql_cdc.row_decoder import FramedDeleteRows, FramedRows, FramedUpdateRows, FramedWriteRows, decoder_for, rows_bytes
 from changelake.connectors.mysql_cdc.schema_tracker import SchemaTracker, TableSchema
 from changelake.connectors.mysql_cdc.statements import StatementKind, classify, describe, dml_target, mentioned_tables, strip_comments, xa_id, xid_key
 from changelake.connectors.mysql_cdc.values import convert
@@ -105,9 +105,12 @@ class _Lib:
         from pymysqlreplication.event import QueryEvent, XAPrepareEvent, XidEvent
         from pymysqlreplication.row_event import RowsEvent, TableMapEvent, WriteRowsEvent
 
+        from changelake.connectors.mysql_cdc.row_decoder import FramedRows, FramedTableMap, FramedWriteRows
+
         self.QueryEvent, self.XAPrepareEvent, self.XidEvent = QueryEvent, XAPrepareEvent, XidEvent
-        self.TableMapEvent, self.WriteRowsEvent = TableMapEvent, WriteRowsEvent
-        self.RowsEvent = RowsEvent  # last: the "loaded" mark
+        # rows events framed by row_decoder.frame_rows count as the library's (isinstance with a tuple)
+        self.TableMapEvent, self.WriteRowsEvent = (TableMapEvent, FramedTableMap), (WriteRowsEvent, FramedWriteRows)
+        self.RowsEvent = (RowsEvent, FramedRows)  # last: the "loaded" mark
 
 
 _LIB = _Lib()
@@ -439,6 +442,8 @@ class EventHandler:
         fast = _compiled_rows(ev, schema)
         if fast is not None:
             return fast
+        if isinstance(ev, FramedRows):  # the framer's event, unreadable by the decoder: the library's
+            ev = ev.library_event()
         from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
         cols = schema.columns
@@ -472,6 +477,8 @@ def _compiled_rows(ev: Any, schema: TableSchema) -> list[tuple[Op, Any, Any]] | 
         for cls, per_image in _replication_fixes.fast_rows_classes().items():  # their lean subclasses
             _COMPILED[cls] = (per_image, Op.UPDATE if per_image == 2 else
                               (Op.CREATE if issubclass(cls, WriteRowsEvent) else Op.DELETE))
+        _COMPILED.update({FramedWriteRows: (1, Op.CREATE), FramedUpdateRows: (2, Op.UPDATE),
+                          FramedDeleteRows: (1, Op.DELETE)})
     kind = _COMPILED.get(type(ev))
     if kind is None or int(ev.event_type) not in _ROWS_EVENT_TYPES:
         return None

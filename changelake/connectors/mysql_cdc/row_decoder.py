@@ -12,10 +12,11 @@ for its binlog type, and each value comes out as the changelake value
 (``EventHandler`` used to call both). Every value is identical to the library path; the
 type matrix of ``tests/integration/mysql_cdc`` holds both to that.
 
-Only the common binlog types are compiled: TINY/SHORT/INT24/LONG/LONGLONG, YEAR, FLOAT,
-DOUBLE, NEWDECIMAL, VARCHAR/STRING (CHAR, VARCHAR, BINARY, VARBINARY), BLOB (TEXT, BLOB),
-DATE, TIME2, DATETIME2, TIMESTAMP2 and ENUM. A table with any other column (SET, BIT, JSON,
-GEOMETRY, the pre-5.6 temporal types...) gets no decoder (:func:`decoder_for` returns None) and
+Compiled binlog types: TINY/SHORT/INT24/LONG/LONGLONG, YEAR, FLOAT, DOUBLE, NEWDECIMAL,
+VARCHAR/STRING (CHAR, VARCHAR, BINARY, VARBINARY), BLOB (TEXT, BLOB), DATE, TIME2, DATETIME2,
+TIMESTAMP2, ENUM, SET, BIT and GEOMETRY. A table with any other column (JSON - MySQL's binary
+JSON is read by the library's parser -, the pre-5.6 temporal types TIME/DATETIME/TIMESTAMP,
+NEWDATE, a column whose table map lacks the ENUM/SET labels...) gets no decoder (:func:`decoder_for` returns None) and
 its events are read by the library as before. A rows event whose bytes the decoder cannot read
 (an undecodable string, a value out of range) is left unread, so the caller can hand it to the
 library, whose error (or value) then stands.
@@ -28,11 +29,13 @@ import decimal
 import struct
 from typing import Any, Callable
 
+from changelake.connectors.mysql_cdc import _replication_fixes
 from changelake.connectors.mysql_cdc._replication_fixes import FRACTION_BYTES, decode_time2
 from changelake.connectors.mysql_cdc.columns import MySqlColumn
-from changelake.connectors.mysql_cdc.values import _decimal, float32_shortest, python_codec
+from changelake.connectors.mysql_cdc.geometry import geometry_to_json
+from changelake.connectors.mysql_cdc.values import _decimal, _set, float32_shortest, python_codec
 
-__all__ = ["RowDecoder", "decoder_for", "rows_bytes"]
+__all__ = ["FramedRows", "FramedTableMap", "RowDecoder", "decoder_for", "frame_rows", "framed_classes", "install_framer", "rows_bytes"]
 
 _UTC = dt.timezone.utc
 
@@ -40,6 +43,7 @@ _UTC = dt.timezone.utc
 _TINY, _SHORT, _LONG, _FLOAT, _DOUBLE, _LONGLONG, _INT24 = 1, 2, 3, 4, 5, 8, 9
 _DATE, _YEAR, _VARCHAR, _NEWDECIMAL, _ENUM, _BLOB, _STRING = 10, 13, 15, 246, 247, 252, 254
 _TIMESTAMP2, _DATETIME2, _TIME2 = 17, 18, 19
+_BIT, _SET, _GEOMETRY = 16, 248, 255
 
 #: fixed-width integer types: (bytes, struct code signed, struct code unsigned); INT24 has no code.
 _INTS = {_TINY: (1, "b", "B"), _SHORT: (2, "h", "H"), _LONG: (4, "i", "I"), _LONGLONG: (8, "q", "Q")}
@@ -342,6 +346,84 @@ def _enum_step(name: str, lib: Any, col: MySqlColumn, index: int) -> Step:
     return step
 
 
+def _set_step(name: str, lib: Any, col: MySqlColumn, index: int) -> Step:
+    """SET: the member bitmask (``lib.size`` bytes, little-endian) -> ``values._set`` of the
+    library's member set; no member -> '' (the library's None with its "empty set" source)."""
+    values = getattr(lib, "set_values", None)
+    if col.kind != "set" or not values or not all(isinstance(v, str) for v in values):
+        raise _Unsupported(col.kind)
+    members = tuple(values)
+    size = int(lib.size)
+    bit = 1 << index
+    cache: dict[int, str] = {}
+
+    def step(data: bytes, pos: int, nulls: int, out: dict[str, Any]) -> int:
+        if nulls & bit:
+            out[name] = None
+            return pos
+        mask = int.from_bytes(data[pos:pos + size], "little")
+        text = cache.get(mask)
+        if text is None:
+            chosen = {v for i, v in enumerate(members) if mask & (1 << i)}
+            text = _set(chosen, col) if chosen else ""
+            if len(cache) < 4096:
+                cache[mask] = text
+        out[name] = text
+        return pos + size
+
+    return step
+
+
+def _bit_step(name: str, lib: Any, col: MySqlColumn, index: int) -> Step:
+    """BIT(n): ``lib.bytes`` big-endian bytes, the first one holding the top ``n % 8`` bits (as
+    ``RowsEvent.__read_bit``) -> ``values._bit`` (bool for BIT(1), else little-endian bytes)."""
+    if col.kind != "bit":
+        raise _Unsupported(col.kind)
+    nbytes, nbits = int(lib.bytes), int(lib.bits)
+    if nbytes < 1 or nbits < 1:
+        raise _Unsupported("bit")
+    end = nbits if nbytes == 1 else (nbits % 8 or 8)
+    top_mask = (1 << end) - 1
+    bits = col.precision or 1
+    out_len = (bits + 7) // 8
+    bit = 1 << index
+
+    def step(data: bytes, pos: int, nulls: int, out: dict[str, Any]) -> int:
+        if nulls & bit:
+            out[name] = None
+            return pos
+        raw = data[pos:pos + nbytes]
+        if len(raw) != nbytes:
+            raise ValueError("BIT value truncated")
+        value = ((raw[0] & top_mask) << (8 * (nbytes - 1))) | int.from_bytes(raw[1:], "big")
+        out[name] = value != 0 if bits == 1 else value.to_bytes(out_len, "little")
+        return pos + nbytes
+
+    return step
+
+
+def _geometry_step(name: str, lib: Any, col: MySqlColumn, index: int) -> Step:
+    """GEOMETRY: a ``lib.length_size``-byte length and the SRID + WKB bytes -> ``geometry_to_json``."""
+    if col.kind != "geometry":
+        raise _Unsupported(col.kind)
+    size = int(lib.length_size)
+    bit = 1 << index
+
+    def step(data: bytes, pos: int, nulls: int, out: dict[str, Any]) -> int:
+        if nulls & bit:
+            out[name] = None
+            return pos
+        n = int.from_bytes(data[pos:pos + size], "little")
+        pos += size
+        raw = bytes(data[pos:pos + n])
+        if len(raw) != n:
+            raise ValueError("GEOMETRY value truncated")
+        out[name] = geometry_to_json(raw)
+        return pos + n
+
+    return step
+
+
 def _fixed_run(items: list[tuple[str, str, Callable[[Any], Any] | None]]) -> Step:
     """NOT NULL fixed-width columns next to each other: one struct unpack for all of them."""
     packer = struct.Struct("<" + "".join(code for _, code, _ in items))
@@ -463,6 +545,12 @@ def build_decoder(lib_columns: list[Any], columns: tuple[MySqlColumn, ...]) -> R
                 steps.append(_temporal_step(name, lib, col, i))
             elif t == _ENUM:
                 steps.append(_enum_step(name, lib, col, i))
+            elif t == _SET:
+                steps.append(_set_step(name, lib, col, i))
+            elif t == _BIT:
+                steps.append(_bit_step(name, lib, col, i))
+            elif t == _GEOMETRY:
+                steps.append(_geometry_step(name, lib, col, i))
             else:
                 return None
         if run:
@@ -492,6 +580,8 @@ def decoder_for(lib_columns: list[Any], columns: tuple[MySqlColumn, ...]) -> Row
 def rows_bytes(event: Any) -> tuple[bytes, int, int] | None:
     """(buffer, start, end) of a rows event's unread row images, without consuming them; None
     when the library holds pushed-back bytes (compressed events) or the event is incomplete."""
+    if isinstance(event, FramedRows):
+        return event.data, event.start, event.end
     wrapper = event.packet
     if getattr(wrapper, "_BinLogPacketWrapper__data_buffer", b"") or not getattr(event, "complete", True):
         return None
@@ -503,3 +593,250 @@ def rows_bytes(event: Any) -> tuple[bytes, int, int] | None:
     if end > len(data):
         return None
     return data, start, end
+
+
+# -- framing rows events of compiled tables from the raw packet ------------------------------
+
+_ROWS_V1 = {0x17: 1, 0x18: 2, 0x19: 1}  # WRITE/UPDATE/DELETE_ROWS_EVENT_V1 -> images per row
+_ROWS_V2 = {0x1E: 1, 0x1F: 2, 0x20: 1}  # ... _V2
+_HEADER = struct.Struct("<IBIIIH")  # after the OK byte: timestamp, type, server id, size, next pos, flags
+_V2_EXTRA = struct.Struct("<H")
+
+#: mysql-replication's ``BinLogPacketWrapper`` (the library's framing), set by :func:`install_framer`.
+_library_wrapper: Any = None
+#: False: every event is framed by the library (the test oracle switches framing off).
+framing_enabled = True
+#: False: tables without a compiled decoder are framed too (tests of the fallback only).
+framing_requires_decoder = True
+
+
+class FramedRows:
+    """A WRITE/UPDATE/DELETE_ROWS v1/v2 event of a compiled table, framed by :func:`frame_rows`
+    from the raw packet with no object of mysql-replication's: the header fields the reader reads
+    and the span of its row images (``data[start:end]``). It answers the attributes
+    :class:`~.event_handler.EventHandler` and the library's ``BinLogStreamReader.fetchone`` read
+    (``packet`` and ``event`` are the object itself, ``event_size`` the whole event's bytes as
+    the library's packet wrapper has it). :meth:`library_event` (and :attr:`rows`) hand the same
+    packet to the library: the fallback when the compiled decoder cannot read the images."""
+
+    __slots__ = ("event_type", "timestamp", "log_pos", "event_size", "table_id", "schema", "table", "primary_key",
+                 "columns", "number_of_columns", "columns_present_bitmap", "columns_present_bitmap2", "per_row",
+                 "data", "start", "end", "_library_args", "_library")
+    event_type: int
+    timestamp: int
+    log_pos: int
+    event_size: int
+    table_id: int
+    schema: str
+    table: str
+    primary_key: Any
+    columns: list[Any]
+    number_of_columns: int
+    columns_present_bitmap: bytes
+    columns_present_bitmap2: bytes | None
+    per_row: int
+    data: bytes
+    start: int
+    end: int
+    _library_args: tuple[Any, Any, tuple[Any, ...]] | None
+    _library: Any
+    table_map_missing = False
+
+    @property
+    def packet(self) -> "FramedRows":
+        return self
+
+    @property
+    def event(self) -> "FramedRows":
+        return self
+
+    def library_event(self) -> Any:
+        """The library's event for the same packet (built once): the fallback path."""
+        if self._library is None:
+            if self._library_args is None:
+                raise ValueError("a rows event framed outside the stream reader has no packet for the library")
+            pkt, table_map, args = self._library_args
+            pkt._position = 0
+            self._library = _library_wrapper(pkt, table_map, *args).event
+        return self._library
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        """The library's rows (the fallback path; the compiled decoder reads :attr:`data`)."""
+        return list(self.library_event().rows)
+
+
+class FramedWriteRows(FramedRows):
+    __slots__ = ()
+
+
+class FramedUpdateRows(FramedRows):
+    __slots__ = ()
+
+
+class FramedDeleteRows(FramedRows):
+    __slots__ = ()
+
+
+_FRAMED_CLASS = {1: FramedWriteRows, 2: FramedUpdateRows, 3: FramedDeleteRows}
+_KIND = {0x17: 1, 0x1E: 1, 0x18: 2, 0x1F: 2, 0x19: 3, 0x20: 3}
+
+
+def _compiled(columns: Any) -> bool:
+    hit = _DECODERS.get(id(columns))
+    return hit is not None and hit[0] is columns and hit[2] is not None
+
+
+def frame_rows(data: bytes, table_map: dict[int, Any], use_checksum: bool,
+               post_header_lengths: Any = None, require_compiled: bool = True) -> FramedRows | None:
+    """Frame the rows event in a binlog packet (``data``: the OK byte, the 19-byte event header,
+    the body, the CRC32 when ``use_checksum``) as mysql-replication's ``RowsEvent.__init__``
+    would read it; None when the framer does not read it exactly (not a v1/v2 rows event, a
+    table id without its table map, a table without a compiled decoder when
+    ``require_compiled``, a post-header length other than the known one, v2 extra data,
+    250 columns or more, truncated bytes) - the caller then leaves the packet to the library."""
+    if len(data) < 30 or data[0] != 0:
+        return None
+    code = data[5]
+    per_row = _ROWS_V1.get(code) or _ROWS_V2.get(code)
+    if per_row is None:
+        return None
+    timestamp, _, _, event_size, log_pos, _ = _HEADER.unpack_from(data, 1)
+    end = 1 + event_size - (4 if use_checksum else 0)
+    if end > len(data) or event_size < 19:
+        return None
+    known = 10 if code >= 0x1E else 8
+    if post_header_lengths and code - 1 < len(post_header_lengths) and post_header_lengths[code - 1] != known:
+        return None
+    table_id = int.from_bytes(data[20:26], "little")
+    table = table_map.get(table_id)
+    if table is None or (require_compiled and not _compiled(table.columns)):
+        return None
+    pos = 28
+    if known == 10:
+        if _V2_EXTRA.unpack_from(data, 28)[0] != 2:  # extra data (NDB, partition ids): the library's
+            return None
+        pos = 30
+    n = data[pos]
+    if n >= 251:
+        return None
+    pos += 1
+    size = (n + 7) // 8
+    ev = _FRAMED_CLASS[_KIND[code]]()
+    ev.columns_present_bitmap = data[pos:pos + size]
+    pos += size
+    if per_row == 2:
+        ev.columns_present_bitmap2 = data[pos:pos + size]
+        pos += size
+    else:
+        ev.columns_present_bitmap2 = None
+    if pos > end:
+        return None
+    ev.event_type, ev.timestamp, ev.log_pos, ev.event_size = code, timestamp, log_pos, event_size
+    ev.table_id, ev.schema, ev.table, ev.primary_key = table_id, table.schema, table.table, table.primary_key
+    ev.columns, ev.number_of_columns, ev.per_row = table.columns, n, per_row
+    ev.data, ev.start, ev.end = data, pos, end
+    ev._library, ev._library_args = None, None
+    return ev
+
+
+class FramedTableMap:
+    """A TABLE_MAP_EVENT whose body bytes the library already parsed once (the table-map cache of
+    :mod:`._replication_fixes`, item 5): the cached attributes, with no library object built for
+    the packet. It answers what the reader and ``BinLogStreamReader.fetchone`` read of a
+    ``TableMapEvent`` (``table_id``, ``schema``, ``table``, ``columns``, ``table_obj``,
+    ``get_table()``, ``cache_key``, ``packet`` / ``event``, the header fields)."""
+
+    __slots__ = ("event_type", "timestamp", "log_pos", "event_size", "cache_key", "_attrs")
+    event_type: int
+    timestamp: int
+    log_pos: int
+    event_size: int
+    cache_key: bytes
+    _attrs: dict[str, Any]
+
+    @property
+    def packet(self) -> "FramedTableMap":
+        return self
+
+    @property
+    def event(self) -> "FramedTableMap":
+        return self
+
+    def __getattr__(self, name: str) -> Any:  # the parsed attributes (table_id, schema, table, ...)
+        try:
+            return self._attrs[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def get_table(self) -> Any:
+        return self._attrs["table_obj"]
+
+
+def frame_table_map(data: bytes, table_map: dict[int, Any], use_checksum: bool,
+                    post_header_lengths: Any = None) -> FramedTableMap | None:
+    """A table-map packet whose body bytes are in the table-map cache, as a :class:`FramedTableMap`
+    (and its table put into ``table_map``, as the library does); None otherwise."""
+    if len(data) < 28 or data[0] != 0 or data[5] != 0x13:
+        return None
+    if post_header_lengths and len(post_header_lengths) > 0x12 and post_header_lengths[0x12] != 8:
+        return None
+    timestamp, _, _, event_size, log_pos, _ = _HEADER.unpack_from(data, 1)
+    end = 1 + event_size - (4 if use_checksum else 0)
+    if end > len(data) or event_size < 19:
+        return None
+    key = bytes(data[20:end])
+    attrs = _replication_fixes.cached_table_map(key)
+    if attrs is None:
+        return None
+    ev = FramedTableMap()
+    ev.event_type, ev.timestamp, ev.log_pos, ev.event_size = 0x13, timestamp, log_pos, event_size
+    ev.cache_key, ev._attrs = key, attrs
+    table_map[attrs["table_id"]] = attrs["table_obj"]
+    return ev
+
+
+def install_framer() -> None:
+    """Put :func:`frame_rows` in front of mysql-replication's packet framing
+    (``binlogstream.BinLogPacketWrapper``, built by ``BinLogStreamReader.fetchone`` for every
+    packet): a rows event of a table with a compiled decoder becomes a :class:`FramedRows`, a
+    table map already parsed a :class:`FramedTableMap`, every other packet is framed by the
+    library as before (idempotent). Only for a stream reader whose ``only_events`` hold
+    :func:`framed_classes` (``fetchone`` drops the events of any other class) and that asks for
+    no table/schema filter and no checksum verification (the binlog reader asks neither); any
+    other stream reader in the process is framed by the library alone."""
+    global _library_wrapper
+    from pymysqlreplication import binlogstream
+
+    current = binlogstream.BinLogPacketWrapper
+    if getattr(current, "_changelake_framer", False):
+        return
+    _library_wrapper = library = current
+
+    def wrapper(pkt: Any, table_map: Any, *args: Any) -> Any:
+        # args: ctl_connection, mysql_version, use_checksum, allowed_events, only_tables, ignored_tables,
+        # only_schemas, ignored_schemas, freeze_schema, ignore_decode_errors, verify_checksum, ... (fetchone's order)
+        data = pkt._data
+        code = data[5] if len(data) > 5 else 0
+        # only for a stream reader that allows the framed classes (others would drop them)
+        if (code in _KIND or code == 0x13) and framing_enabled and len(args) >= 15 and pkt._position == 0 \
+                and FramedWriteRows in args[3] and args[4] is None and args[5] is None and args[6] is None \
+                and args[7] is None and not args[10]:
+            if code == 0x13:
+                table = frame_table_map(data, table_map, bool(args[2]), args[14])
+                if table is not None:
+                    return table
+            else:
+                framed = frame_rows(data, table_map, bool(args[2]), args[14], framing_requires_decoder)
+                if framed is not None:
+                    framed._library_args = (pkt, table_map, args)
+                    return framed
+        return library(pkt, table_map, *args)
+
+    setattr(wrapper, "_changelake_framer", True)
+    binlogstream.BinLogPacketWrapper = wrapper
+
+
+def framed_classes() -> tuple[type, ...]:
+    """The classes the framer builds (to add to the stream reader's ``only_events``)."""
+    return (FramedWriteRows, FramedUpdateRows, FramedDeleteRows, FramedTableMap)

@@ -11,12 +11,24 @@ the source (which now goes through the compiled decoder) equal the snapshot's.
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pymysql
 import pytest
 
 from changelake.connectors.mysql_cdc import _replication_fixes
 from changelake.connectors.mysql_cdc import event_handler as eh
-from changelake.connectors.mysql_cdc.row_decoder import decoder_for
+from changelake.connectors.mysql_cdc import row_decoder
+from changelake.connectors.mysql_cdc.row_decoder import (
+    FramedDeleteRows,
+    FramedRows,
+    FramedTableMap,
+    FramedUpdateRows,
+    FramedWriteRows,
+    decoder_for,
+    frame_rows,
+    rows_bytes,
+)
 from changelake.connectors.mysql_cdc.schema_tracker import SchemaTracker
 
 from mysql_cdc_support import run_sql
@@ -59,26 +71,95 @@ def _connect(params: dict) -> pymysql.Connection:
                            password=params["password"], autocommit=True)
 
 
-def _rows_events(mysql_params: dict, db: str, start: tuple[str, int]):
-    """(event, schema) of every rows event of ``db`` after ``start`` (mysql-replication as the reader uses it)."""
+def _rows_events(mysql_params: dict, db: str, start: tuple[str, int], framing: bool = True, frames: list | None = None,
+                 maps: list | None = None):
+    """(event, schema) of every rows event of ``db`` after ``start`` (mysql-replication as the reader uses it).
+
+    ``framing`` False: every packet is framed by the library (the oracle). ``frames``: if given,
+    each library rows event's packet is also framed by ``row_decoder.frame_rows`` (compiled
+    decoder or not) and ``(library event, framed event)`` appended to it. ``maps``: the table
+    maps of ``db`` are appended to it.
+    """
     from pymysqlreplication import BinLogStreamReader
     from pymysqlreplication.row_event import RowsEvent, TableMapEvent
 
     _replication_fixes.apply()
+    row_decoder.install_framer()
     tracker = SchemaTracker(lambda table_id: None)
     stream = BinLogStreamReader(
         connection_settings={k: mysql_params[k] for k in ("host", "port", "user", "password")},
         server_id=5399, blocking=False, resume_stream=True, log_file=start[0], log_pos=start[1],
-        only_events=list(_replication_fixes.event_classes()), filter_non_implemented_events=False,
+        only_events=[*_replication_fixes.event_classes(), *row_decoder.framed_classes()],
+        filter_non_implemented_events=False,
     )
+    saved, row_decoder.framing_enabled = row_decoder.framing_enabled, framing
     try:
         for ev in stream:
-            if isinstance(ev, TableMapEvent) and ev.schema == db:
+            if isinstance(ev, (TableMapEvent, FramedTableMap)) and ev.schema == db:
+                if maps is not None:
+                    maps.append(ev)
                 tracker.on_table_map(ev)
-            elif isinstance(ev, RowsEvent) and getattr(ev, "schema", None) == db:
+            elif isinstance(ev, (RowsEvent, FramedRows)) and getattr(ev, "schema", None) == db:
+                if frames is not None and not isinstance(ev, FramedRows):
+                    frames.append((ev, frame_rows(
+                        ev.packet.packet._data, stream.table_map, stream._BinLogStreamReader__use_checksum,
+                        stream._BinLogStreamReader__post_header_lengths, require_compiled=False)))
                 yield ev, tracker.for_rows_event(ev)
     finally:
+        row_decoder.framing_enabled = saved
         stream.close()
+
+
+def _binlog_start(mysql_params: dict) -> tuple[str, int]:
+    conn = _connect(mysql_params)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SHOW MASTER STATUS")
+            file, pos = cur.fetchone()[:2]
+    finally:
+        conn.close()
+    return str(file), int(pos)
+
+
+def _assert_same_images(fast, slow) -> int:
+    """Same ops, same columns in the same order, equal values of identical Python types."""
+    assert [op for op, _, _ in fast] == [op for op, _, _ in slow]
+    compared = 0
+    for (_, fb, fa), (_, sb, sa) in zip(fast, slow):
+        for f_img, s_img in ((fb, sb), (fa, sa)):
+            if s_img is None:
+                assert f_img is None
+                continue
+            assert list(f_img) == list(s_img)
+            for name in s_img:
+                assert f_img[name] == s_img[name], (name, f_img[name], s_img[name])
+                assert type(f_img[name]) is type(s_img[name]), (name, f_img[name], s_img[name])
+                compared += 1
+    return compared
+
+
+def _assert_framed_like_library(lib, framed) -> None:
+    """The framer read the packet exactly as the library did: header fields and row-image span."""
+    assert framed is not None, "a v1/v2 rows event with its table map is framed"
+    assert type(framed).__mro__[1] is FramedRows
+    assert isinstance(lib, row_decoder_lib_class(framed))
+    assert (framed.table_id, framed.schema, framed.table) == (lib.table_id, lib.schema, lib.table)
+    assert framed.number_of_columns == lib.number_of_columns
+    assert bytes(framed.columns_present_bitmap) == bytes(lib.columns_present_bitmap)
+    assert (None if framed.columns_present_bitmap2 is None else bytes(framed.columns_present_bitmap2)) == (
+        bytes(lib.columns_present_bitmap2) if getattr(lib, "columns_present_bitmap2", None) is not None else None)
+    assert (framed.event_type, framed.timestamp, framed.log_pos, framed.event_size) == (
+        lib.packet.event_type, lib.timestamp, lib.packet.log_pos, lib.packet.event_size)
+    assert framed.columns is lib.columns
+    span = rows_bytes(lib)
+    assert span is not None and (framed.start, framed.end) == span[1:]
+    assert framed.data is span[0]
+
+
+def row_decoder_lib_class(framed):
+    from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+
+    return {FramedWriteRows: WriteRowsEvent, FramedUpdateRows: UpdateRowsEvent, FramedDeleteRows: DeleteRowsEvent}[type(framed)]
 
 
 def _library_rows(ev, schema):
@@ -138,10 +219,38 @@ def test_table_with_other_types_stays_with_the_library(mysql_params, database_fa
         conn.close()
     run_sql(mysql_params, db, "INSERT INTO t VALUES (1, 'a,b', b'101', '[1]')")
     (ev, schema), = list(_rows_events(mysql_params, db, (str(file), int(pos))))
+    # SET and BIT are compiled now, and MariaDB's JSON is LONGTEXT: the library's values, from both paths
+    assert decoder_for(ev.columns, schema.columns) is not None
+    (_, _, fast_after), = eh._compiled_rows(ev, schema)  # first: the library's read consumes the packet
+    (_, _, after), = _library_rows(ev, schema)
+    assert after == {"id": 1, "s": "a,b", "b": b"\x05", "j": "[1]"}
+    assert fast_after == after
+
+
+def test_table_with_pre_56_temporal_types_stays_with_the_library(mysql_params, database_factory):
+    """TIME / DATETIME / TIMESTAMP in the pre-5.6 binlog format (MariaDB with
+    mysql56_temporal_format=OFF) are not compiled: such a table is read by the library."""
+    db = database_factory()
+    conn = _connect(mysql_params)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET GLOBAL mysql56_temporal_format = OFF")
+            try:
+                cur.execute(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, t TIME, dt DATETIME, ts TIMESTAMP NULL)")
+            finally:
+                cur.execute("SET GLOBAL mysql56_temporal_format = ON")
+            cur.execute("SHOW MASTER STATUS")
+            file, pos = cur.fetchone()[:2]
+    finally:
+        conn.close()
+    run_sql(mysql_params, db, "SET time_zone='+00:00'",
+            "INSERT INTO t VALUES (1, '-01:02:03', '2024-02-29 23:59:59', '2024-01-01 10:00:00')")
+    (ev, schema), = list(_rows_events(mysql_params, db, (str(file), int(pos))))
+    assert {int(c.type) for c in ev.columns} >= {11, 12}  # FIELD_TYPE.TIME, DATETIME: the old formats
     assert decoder_for(ev.columns, schema.columns) is None
     assert eh._compiled_rows(ev, schema) is None
     (_, _, after), = _library_rows(ev, schema)
-    assert after == {"id": 1, "s": "a,b", "b": b"\x05", "j": "[1]"}
+    assert after["id"] == 1 and after["dt"] == dt.datetime(2024, 2, 29, 23, 59, 59)
 
 
 def test_binlog_values_equal_snapshot_values(capture):
@@ -154,3 +263,175 @@ def test_binlog_values_equal_snapshot_values(capture):
         for name in s.after:
             assert b.after[name] == s.after[name], (b.after["id"], name, b.after[name], s.after[name])
             assert type(b.after[name]) is type(s.after[name]), (name, b.after[name], s.after[name])
+
+
+def _check_framer(mysql_params, database_factory, table: str, rows: list[str]) -> tuple[int, int]:
+    """Rows events framed from the raw packet (row_decoder.frame_rows) read exactly like the
+    library's: same header fields, bitmaps and row-image span, and, decoded by the compiled
+    decoder, the library's values. A second pass over the same binlog with the framer in front of
+    the library's framing gets every rows event and every table map seen before as a framed event
+    (no library event object), with the same values. Returns (rows events, values compared)."""
+    db = database_factory()
+    run_sql(mysql_params, db, table)
+    start = _binlog_start(mysql_params)
+    run_sql(mysql_params, db, *rows)
+
+    frames: list = []
+    lib_maps: list = []
+    oracle = list(_rows_events(mysql_params, db, start, framing=False, frames=frames, maps=lib_maps))
+    assert len(oracle) == len(frames) > 0
+    expected = []
+    for (lib, framed), (ev, schema) in zip(frames, oracle):
+        assert ev is lib and not isinstance(ev, FramedRows)
+        _assert_framed_like_library(lib, framed)
+        assert decoder_for(lib.columns, schema.columns) is not None, "every column type here is compiled"
+        slow = _library_rows(lib, schema)
+        assert _assert_same_images(eh._compiled_rows(framed, schema), slow) > 0
+        expected.append(slow)
+
+    # the library's table maps made the decoders above; now the framer frames these tables' events
+    framed_maps: list = []
+    streamed = list(_rows_events(mysql_params, db, start, framing=True, maps=framed_maps))
+    assert len(streamed) == len(oracle)
+    assert len(framed_maps) == len(lib_maps) == len(oracle)
+    for lib, framed in zip(lib_maps, framed_maps):  # table maps seen before: from the cache, no library object
+        assert isinstance(framed, FramedTableMap) and not isinstance(lib, FramedTableMap)
+        assert (framed.table_id, framed.schema, framed.table, framed.cache_key) == (lib.table_id, lib.schema, lib.table,
+                                                                                  lib.cache_key)
+        assert framed.get_table() is lib.get_table() and framed.columns is lib.columns
+        assert (framed.event_type, framed.timestamp, framed.log_pos, framed.event_size) == (
+            lib.packet.event_type, lib.timestamp, lib.packet.log_pos, lib.packet.event_size)
+    compared = 0
+    for (ev, schema), slow in zip(streamed, expected):
+        assert isinstance(ev, FramedRows), type(ev)
+        compared += _assert_same_images(eh.EventHandler._rows(eh.EventHandler.__new__(eh.EventHandler), ev, schema), slow)
+    return len(oracle), compared
+
+
+def test_framer_reads_every_type_case_as_the_library(mysql_params, database_factory):
+    """The type matrix above (integers signed/unsigned, DECIMAL, FLOAT/DOUBLE, charsets, BLOBs,
+    temporal types with fsp, zero dates, ENUM, NULL bitmaps) through the framer."""
+    events, compared = _check_framer(mysql_params, database_factory, TABLE, ROWS)
+    assert (events, compared) == (6, 10 * 41)
+
+
+COMPILED_EXTRA = (
+    "CREATE TABLE t (id INT PRIMARY KEY, s SET('a','b','c'), s64 SET('m0','m1','m2','m3','m4','m5','m6','m7','m8'),"
+    " b1 BIT(1), b3 BIT(3), b9 BIT(9), b64 BIT(64), g GEOMETRY, p POINT, mb MEDIUMBLOB, lb LONGBLOB,"
+    " vc VARCHAR(20) CHARACTER SET ascii, gb VARCHAR(20) CHARACTER SET gbk, nn VARCHAR(5) NOT NULL DEFAULT '',"
+    " d DECIMAL(65,30), ts TIMESTAMP(3) NULL, bi BIGINT UNSIGNED, e ENUM('x','y') NOT NULL DEFAULT 'y')"
+)
+COMPILED_EXTRA_ROWS = [
+    "INSERT INTO t VALUES (1, 'a,c', 'm0,m8', b'1', b'101', b'100000001',"
+    " b'1111111111111111111111111111111111111111111111111111111111111111',"
+    " ST_GeomFromText('LINESTRING(0 0, 1 1)'), POINT(1.5, -2), REPEAT(X'00FF', 40000), REPEAT('z', 70000),"
+    " 'abc', X'C4E3BAC3', 'n', -1.5, '2024-01-01 00:00:00.123', 18446744073709551615, 'x')",
+    "INSERT INTO t (id) VALUES (2)",
+    "INSERT INTO t (id, s, b1, b3, g) VALUES (3, '', b'0', b'000', ST_GeomFromText('POLYGON((0 0, 1 0, 1 1, 0 0))'))",
+    "UPDATE t SET s = '', s64 = 'm3', b9 = b'0', p = NULL, nn = 'zz' WHERE id = 1",
+    "DELETE FROM t WHERE id IN (2, 3)",
+]
+
+
+def test_framer_reads_set_bit_geometry_and_more_as_the_library(mysql_params, database_factory):
+    """SET (empty set -> ''), BIT(1) / BIT(n) of several widths, GEOMETRY and POINT, large BLOBs
+    (3- and 4-byte lengths), ascii and gbk text, unsigned BIGINT, NOT NULL runs: compiled, framed,
+    and equal to the library's values."""
+    events, compared = _check_framer(mysql_params, database_factory, COMPILED_EXTRA, COMPILED_EXTRA_ROWS)
+    assert (events, compared) == (5, 7 * 18)
+
+
+OLD_TEMPORAL = "CREATE TABLE t (id INT PRIMARY KEY, t TIME, dt DATETIME, ts TIMESTAMP NULL, v VARCHAR(10))"
+OLD_TEMPORAL_ROWS = [
+    "SET time_zone='+00:00'",
+    "INSERT INTO t VALUES (1, '-01:02:03', '2024-02-29 23:59:59', '2024-01-01 10:00:00', 'a')",
+    "INSERT INTO t (id) VALUES (2)",
+    "UPDATE t SET v = 'b', t = '12:00:00' WHERE id = 1",
+    "DELETE FROM t WHERE id = 2",
+]
+
+
+def test_framer_leaves_tables_without_a_compiled_decoder_to_the_library(mysql_params, database_factory):
+    """A table with pre-5.6 TIME / DATETIME / TIMESTAMP (which the decoder does not compile): the
+    framer reads its
+    packets exactly as the library does, but in the stream such a table's events stay the
+    library's (framing needs a compiled decoder), and the handler reads them through the library,
+    also when handed a framed event (its fallback)."""
+    db = database_factory()
+    conn = _connect(mysql_params)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET GLOBAL mysql56_temporal_format = OFF")
+            try:
+                cur.execute(f"USE `{db}`")
+                cur.execute(OLD_TEMPORAL)
+            finally:
+                cur.execute("SET GLOBAL mysql56_temporal_format = ON")
+    finally:
+        conn.close()
+    start = _binlog_start(mysql_params)
+    run_sql(mysql_params, db, *OLD_TEMPORAL_ROWS)
+    frames: list = []
+    oracle = list(_rows_events(mysql_params, db, start, framing=False, frames=frames))
+    assert len(oracle) == 4
+    expected = []
+    for (lib, framed), (_, schema) in zip(frames, oracle):
+        _assert_framed_like_library(lib, framed)
+        assert decoder_for(lib.columns, schema.columns) is None
+        assert eh._compiled_rows(framed, schema) is None
+        expected.append(_library_rows(lib, schema))
+    streamed = list(_rows_events(mysql_params, db, start, framing=True))
+    assert len(streamed) == 4 and not any(isinstance(ev, FramedRows) for ev, _ in streamed)
+    # framed anyway (as if compiled): the handler falls back to the library for the same packet
+    row_decoder.framing_requires_decoder = False
+    try:
+        streamed = list(_rows_events(mysql_params, db, start, framing=True))
+    finally:
+        row_decoder.framing_requires_decoder = True
+    assert len(streamed) == 4
+    for (ev, schema), slow in zip(streamed, expected):
+        assert isinstance(ev, FramedRows)
+        assert _assert_same_images(eh.EventHandler._rows(eh.EventHandler.__new__(eh.EventHandler), ev, schema), slow) > 0
+
+
+def test_framer_reads_partial_images_as_the_library(mysql_params, database_factory):
+    """binlog_row_image=MINIMAL: the framer's column bitmaps are the library's (partial images
+    are then refused by the handler, RowImageError, whichever framed the event)."""
+    db = database_factory()
+    run_sql(mysql_params, db, "CREATE TABLE t (id INT PRIMARY KEY, a INT, b VARCHAR(10))",
+            "INSERT INTO t VALUES (1, 1, 'x')")
+    start = _binlog_start(mysql_params)
+    run_sql(mysql_params, db, "SET SESSION binlog_row_image = 'MINIMAL'", "UPDATE t SET a = 2 WHERE id = 1",
+            "DELETE FROM t WHERE id = 1")
+    frames: list = []
+    oracle = list(_rows_events(mysql_params, db, start, framing=False, frames=frames))
+    assert len(oracle) == 2
+    for lib, framed in frames:
+        _assert_framed_like_library(lib, framed)
+        assert bytes(framed.columns_present_bitmap) != b"\x07"  # not the full image
+
+
+def test_framer_leaves_stream_readers_without_its_classes_to_the_library(mysql_params, database_factory):
+    """A stream reader whose ``only_events`` lacks the framed classes (the library would drop
+    framed events) gets the library's events even for a compiled table."""
+    from pymysqlreplication import BinLogStreamReader
+    from pymysqlreplication.row_event import WriteRowsEvent
+
+    events, _ = _check_framer(mysql_params, database_factory, "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(5))",
+                              ["INSERT INTO t VALUES (1, 'a')"])  # compiled, framed in the reader's stream
+    assert events == 1
+    db = database_factory()
+    run_sql(mysql_params, db, "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(5))")
+    start = _binlog_start(mysql_params)
+    run_sql(mysql_params, db, "INSERT INTO t VALUES (1, 'a')", "INSERT INTO t VALUES (2, 'b')")
+    list(_rows_events(mysql_params, db, start, framing=False))  # decoder built for this table
+    stream = BinLogStreamReader(
+        connection_settings={k: mysql_params[k] for k in ("host", "port", "user", "password")},
+        server_id=5398, blocking=False, resume_stream=True, log_file=start[0], log_pos=start[1],
+        only_events=list(_replication_fixes.event_classes()), filter_non_implemented_events=False,
+    )
+    try:
+        got = [ev for ev in stream if isinstance(ev, (WriteRowsEvent, FramedRows)) and ev.schema == db]
+    finally:
+        stream.close()
+    assert len(got) == 2 and not any(isinstance(ev, FramedRows) for ev in got)
