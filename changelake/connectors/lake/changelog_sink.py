@@ -30,6 +30,7 @@ from changelake.connectors.base import BufferedSink, LakeSink, ReportsMetrics
 from changelake.changelog.tally import PendingPolls
 from changelake.connectors.lake.commit_policy import CommitPolicy
 from changelake.connectors.lake.compaction import BatchItem, TruncateMarker
+from changelake.connectors.lake.ddl import scoped
 from changelake.connectors.lake.offsets import topic_partition
 from changelake.errors import PipelineDataError
 
@@ -123,7 +124,8 @@ class LakeChangelogSink(BufferedSink, ReportsMetrics):
             if event.op is Op.TRUNCATE:
                 # The marker carries its offset: a replayed batch reaching past the committed
                 # offsets does not truncate the table a second time.
-                items.append(TruncateMarker(metadata=meta))
+                # A copy of a truncate on a hash-by-key topic covers its partition's keys only.
+                items.append(TruncateMarker(metadata=meta, scope=scoped(event.position.get("truncate.scope"), schema)))
             else:
                 rows = event.to_rows()
                 if rows:  # one metadata dict per event, shared by its rows (read-only)

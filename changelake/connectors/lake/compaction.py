@@ -30,6 +30,11 @@ class TruncateMarker:
     """
 
     metadata: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    #: None: delete every row. Else the share of the table this truncate copy deletes, an object
+    #: with ``covers(row) -> bool`` and ``key_columns`` (the Kafka source's
+    #: :class:`~changelake.connectors.kafka.truncate_scope.TruncateScope`); the lake sink turns
+    #: it into deletes of the covered keys before compacting.
+    scope: Any = field(default=None, compare=False)
 
     def __repr__(self) -> str:
         return "TRUNCATE" + (f"{dict(self.metadata)}" if self.metadata else "")

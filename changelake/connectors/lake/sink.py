@@ -25,6 +25,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from changelake.changelog.row import ChangelogRow
 from changelake.changelog.schema import Schema, TableId
 from changelake.connectors.lake.compaction import TRUNCATE, BatchItem, CompactedBatch, compact
+from changelake.connectors.lake.ddl import expand_scoped_truncates, has_scoped_truncate
 from changelake.connectors.lake.offsets import decode_offsets, encode_offsets, is_replay, merge_offsets, topic_partition
 
 __all__ = ["WriteResult", "LakeTableSink", "already_absorbed"]
@@ -209,6 +210,9 @@ class LakeTableSink:
         if is_replay(committed, offsets):
             return WriteResult(name, skipped=True, rows_in=_count_rows(rows), offsets=committed)
         items = [r for r in rows if not already_absorbed(r, committed)]
+        if has_scoped_truncate(items):  # a truncate copy of one partition of a hash-by-key topic
+            items = expand_scoped_truncates(items, schema, table_id, name,
+                                            lambda cols: list(self.read_table(table_id, cols).to_pylist()))
         batch = compact(items, tuple(schema.primary_key), table=name)
         if batch.is_empty and not offsets:
             return WriteResult(name, skipped=False, rows_in=batch.input_rows, offsets=committed)
