@@ -40,7 +40,17 @@ from changelake.connectors.mysql_cdc.event_policy import Action, rule_for
 from changelake.connectors.mysql_cdc.positions import BinlogPosition, PreparedXa, SourcePosition, TransactionTracker, binlog_file_index
 from changelake.connectors.mysql_cdc.row_decoder import decoder_for, rows_bytes
 from changelake.connectors.mysql_cdc.schema_tracker import SchemaTracker, TableSchema
-from changelake.connectors.mysql_cdc.statements import StatementKind, classify, describe, dml_target, mentioned_tables, strip_comments, xa_id, xid_key
+from changelake.connectors.mysql_cdc.statements import (
+    StatementKind,
+    classify,
+    describe,
+    dml_target,
+    mentioned_tables,
+    savepoint_action,
+    strip_comments,
+    xa_id,
+    xid_key,
+)
 from changelake.connectors.mysql_cdc.values import convert
 from changelake.connectors.mysql_cdc.xa import HeldChange, XaBook
 
@@ -50,6 +60,7 @@ log = logging.getLogger(__name__)
 
 # MariaDB Gtid_log_event flags (sql/log_event.h)
 _FL_STANDALONE = 0x01
+_FL_TRANSACTIONAL = 0x04  # the group changed transactional tables only: no rolled-back row is logged
 _FL_PREPARED_XA = 0x40
 
 _IDENT = r"(?:`((?:[^`]|``)+)`|([\w$]+))"
@@ -156,6 +167,10 @@ class EventHandler:
         self._xa_group: list[HeldChange] | None = None  # changes of a group that ends in XA PREPARE
         self._group_start = BinlogPosition(self._file, first.pos)
         self._replay_group: PreparedXa | None = None  # while replaying: the pending group being re-read
+        #: events of a group that may still be rolled back (it changed a non-transactional table,
+        #: or set a savepoint), handed out at its end; None: events go out as they come
+        self._held: list[DataChangeEvent] | None = None
+        self._savepoints: list[tuple[str, int]] = []  # (name, index into the held changes)
 
     # -- positions --------------------------------------------------------------------------
     def physical_start(self) -> BinlogPosition:
@@ -228,6 +243,7 @@ class EventHandler:
         if code in (0xA2, 0x21, 0x22):  # a group starts
             self._replay_group = self._xa.at(self._file, start_pos)
             self._xa_group = [] if self._replay_group is not None else None
+            self._savepoints = []
             return
         if isinstance(ev, TableMapEvent):
             self._on_table_map(ev)
@@ -238,9 +254,12 @@ class EventHandler:
             schema = self._rows_schema(ev, start_pos)
             if schema is not None:
                 self._xa_group.extend(HeldChange(schema.table_id, op, b, a, schema.schema) for op, b, a in self._rows(ev, schema))
+        elif isinstance(ev, _LIB.QueryEvent) and classify(_text(getattr(ev, "query", ""))) is StatementKind.SAVEPOINT:
+            self._on_savepoint(_text(ev.query))
         elif isinstance(ev, XAPrepareEvent):
             self._xa.hold(self._replay_group, self._xa_group)
             self._replay_group, self._xa_group = None, None
+            self._savepoints = []
 
     # -- normal reading ---------------------------------------------------------------------
     def _deliver(self, ev: Any, code: int, name: str, start_pos: int, next_pos: int) -> None:
@@ -250,6 +269,9 @@ class EventHandler:
         if code == 0xA2:  # MariaDB GTID
             flags = int(getattr(ev, "flags", 0) or 0)
             self._begin(start_pos, explicit=not flags & _FL_STANDALONE, xa=bool(flags & _FL_PREPARED_XA))
+            if not flags & (_FL_STANDALONE | _FL_TRANSACTIONAL | _FL_PREPARED_XA) and self._held is None:
+                # a mixed group: MariaDB logs its rolled-back rows too, then ROLLBACK [TO sp]
+                self._held = []
         elif code in (0x21, 0x22):  # MySQL GTID / anonymous GTID: BEGIN or a DDL follows
             self._begin(start_pos, explicit=False, xa=False)
         elif isinstance(ev, QueryEvent):
@@ -288,12 +310,16 @@ class EventHandler:
         if not self._tx.in_tx:
             self._group_start = BinlogPosition(self._file, start_pos)
             self._explicit, self._xa_group = False, None
+            self._held, self._savepoints = None, []
         self._tx.begin(start_pos)
         self._explicit = self._explicit or explicit
         if xa and self._xa_group is None:
             self._xa_group = []
 
     def _end(self, next_pos: int) -> None:
+        held, self._held, self._savepoints = self._held, None, []
+        for event in held or ():
+            self._put(("event", event))
         self._tx.end(next_pos)
         self._explicit = False
         self._xa_group = None
@@ -306,7 +332,52 @@ class EventHandler:
             position = SourcePosition(tx.position(), None, pending).to_dict()
         else:  # the common case, without building a SourcePosition (same dict as its to_dict)
             position = {"phase": "binlog", "file": tx.file, "pos": tx.tx_start, "row": tx.emitted}
-        self._put(("event", DataChangeEvent(table, op, before, after, schema, ts_ms, position)))
+        event = DataChangeEvent(table, op, before, after, schema, ts_ms, position)
+        if self._held is not None:
+            self._held.append(event)
+        else:
+            self._put(("event", event))
+
+    # -- savepoints and rollbacks (MariaDB logs the rolled-back rows of a mixed transaction) ----
+    def _transactional(self, table: TableId) -> bool:
+        hint = self._tracker.current(table)
+        return hint.transactional if hint is not None else True
+
+    def _on_savepoint(self, query: str) -> None:
+        """``SAVEPOINT sp`` marks the held changes; ``ROLLBACK TO sp`` drops the changes of
+        transactional tables after the mark (a non-transactional table's stayed, as in MySQL) and
+        the later marks; ``RELEASE SAVEPOINT sp`` forgets the mark and the later ones."""
+        action = savepoint_action(query)
+        if action is None:
+            return
+        verb, name = action
+        held: list[Any] | None = self._xa_group if self._xa_group is not None else self._held
+        if held is None:
+            if verb != "set":
+                return  # a group of transactional tables only: nothing rolled back was logged
+            held = self._held = []  # MySQL (no group flags): hold from the first savepoint on
+        names = [n for n, _ in self._savepoints]
+        if verb == "set":
+            if name in names:  # a savepoint of the same name replaces the older one
+                del self._savepoints[names.index(name)]
+            self._savepoints.append((name, len(held)))
+            return
+        if name not in names:
+            log.warning("'%s' names a savepoint set before the reader's start; ignored", describe(query))
+            return
+        i = len(names) - 1 - names[::-1].index(name)
+        mark = self._savepoints[i][1]
+        if verb == "release":
+            del self._savepoints[i:]
+            return
+        held[mark:] = [c for c in held[mark:] if not self._transactional(c.table)]
+        del self._savepoints[i + 1:]
+
+    def _on_rollback(self) -> None:
+        """A logged ROLLBACK: only the changes of non-transactional tables stayed."""
+        held: list[Any] | None = self._xa_group if self._xa_group is not None else self._held
+        if held is not None:
+            held[:] = [c for c in held if not self._transactional(c.table)]
 
     def _on_query(self, ev: Any, name: str, start_pos: int, next_pos: int) -> None:
         query = _text(getattr(ev, "query", ""))
@@ -315,11 +386,14 @@ class EventHandler:
         if kind is StatementKind.BEGIN:
             self._begin(start_pos, explicit=True, xa=False)
         elif kind in (StatementKind.COMMIT, StatementKind.ROLLBACK):
-            # ROLLBACK: rows still logged in the group belong to non-transactional tables and stayed
+            if kind is StatementKind.ROLLBACK:
+                self._on_rollback()  # the transactional tables' rows logged in the group go
             self._end(next_pos)
         elif kind is StatementKind.XA_START:
             self._begin(start_pos, explicit=True, xa=True)
-        elif kind in (StatementKind.SAVEPOINT, StatementKind.XA_END, StatementKind.XA_PREPARE):
+        elif kind is StatementKind.SAVEPOINT:
+            self._on_savepoint(query)
+        elif kind in (StatementKind.XA_END, StatementKind.XA_PREPARE):
             pass  # inside the group; the prepare itself is the XA_PREPARE_LOG_EVENT
         elif kind in (StatementKind.XA_COMMIT, StatementKind.XA_ROLLBACK):
             self._on_xa_outcome(ev, kind, query, name, start_pos, next_pos)

@@ -55,3 +55,29 @@ def test_truncate_on_a_hash_by_key_topic_is_one_ordered_event(database_factory, 
     ingest()
     assert _rows(p2, t) == [(11, "y"), (12, "y")]
     assert verify_lake_table(p2, t, mysql=mysql_params).passed
+
+
+# -- ROLLBACK TO SAVEPOINT beside a non-transactional table --------------------------------------
+def test_rollback_to_savepoint_drops_exactly_what_followed_it(database_factory, mysql_exec, mysql_params, pipeline_pair):
+    db = database_factory()
+    mysql_exec(db, "CREATE TABLE t(id INT PRIMARY KEY, v VARCHAR(30)) ENGINE=InnoDB",
+               "CREATE TABLE m(id INT PRIMARY KEY, v VARCHAR(30)) ENGINE=Aria TRANSACTIONAL=0",
+               "INSERT INTO t VALUES (1,'base')")
+    p1, p2 = pipeline_pair(db, ["t", "m"])
+    run_pipeline(p1, until_caught_up=True)  # the snapshot
+    mysql_exec(db, "BEGIN", "INSERT INTO t VALUES (10,'kept')", "SAVEPOINT sp1", "INSERT INTO t VALUES (11,'rolled-back')",
+               "UPDATE t SET v='rolled-back-upd' WHERE id=1", "INSERT INTO m VALUES (20,'nontx')",
+               "ROLLBACK TO SAVEPOINT sp1", "INSERT INTO t VALUES (12,'kept')", "COMMIT")
+    # a whole mixed transaction rolled back: only the non-transactional row stays
+    mysql_exec(db, "BEGIN", "INSERT INTO t VALUES (13,'rolled-back')", "INSERT INTO m VALUES (21,'nontx2')", "ROLLBACK")
+    # nested savepoints: rolling back to the outer one drops what followed the inner one too
+    mysql_exec(db, "BEGIN", "SAVEPOINT a", "INSERT INTO t VALUES (14,'gone')", "SAVEPOINT b",
+               "INSERT INTO t VALUES (15,'gone')", "INSERT INTO m VALUES (22,'nontx3')", "ROLLBACK TO a",
+               "SAVEPOINT c", "INSERT INTO t VALUES (16,'kept')", "RELEASE SAVEPOINT c", "COMMIT")
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)
+    assert _rows(p2, TableId(db, "t")) == [(1, "base"), (10, "kept"), (12, "kept"), (16, "kept")]
+    assert _rows(p2, TableId(db, "m")) == [(20, "nontx"), (21, "nontx2"), (22, "nontx3")]
+    for table in ("t", "m"):
+        result = verify_lake_table(p2, TableId(db, table), mysql=mysql_params)
+        assert result.passed, result.metadata()
