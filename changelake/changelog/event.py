@@ -15,7 +15,11 @@ from changelake.changelog.row import ChangelogRow
 from changelake.changelog.rowkind import RowKind
 from changelake.changelog.schema import Schema, TableId
 
-__all__ = ["Op", "DataChangeEvent"]
+__all__ = ["Op", "DataChangeEvent", "TRUNCATE_TABLE", "DROP_TABLE"]
+
+#: Flink CDC's schema-change event type names of the table-level events a truncate event stands for.
+TRUNCATE_TABLE = "truncate.table"
+DROP_TABLE = "drop.table"
 
 
 class Op(enum.Enum):
@@ -42,6 +46,10 @@ class DataChangeEvent:
         ts_ms: commit time in ms since the epoch, UTC; 0 for snapshot rows.
         position: source-specific resume position after this event (opaque to sinks), e.g.
             ``{"file": "mysql-bin.000003", "pos": 4711, "row": 2}``.
+        schema_change: for a ``t`` event, the table-level change it stands for, by Flink CDC's
+            event type name: None or :data:`TRUNCATE_TABLE` (``TRUNCATE TABLE``), :data:`DROP_TABLE`
+            (``DROP TABLE``: every row goes, as for a truncate, and a lake table re-created later
+            starts from the new definition).
     """
 
     table: TableId
@@ -51,6 +59,12 @@ class DataChangeEvent:
     schema: Schema | None = None
     ts_ms: int = 0
     position: Mapping[str, Any] = field(default_factory=dict)
+    schema_change: str | None = None
+
+    @property
+    def is_drop(self) -> bool:
+        """A ``DROP TABLE`` (a ``t`` event with :attr:`schema_change` ``drop.table``)."""
+        return self.op is Op.TRUNCATE and self.schema_change == DROP_TABLE
 
     def to_rows(self) -> list[ChangelogRow]:
         """Changelog rows: c/r -> [+I], u -> [-U, +U], d -> [-D], t -> [] (handled by sinks)."""

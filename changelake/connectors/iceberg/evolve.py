@@ -139,3 +139,39 @@ def apply_evolution(table: Table, changes: list[SchemaChange]) -> None:
                 update.update_column(change.column, field_type=change.type)
             elif change.kind == "make-optional":
                 update.update_column(change.column, required=False)
+
+
+def apply_recreate(table: Table, incoming: Schema, *, table_name: str) -> list[str]:
+    """Make an emptied table (its source table was dropped and created again) take the new
+    definition: columns not in ``incoming`` are deleted, columns whose type changed get a new
+    field (old snapshots keep reading the old one by time travel), new columns are added.
+
+    Returns the changes made (``"drop c"``, ``"retype c"``, ``"add c"``).
+
+    Raises:
+        SchemaEvolutionError: the primary key changed (the table's identifier fields cannot).
+    """
+    current = table.schema()
+    identifier = [current.find_column_name(i) for i in current.identifier_field_ids]
+    if incoming.primary_key and list(incoming.primary_key) != identifier:
+        raise SchemaEvolutionError(
+            f"table {table_name!r} was dropped and created again with primary key {list(incoming.primary_key)} "
+            f"instead of {identifier}; the lake table's identifier fields cannot change: drop the lake table "
+            "(its history goes with it) or route the new table elsewhere",
+            table=table_name,
+        )
+    lake = {f.name: f for f in current.fields}
+    wanted = {c.name: to_iceberg_type(c.type) for c in incoming.columns}
+    gone = [n for n in lake if n not in identifier and (n not in wanted or _widening(lake[n].field_type, wanted[n]) != "same")]
+    done = [f"{'drop' if n not in wanted else 'retype'} {n}" for n in gone]
+    if gone:
+        with table.update_schema() as update:
+            for n in gone:
+                update.delete_column(n)
+    added = [c for c in incoming.columns if c.name not in lake or c.name in gone]
+    if added:
+        with table.update_schema() as update:
+            for c in added:
+                update.add_column(c.name, wanted[c.name], doc=c.comment, required=False)
+    done += [f"add {c.name}" for c in added if c.name not in gone]
+    return done

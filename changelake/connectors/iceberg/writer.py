@@ -48,7 +48,7 @@ from changelake.connectors.iceberg.catalog import (
 )
 from changelake.connectors.iceberg.commit import MULTI_WRITER_RETRIES, OffsetsCheckedTransaction
 from changelake.connectors.iceberg.errors import IcebergCommitError, IcebergSinkError
-from changelake.connectors.iceberg.evolve import apply_evolution, iceberg_schema_of, plan_evolution
+from changelake.connectors.iceberg.evolve import apply_evolution, apply_recreate, iceberg_schema_of, plan_evolution
 from changelake.connectors.iceberg.key_bounds import key_ranges, possibly_present
 from changelake.connectors.iceberg.offsets import COMMIT_ID_PROPERTY, OFFSETS_PROPERTY, encode_offsets, is_replay, read_committed_offsets
 from changelake.connectors.iceberg.options import IcebergSinkOptions
@@ -189,6 +189,14 @@ class IcebergSink(LakeTableSink):
         changes = plan_evolution(table.schema(), schema, table=name)
         apply_evolution(table, changes)
         return table
+
+    def recreate_schema(self, table_id: TableId, schema: Schema) -> list[str]:
+        """Give an emptied table whose source was dropped and created again the new definition
+        (:func:`changelake.connectors.iceberg.evolve.apply_recreate`); returns the changes made."""
+        table = self.load_table(table_id)
+        if table is None:
+            return []
+        return apply_recreate(table, schema, table_name=self.table_name(table_id))
 
     def _read_committed_offsets(self, table: Table) -> dict[str, int]:
         # From the latest snapshot summary carrying ``changelake.kafka-offsets`` (walking the

@@ -71,7 +71,7 @@ from changelake.connectors.kafka.sink_options import (
     ValueFormat,
 )
 from changelake.connectors.kafka.topics import TopicCreator, TopicNamer
-from changelake.connectors.kafka.truncate_scope import truncate_scope_headers
+from changelake.connectors.kafka.truncate_scope import SCHEMA_CHANGE_HEADER, truncate_scope_headers
 from changelake.connectors.kafka.producer import KafkaProducer, admin_config
 from changelake.connectors.kafka_common import require_broker, unavailable_error, with_logger
 
@@ -247,6 +247,8 @@ class KafkaPipelineSink:
             self._creator.ensure([topic])
         key = encode_table_key(str(event.table), None, None, opts.key_format)
         headers = self._headers(event.table) + self._schema_headers(producer, event)
+        if event.schema_change:  # a DROP TABLE travels as a truncate marked drop.table
+            headers.append((SCHEMA_CHANGE_HEADER, event.schema_change.encode("utf-8")))
         if opts.partition_strategy is PartitionStrategy.ALL_TO_ZERO:
             return [(topic, key, value, headers, 0)]
         metadata = producer.client.list_topics(topic, timeout=opts.flush_timeout.total_seconds())

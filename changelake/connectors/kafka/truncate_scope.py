@@ -26,10 +26,22 @@ from changelake.changelog.schema import Schema
 from changelake.connectors.upsert_kafka.partitioner import partition_for
 from changelake.formats.table_id_key import KeyFormat, encode_table_key
 
-__all__ = ["PARTITIONS_HEADER", "KEY_FORMAT_HEADER", "TruncateScope", "truncate_scope_headers", "scope_of"]
+__all__ = ["PARTITIONS_HEADER", "KEY_FORMAT_HEADER", "SCHEMA_CHANGE_HEADER", "TruncateScope", "truncate_scope_headers",
+           "scope_of", "schema_change_of"]
 
 PARTITIONS_HEADER = "changelake.truncate.partitions"
 KEY_FORMAT_HEADER = "changelake.truncate.key-format"
+#: on a truncate record that stands for a ``DROP TABLE``: ``drop.table`` (Flink CDC's event type
+#: name); the payload stays the format's truncate, so Flink's readers see a truncate.
+SCHEMA_CHANGE_HEADER = "changelake.schema-change"
+
+
+def schema_change_of(headers: list[tuple[str, bytes]]) -> str | None:
+    """The ``changelake.schema-change`` header of a record, None without it."""
+    for k, v in headers:
+        if k == SCHEMA_CHANGE_HEADER and v is not None:
+            return bytes(v).decode("utf-8")
+    return None
 
 
 def truncate_scope_headers(partitions: int, key_format: KeyFormat) -> list[tuple[str, bytes]]:

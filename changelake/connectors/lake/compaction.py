@@ -35,6 +35,9 @@ class TruncateMarker:
     #: :class:`~changelake.connectors.kafka.truncate_scope.TruncateScope`); the lake sink turns
     #: it into deletes of the covered keys before compacting.
     scope: Any = field(default=None, compare=False)
+    #: the truncate stands for a ``DROP TABLE``: the table is emptied the same way, and the next
+    #: schema it is written with replaces its definition (a re-CREATE starts from the new one).
+    drop: bool = field(default=False, compare=False)
 
     def __repr__(self) -> str:
         return "TRUNCATE" + (f"{dict(self.metadata)}" if self.metadata else "")

@@ -89,3 +89,60 @@ def expand_scoped_truncates(
             known.clear()
         out.append(item)
     return out
+
+
+# -- DROP TABLE ------------------------------------------------------------------------------------
+def dropped_key(table_name: str) -> str:
+    """The pipeline property that marks a lake table whose source table was dropped."""
+    return f"changelake.dropped.{table_name}"
+
+
+def dropped_after(items: Sequence[BatchItem]) -> bool | None:
+    """True when the batch ends with its table dropped (a drop marker after its last row), False
+    when rows follow the last drop marker (or there is none but rows), None without a drop."""
+    state: bool | None = None
+    for item in items:
+        if isinstance(item, TruncateMarker) and item.drop:
+            state = True
+        elif state is not None and isinstance(item, ChangelogRow):
+            state = False
+    return state
+
+
+# -- a truncate or drop of a table whose schema this run never saw --------------------------------
+def _data_type(arrow_type: Any, nullable: bool) -> Any:
+    import pyarrow as pa
+
+    from changelake.changelog.types import DataType, TypeRoot
+
+    t = arrow_type
+    simple = [(pa.types.is_boolean, TypeRoot.BOOLEAN), (pa.types.is_int8, TypeRoot.TINYINT),
+              (pa.types.is_int16, TypeRoot.SMALLINT), (pa.types.is_int32, TypeRoot.INT),
+              (pa.types.is_int64, TypeRoot.BIGINT), (pa.types.is_float32, TypeRoot.FLOAT),
+              (pa.types.is_float64, TypeRoot.DOUBLE), (pa.types.is_date, TypeRoot.DATE)]
+    for test, root in simple:
+        if test(t):
+            return DataType(root, nullable)
+    if pa.types.is_decimal(t):
+        return DataType.decimal(t.precision, t.scale, nullable)
+    if pa.types.is_timestamp(t):
+        return DataType.of(TypeRoot.TIMESTAMP_LTZ if t.tz else TypeRoot.TIMESTAMP, nullable, precision=6)
+    if pa.types.is_time(t):
+        return DataType.of(TypeRoot.TIME, nullable, precision=6)
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+        return DataType(TypeRoot.BYTES, nullable)
+    return DataType(TypeRoot.STRING, nullable)
+
+
+def lake_schema(lake: Any, table_id: TableId) -> Schema | None:
+    """The schema of the lake table of ``table_id`` as the lake holds it (its Arrow schema and
+    primary key), for a truncate or DROP TABLE that reaches Pipeline 2 without a schema (the
+    table was dropped before Pipeline 1 saw a row of it); None when the lake has no such table."""
+    from changelake.changelog.schema import Column
+
+    if lake.load_table(table_id) is None:
+        return None
+    arrow = lake.read_table(table_id).schema
+    key = list(lake.primary_key(table_id))
+    cols = tuple(Column(f.name, _data_type(f.type, f.name not in key)) for f in arrow)
+    return Schema(cols, tuple(key))

@@ -203,7 +203,7 @@ def _history_before(conn: Any, oldest: str) -> bool:
     its Gtid_list names earlier GTIDs (MariaDB), or, without one, it is not the first file."""
     if _gtid_list(conn, oldest):
         return True
-    return binlog_file_index(oldest) > 1 and not _has_gtid_list_event(conn, oldest)
+    return binlog_file_index(oldest)[1] > 1 and not _has_gtid_list_event(conn, oldest)
 
 
 def _has_gtid_list_event(conn: Any, file: str) -> bool:

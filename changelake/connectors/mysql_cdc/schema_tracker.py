@@ -215,6 +215,7 @@ class SchemaTracker:
         self._hints: dict[TableId, TableSchema | None] = {}
         self._by_table_id: dict[int, TableSchema] = {}
         self._cache: dict[Any, TableSchema] = {}
+        self._last: dict[TableId, TableSchema] = {}  # latest table-map schema per table
 
     def invalidate(self, table_id: TableId | None = None) -> None:
         """Forget information_schema hints (of one table, or all after an unparsed DDL)."""
@@ -230,6 +231,15 @@ class SchemaTracker:
         Used for events without a table-map (TRUNCATE), which carry no columns of their own.
         """
         return self._hint(table_id)
+
+    def last_known(self, table_id: TableId) -> TableSchema | None:
+        """The table's schema as last seen (its latest table-map, else information_schema)
+        without reading the server when it is known; for a table that was just dropped."""
+        seen = self._last.get(table_id)
+        if seen is not None:
+            return seen
+        cached = self._hints.get(table_id)
+        return cached if cached is not None else self._hint(table_id)
 
     def _hint(self, table_id: TableId) -> TableSchema | None:
         if table_id not in self._hints:
@@ -248,6 +258,7 @@ class SchemaTracker:
             hit = self._cache.get(key)
             if hit is not None:
                 self._by_table_id[int(event.table_id)] = hit
+                self._last[hit.table_id] = hit
                 return hit
         table_id = TableId(str(event.schema), str(event.table))
         bitmap: bytes = bytes(event.null_bitmask)
@@ -270,8 +281,10 @@ class SchemaTracker:
                                  hint.transactional if hint is not None else True)
             if len(self._cache) > 10000:
                 self._cache.clear()
+                self._last.clear()
             self._cache[signature] = cached
         self._by_table_id[int(event.table_id)] = cached
+        self._last[cached.table_id] = cached
         return cached
 
     def for_rows_event(self, event: Any) -> TableSchema | None:

@@ -146,3 +146,35 @@ def to_schema_changes(changes: Sequence[SchemaChange]) -> list[Any]:
         else:
             out.append(PaimonChange.update_column_type(change.column, AtomicType(change.type, True), True))
     return out
+
+
+def plan_recreate(fields: Sequence[tuple[str, str]], primary_key: Sequence[str], incoming: Schema,
+                  *, table: str) -> tuple[list[Any], list[Any]]:
+    """The two alterations that make an emptied table (its source table was dropped and created
+    again) take the new definition: first drop the columns that are gone or changed type, then
+    add the new and changed ones (nullable, last). Returns pypaimon ``SchemaChange`` lists.
+
+    Raises:
+        SchemaEvolutionError: the primary key changed (a Paimon table's cannot).
+    """
+    from pypaimon.schema.data_types import AtomicType
+    from pypaimon.schema.schema_change import SchemaChange as PaimonChange
+
+    if incoming.primary_key and list(incoming.primary_key) != list(primary_key):
+        raise SchemaEvolutionError(
+            f"Paimon table {table!r} was dropped and created again with primary key {list(incoming.primary_key)} "
+            f"instead of {list(primary_key)}; a Paimon table's primary key cannot change: drop the lake table "
+            "(its history goes with it) or route the new table elsewhere",
+            table=table,
+        )
+    lake = {name: type_name for name, type_name in fields if name != ROW_KIND_FIELD}
+    wanted = {c.name: to_paimon_type(c.type) for c in incoming.columns}
+    gone = [n for n in lake if n not in primary_key and (n not in wanted or _base(lake[n]) != _base(wanted[n]))]
+    drops = [PaimonChange.drop_column(n) for n in gone]
+    adds = [PaimonChange.add_column(c.name, AtomicType(wanted[c.name], True), c.comment)
+            for c in incoming.columns if c.name not in lake or c.name in gone]
+    return drops, adds
+
+
+def _base(type_name: str) -> str:
+    return type_name.upper().replace(" NOT NULL", "").strip()

@@ -81,3 +81,59 @@ def test_rollback_to_savepoint_drops_exactly_what_followed_it(database_factory, 
     for table in ("t", "m"):
         result = verify_lake_table(p2, TableId(db, table), mysql=mysql_params)
         assert result.passed, result.metadata()
+
+
+# -- DROP TABLE ----------------------------------------------------------------------------------
+def _ids_in_history(p2, table: TableId) -> list[set]:
+    """The ids of every earlier snapshot of the lake table (time travel)."""
+    from changelake.connectors.registry import ConnectorContext, find_factory
+
+    sink = find_factory(p2.sink_type).create_sink(p2.options("sink"), ConnectorContext(p2.name))
+    out = []
+    with sink:
+        lake = sink.load_table(table)
+        if p2.sink_type == "iceberg":
+            for snap in lake.snapshots():
+                out.append(set(lake.scan(snapshot_id=snap.snapshot_id, selected_fields=("id",)).to_arrow()
+                               .column("id").to_pylist()))
+        else:
+            from changelake.connectors.paimon.reader import scan_table
+
+            latest = lake.snapshot_manager().get_latest_snapshot().id
+            for i in range(1, latest + 1):
+                out.append(set(scan_table(lake.copy({"scan.snapshot-id": str(i)}), ["id"]).column("id").to_pylist()))
+    return out
+
+
+@pytest.mark.parametrize("p1_extra", [{}, HASH3], ids=["one-partition", "hash-by-key-3"])
+def test_drop_table_reaches_the_lake_and_a_re_create_starts_from_the_new_definition(
+        database_factory, mysql_exec, mysql_params, pipeline_pair, p1_extra):
+    db = database_factory()
+    mysql_exec(db, "CREATE TABLE t(id INT PRIMARY KEY, v VARCHAR(20), gone INT)", "INSERT INTO t VALUES (1,'a',1),(2,'b',2)",
+               "CREATE TABLE other(id INT PRIMARY KEY)")  # Pipeline 1 needs one table to start with
+    p1, p2 = pipeline_pair(db, ["t"], p1_extra=p1_extra)
+    t = TableId(db, "t")
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)
+    assert _rows(p2, t) == [(1, "a"), (2, "b")]
+
+    mysql_exec(db, "DROP TABLE t")
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)
+    assert _rows(p2, t) == []  # the dropped rows are gone from the current snapshot
+    assert any({1, 2} <= ids for ids in _ids_in_history(p2, t))  # and readable by time travel
+
+    # re-CREATE with other columns: v changes type, gone is gone, w is new
+    mysql_exec(db, "CREATE TABLE t(id INT PRIMARY KEY, v INT, w VARCHAR(10))", "INSERT INTO t VALUES (7, 70, 'new')")
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)
+    rows = read_lake_table(p2, t).to_pylist()
+    assert rows == [{"id": 7, "v": 70, "w": "new"}]
+    result = verify_lake_table(p2, t, mysql=mysql_params)
+    assert result.passed, result.metadata()
+    # later changes evolve as usual (the re-created table keeps its rows)
+    mysql_exec(db, "ALTER TABLE t ADD COLUMN x INT", "INSERT INTO t VALUES (8, 80, 'n', 1)")
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)
+    assert verify_lake_table(p2, t, mysql=mysql_params).passed
+    assert sorted(r["id"] for r in read_lake_table(p2, t).to_pylist()) == [7, 8]
