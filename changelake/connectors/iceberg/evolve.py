@@ -18,6 +18,7 @@ Rules (data is never dropped):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Sequence
 
 from pyiceberg.schema import Schema as IcebergSchema
 from pyiceberg.table import Table
@@ -175,3 +176,46 @@ def apply_recreate(table: Table, incoming: Schema, *, table_name: str) -> list[s
                 update.add_column(c.name, wanted[c.name], doc=c.comment, required=False)
     done += [f"add {c.name}" for c in added if c.name not in gone]
     return done
+
+
+def classify_columns(current: IcebergSchema, incoming: Schema) -> list[Any]:
+    """Each column's difference between the table and ``incoming`` as
+    :class:`~changelake.connectors.lake.schema_change.ColumnChange` (the schema-change policy's input)."""
+    from changelake.connectors.lake.schema_change import ColumnChange
+
+    identifier = {current.find_column_name(i) for i in current.identifier_field_ids}
+    lake = {f.name: f for f in current.fields}
+    out: list[Any] = []
+    for col in incoming.columns:
+        new_type = to_iceberg_type(col.type)
+        found = lake.get(col.name)
+        if found is None:
+            out.append(ColumnChange("add", col.name, str(new_type)))
+            continue
+        verdict = _widening(found.field_type, new_type)
+        if verdict != "same":
+            out.append(ColumnChange(verdict, col.name, f"{found.field_type} -> {new_type}"))
+        elif (col.comment or None) != (found.doc or None):
+            out.append(ColumnChange("comment", col.name, f"{found.doc!r} -> {col.comment!r}"))
+    out += [ColumnChange("drop", n) for n in lake if n not in incoming and n not in identifier]
+    return out
+
+
+def delete_columns(table: Table, columns: Sequence[str]) -> None:
+    """Delete ``columns`` from the table's current schema (``evolve``'s ``drop.column``; old
+    snapshots keep them, readable by time travel)."""
+    if columns:
+        with table.update_schema() as update:
+            for name in columns:
+                update.delete_column(name)
+
+
+def apply_comments(table: Table, incoming: Schema) -> None:
+    """Column comments of ``incoming`` that differ from the table's docs, in one schema commit."""
+    current = table.schema()
+    changed = [(c.name, c.comment) for c in incoming.columns
+               if c.name in current._name_to_id and (c.comment or None) != (current.find_field(c.name).doc or None)]
+    if changed:
+        with table.update_schema() as update:
+            for name, doc in changed:
+                update.update_column(name, doc=doc or "")

@@ -48,7 +48,14 @@ from changelake.connectors.iceberg.catalog import (
 )
 from changelake.connectors.iceberg.commit import MULTI_WRITER_RETRIES, OffsetsCheckedTransaction
 from changelake.connectors.iceberg.errors import IcebergCommitError, IcebergSinkError
-from changelake.connectors.iceberg.evolve import apply_evolution, apply_recreate, iceberg_schema_of, plan_evolution
+from changelake.connectors.iceberg.evolve import (
+    apply_evolution,
+    apply_recreate,
+    classify_columns,
+    delete_columns,
+    iceberg_schema_of,
+    plan_evolution,
+)
 from changelake.connectors.iceberg.key_bounds import key_ranges, possibly_present
 from changelake.connectors.iceberg.offsets import COMMIT_ID_PROPERTY, OFFSETS_PROPERTY, encode_offsets, is_replay, read_committed_offsets
 from changelake.connectors.iceberg.options import IcebergSinkOptions
@@ -189,6 +196,17 @@ class IcebergSink(LakeTableSink):
         changes = plan_evolution(table.schema(), schema, table=name)
         apply_evolution(table, changes)
         return table
+
+    def column_changes(self, table_id: TableId, schema: Schema) -> list[Any]:
+        """How the table's columns differ from ``schema`` (:func:`~changelake.connectors.iceberg.evolve.classify_columns`)."""
+        table = self.load_table(table_id)
+        return [] if table is None else classify_columns(table.schema(), schema)
+
+    def drop_columns(self, table_id: TableId, columns: Sequence[str]) -> None:
+        """Delete ``columns`` from the table (``evolve``'s ``drop.column``)."""
+        table = self.load_table(table_id)
+        if table is not None:
+            delete_columns(table, columns)
 
     def recreate_schema(self, table_id: TableId, schema: Schema) -> list[str]:
         """Give an emptied table whose source was dropped and created again the new definition

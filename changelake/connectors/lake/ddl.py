@@ -146,3 +146,23 @@ def lake_schema(lake: Any, table_id: TableId) -> Schema | None:
     key = list(lake.primary_key(table_id))
     cols = tuple(Column(f.name, _data_type(f.type, f.name not in key)) for f in arrow)
     return Schema(cols, tuple(key))
+
+
+# -- pipeline.schema.change.behavior ---------------------------------------------------------------
+def apply_schema_change_policy(sink: Any, policy: Any, table_id: TableId, table_name: str,
+                               rows: Sequence[BatchItem], schema: Schema) -> tuple[list[BatchItem], Schema]:
+    """The batch and schema to write under ``policy``
+    (:class:`~changelake.connectors.lake.schema_change.SchemaChangePolicy`): truncates / drops it
+    ignores are left out, columns are added, kept, dropped or renamed as the mode says.
+
+    Raises:
+        SchemaChangeError: ``exception`` met a schema change (names table and change).
+        the lake's schema-evolution errors: ``evolve`` met a change the lake cannot apply.
+    """
+    items = policy.filter_markers(table_name, rows)
+    if sink.load_table(table_id) is None:
+        return items, schema  # create.table: a new lake table always starts from the schema
+    plan = policy.plan(table_name, sink.column_changes(table_id, schema), schema)
+    if plan.drop_columns:
+        sink.drop_columns(table_id, plan.drop_columns)
+    return plan.apply(items), plan.schema

@@ -26,11 +26,13 @@ from changelake.changelog.row import ChangelogRow
 from changelake.changelog.schema import Schema, TableId
 from changelake.connectors.lake.compaction import TRUNCATE, BatchItem, CompactedBatch, compact
 from changelake.connectors.lake.ddl import (
+    apply_schema_change_policy,
     dropped_after,
     dropped_key,
     expand_scoped_truncates,
     has_scoped_truncate,
 )
+from changelake.connectors.lake.schema_change import SchemaChangePolicy
 from changelake.connectors.lake.offsets import decode_offsets, encode_offsets, is_replay, merge_offsets, topic_partition
 
 __all__ = ["WriteResult", "LakeTableSink", "already_absorbed"]
@@ -104,6 +106,8 @@ class LakeTableSink:
         self._catalog: Any = None
         self._buffers: dict[TableId, _Buffer] = {}
         self._dropped: dict[str, bool] = {}  # lake table -> its source was dropped (see lake/ddl.py)
+        #: what schema changes do to the lake (set by the lake sink factory from the pipeline)
+        self.schema_change_policy = SchemaChangePolicy()
 
     # -- lifecycle -----------------------------------------------------------------------------
     def open(self) -> None:
@@ -152,6 +156,15 @@ class LakeTableSink:
 
     def ensure_table(self, table_id: TableId, schema: Schema) -> Any:
         """Create the lake table of ``table_id`` or evolve it to accept rows of ``schema``."""
+        raise NotImplementedError
+
+    def column_changes(self, table_id: TableId, schema: Schema) -> list[Any]:
+        """How the lake table's columns differ from ``schema``, as
+        :class:`~changelake.connectors.lake.schema_change.ColumnChange` items ([] for no table)."""
+        raise NotImplementedError
+
+    def drop_columns(self, table_id: TableId, columns: Sequence[str]) -> None:
+        """Drop ``columns`` from the lake table's current schema (``evolve``'s ``drop.column``)."""
         raise NotImplementedError
 
     def recreate_schema(self, table_id: TableId, schema: Schema) -> list[str]:
@@ -217,6 +230,9 @@ class LakeTableSink:
             the table format's type, schema-evolution and commit errors (names the table).
         """
         name = self.table_name(table_id)
+        policy = self.schema_change_policy
+        if not policy.is_default:  # pipeline.schema.change.behavior / include / exclude.schema.changes
+            rows, schema = apply_schema_change_policy(self, policy, table_id, name, rows, schema)
         markers_only = bool(rows) and not any(isinstance(r, ChangelogRow) for r in rows)
         if self._dropped.get(name) is not False and not markers_only:
             # the source table was dropped (a pipeline property, read fresh while it is set):

@@ -178,3 +178,25 @@ def plan_recreate(fields: Sequence[tuple[str, str]], primary_key: Sequence[str],
 
 def _base(type_name: str) -> str:
     return type_name.upper().replace(" NOT NULL", "").strip()
+
+
+def classify_columns(fields: Sequence[tuple[str, str]], primary_key: Sequence[str], incoming: Schema,
+                     comments: Mapping[str, str | None] | None = None) -> list[Any]:
+    """Each column's difference between the table (``(column, Paimon type)``, comments by column)
+    and ``incoming`` as :class:`~changelake.connectors.lake.schema_change.ColumnChange`."""
+    from changelake.connectors.lake.schema_change import ColumnChange
+
+    lake = {name: type_name for name, type_name in fields if name != ROW_KIND_FIELD}
+    out: list[Any] = []
+    for col in incoming.columns:
+        new_type = to_paimon_type(col.type)
+        if col.name not in lake:
+            out.append(ColumnChange("add", col.name, new_type))
+            continue
+        verdict = widening(lake[col.name], new_type)
+        if verdict != "same":
+            out.append(ColumnChange(verdict, col.name, f"{lake[col.name]} -> {new_type}"))
+        elif comments is not None and (col.comment or None) != (comments.get(col.name) or None):
+            out.append(ColumnChange("comment", col.name, f"{comments.get(col.name)!r} -> {col.comment!r}"))
+    out += [ColumnChange("drop", n) for n in lake if n not in incoming and n not in primary_key]
+    return out

@@ -32,7 +32,13 @@ from changelake.connectors.lake.compaction import BatchItem, CompactedBatch, Tru
 from changelake.connectors.lake.offsets import COMMIT_ID_PROPERTY, OFFSETS_PROPERTY, encode_offsets
 from changelake.connectors.lake.sink import LakeTableSink, WriteResult
 from changelake.connectors.paimon.errors import PaimonCommitError, PaimonSinkError
-from changelake.connectors.paimon.evolve import paimon_schema_of, plan_evolution, plan_recreate, to_schema_changes
+from changelake.connectors.paimon.evolve import (
+    classify_columns,
+    paimon_schema_of,
+    plan_evolution,
+    plan_recreate,
+    to_schema_changes,
+)
 from changelake.connectors.paimon.catalog import DEFAULT_DATABASE, identifier, load_table, open_catalog
 from changelake.connectors.paimon.offsets import next_commit_identifier, read_committed_offsets
 from changelake.connectors.paimon.options import ROW_KIND_FIELD, PaimonSinkOptions
@@ -187,6 +193,27 @@ class PaimonSink(LakeTableSink):
                 ) from exc
             table = self.load_table(table_id)
         return table
+
+    def column_changes(self, table_id: TableId, schema: Schema) -> list[Any]:
+        """How the table's columns differ from ``schema`` (:func:`~changelake.connectors.paimon.evolve.classify_columns`)."""
+        table = self.load_table(table_id)
+        if table is None:
+            return []
+        fields = [(f.name, str(f.type.type)) for f in table.table_schema.fields]
+        comments = {f.name: f.description for f in table.table_schema.fields}
+        return classify_columns(fields, table.primary_keys, schema, comments)
+
+    def drop_columns(self, table_id: TableId, columns: Sequence[str]) -> None:
+        """Drop ``columns`` from the table (``evolve``'s ``drop.column``)."""
+        from pypaimon.schema.schema_change import SchemaChange as PaimonChange
+
+        if columns:
+            name = self.identifier(table_id)
+            try:
+                self.catalog.alter_table(name, [PaimonChange.drop_column(c) for c in columns])
+            except Exception as exc:
+                raise PaimonSinkError(f"cannot drop columns {list(columns)} of Paimon table {name!r}: {exc}",
+                                      table=name) from exc
 
     def recreate_schema(self, table_id: TableId, schema: Schema) -> list[str]:
         """Give an emptied table whose source was dropped and created again the new definition
