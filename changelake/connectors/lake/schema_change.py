@@ -195,9 +195,13 @@ class SchemaChangePolicy:
         remove: set[str] = set()
         mode = self.behavior
         for change in changes:
-            if change.kind == "keep":
-                continue  # a narrower type fits the lake column: nothing to change
             applies = self.applies(change.event_type)
+            if change.kind == "keep":  # a narrower type (MODIFY ... SMALLINT): it fits the lake column
+                if applies and mode is SchemaChangeBehavior.EXCEPTION:
+                    raise self._refuse(table, change.event_type, change.column, change.detail)
+                log.info("table %s: column %r narrowed (%s); values are written into the wider lake column",
+                         table, change.column, change.detail)
+                continue
             if not applies or mode is SchemaChangeBehavior.IGNORE:
                 if change.kind == "add":
                     remove.add(change.column)  # not written: the lake schema is kept

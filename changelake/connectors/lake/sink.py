@@ -33,6 +33,7 @@ from changelake.connectors.lake.ddl import (
     has_scoped_truncate,
 )
 from changelake.connectors.lake.schema_change import SchemaChangePolicy
+from changelake.errors import PipelineDataError
 from changelake.connectors.lake.offsets import decode_offsets, encode_offsets, is_replay, merge_offsets, topic_partition
 
 __all__ = ["WriteResult", "LakeTableSink", "already_absorbed"]
@@ -106,6 +107,7 @@ class LakeTableSink:
         self._catalog: Any = None
         self._buffers: dict[TableId, _Buffer] = {}
         self._dropped: dict[str, bool] = {}  # lake table -> its source was dropped (see lake/ddl.py)
+        self._sources: dict[str, TableId] = {}  # lake table -> the (routed) source table writing it
         #: what schema changes do to the lake (set by the lake sink factory from the pipeline)
         self.schema_change_policy = SchemaChangePolicy()
 
@@ -230,6 +232,14 @@ class LakeTableSink:
             the table format's type, schema-evolution and commit errors (names the table).
         """
         name = self.table_name(table_id)
+        owner = self._sources.setdefault(name, table_id)
+        if owner != table_id:  # two source tables never share a lake table unless a route says so
+            raise PipelineDataError(
+                f"source tables {owner} and {table_id} both map to lake table {name!r}: their rows would overwrite "
+                "each other's keys. Give them distinct lake tables (e.g. the 'namespace' option per database), or "
+                "merge them on purpose with a 'route' (source-table: <both>, sink-table: <one>)",
+                table=name,
+            )
         policy = self.schema_change_policy
         if not policy.is_default:  # pipeline.schema.change.behavior / include / exclude.schema.changes
             rows, schema = apply_schema_change_policy(self, policy, table_id, name, rows, schema)
