@@ -86,3 +86,74 @@ def test_savepoints_inside_xa_transactions_drop_what_followed_them(mysql_params,
     finally:
         src.close()
     assert sorted((e.table.table, e.after["id"]) for e in events) == [("m", 3), ("m", 6), ("t", 1), ("t", 4), ("t", 7)]
+
+
+# -- DDL in the middle of a snapshot, both snapshot modes ------------------------------------------
+def _fold(events):
+    state = {}
+    for e in events:
+        if e.op is Op.TRUNCATE:
+            state.clear()
+            continue
+        if e.before is not None:
+            state.pop(e.before["id"], None)
+        if e.after is not None:
+            state[e.after["id"]] = e.after.get("v")
+    return state
+
+
+def _mysql(params, db):
+    conn = pymysql.connect(host=params["host"], port=params["port"], user=params["user"], password=params["password"],
+                           database=db)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT id, v FROM t")
+            return {int(r[0]): int(r[1]) for r in cur.fetchall()}
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("mode", [{}, {"scan.incremental.snapshot.enabled": "true",
+                                       "scan.incremental.snapshot.chunk.size": "200"}], ids=["lock-free", "incremental"])
+@pytest.mark.parametrize("ddl", [
+    ["TRUNCATE TABLE t", "INSERT INTO t VALUES (100001, 1), (100002, 2)"],
+    ["ALTER TABLE t ADD COLUMN w INT", "INSERT INTO t VALUES (100003, 3, 30)", "UPDATE t SET v = v + 1 WHERE id <= 10"],
+    ["DROP TABLE t", "CREATE TABLE t (id BIGINT PRIMARY KEY, v INT)", "INSERT INTO t VALUES (7, 70)"],
+], ids=["truncate", "alter", "drop"])
+def test_ddl_in_the_middle_of_a_snapshot_leaves_the_changelog_equal_to_mysql(mysql_params, database_factory, mode, ddl):
+    import threading
+
+    db = database_factory()
+    run_sql(mysql_params, db, "CREATE TABLE t (id BIGINT PRIMARY KEY, v INT)",
+            "INSERT INTO t SELECT seq, seq FROM seq_1_to_3000")
+    run_sql(mysql_params, db, "CREATE TABLE other (id INT PRIMARY KEY)")
+    src = MySqlSource(source_options(mysql_params, db, "t|other", **{"scan.snapshot.fetch.size": "100", **mode}))
+    src.open()
+    events = []
+    try:
+        events += src.poll(300, 0.5)  # part of the snapshot
+        assert src.position is None or src.position.get("phase") == "snapshot"
+        done = threading.Event()
+        errors = []
+
+        def run_ddl():
+            try:
+                run_sql(mysql_params, db, *ddl)
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+            finally:
+                done.set()
+
+        worker = threading.Thread(target=run_ddl, daemon=True)
+        worker.start()
+        deadline = time.monotonic() + 120
+        while not (done.is_set() and src.caught_up()):
+            events += src.poll(500, 0.3)
+            assert time.monotonic() < deadline, "not caught up"
+        events += drain(src)
+        assert not errors, errors
+    finally:
+        src.close()
+    assert _fold([e for e in events if e.table.table == "t"]) == _mysql(mysql_params, db)
+    if ddl[0].startswith("DROP"):
+        assert any(e.is_drop for e in events)
