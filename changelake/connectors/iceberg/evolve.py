@@ -211,11 +211,19 @@ def delete_columns(table: Table, columns: Sequence[str]) -> None:
 
 
 def apply_comments(table: Table, incoming: Schema) -> None:
-    """Column comments of ``incoming`` that differ from the table's docs, in one schema commit."""
+    """Column comments (field docs) and the table comment (property ``comment``) of ``incoming``
+    that differ from the table's; nothing when ``incoming`` carries no comment at all (the source
+    reads none: ``include-comments.enabled`` off)."""
+    if not incoming.comment and not any(c.comment for c in incoming.columns):
+        return
     current = table.schema()
+    lake = {f.name: f for f in current.fields}
     changed = [(c.name, c.comment) for c in incoming.columns
-               if c.name in current._name_to_id and (c.comment or None) != (current.find_field(c.name).doc or None)]
+               if c.name in lake and (c.comment or None) != (lake[c.name].doc or None)]
     if changed:
         with table.update_schema() as update:
             for name, doc in changed:
                 update.update_column(name, doc=doc or "")
+    if (incoming.comment or None) != (table.properties.get("comment") or None):
+        with table.transaction() as tx:
+            tx.set_properties(comment=incoming.comment or "")

@@ -49,6 +49,7 @@ from changelake.connectors.iceberg.catalog import (
 from changelake.connectors.iceberg.commit import MULTI_WRITER_RETRIES, OffsetsCheckedTransaction
 from changelake.connectors.iceberg.errors import IcebergCommitError, IcebergSinkError
 from changelake.connectors.iceberg.evolve import (
+    apply_comments,
     apply_evolution,
     apply_recreate,
     classify_columns,
@@ -195,6 +196,7 @@ class IcebergSink(LakeTableSink):
             self._tables[self.identifier(table_id)] = table
         changes = plan_evolution(table.schema(), schema, table=name)
         apply_evolution(table, changes)
+        apply_comments(table, schema)  # column and table comment changes reach the lake
         return table
 
     def column_changes(self, table_id: TableId, schema: Schema) -> list[Any]:

@@ -200,3 +200,19 @@ def classify_columns(fields: Sequence[tuple[str, str]], primary_key: Sequence[st
             out.append(ColumnChange("comment", col.name, f"{comments.get(col.name)!r} -> {col.comment!r}"))
     out += [ColumnChange("drop", n) for n in lake if n not in incoming and n not in primary_key]
     return out
+
+
+def comment_changes(fields: Sequence[tuple[str, str | None]], table_comment: str | None, incoming: Schema) -> list[Any]:
+    """pypaimon changes for the column comments (``(column, description)``) and the table comment
+    of ``incoming`` that differ from the table's; none when ``incoming`` carries no comment at all
+    (``include-comments.enabled`` off at the source)."""
+    from pypaimon.schema.schema_change import SchemaChange as PaimonChange
+
+    if not incoming.comment and not any(c.comment for c in incoming.columns):
+        return []
+    lake = dict(fields)
+    out: list[Any] = [PaimonChange.update_column_comment(c.name, c.comment or "") for c in incoming.columns
+                      if c.name in lake and (c.comment or None) != (lake[c.name] or None)]
+    if (incoming.comment or None) != (table_comment or None):
+        out.append(PaimonChange.update_comment(incoming.comment))
+    return out

@@ -34,6 +34,7 @@ from changelake.connectors.lake.sink import LakeTableSink, WriteResult
 from changelake.connectors.paimon.errors import PaimonCommitError, PaimonSinkError
 from changelake.connectors.paimon.evolve import (
     classify_columns,
+    comment_changes,
     paimon_schema_of,
     plan_evolution,
     plan_recreate,
@@ -184,9 +185,12 @@ class PaimonSink(LakeTableSink):
             )
         fields = [(f.name, str(f.type.type)) for f in table.table_schema.fields]
         changes = plan_evolution(fields, table.primary_keys, schema, table=name)
-        if changes:
+        # column and table comment changes reach the lake too
+        comments = comment_changes([(f.name, f.description) for f in table.table_schema.fields],
+                                   table.table_schema.comment, schema)
+        if changes or comments:
             try:
-                self.catalog.alter_table(name, to_schema_changes(changes))
+                self.catalog.alter_table(name, [*to_schema_changes(changes), *comments])
             except Exception as exc:
                 raise PaimonSinkError(
                     f"cannot evolve Paimon table {name!r} ({', '.join(map(str, changes))}): {exc}", table=name

@@ -105,28 +105,37 @@ def _ids_in_history(p2, table: TableId) -> list[set]:
     return out
 
 
-@pytest.mark.parametrize("p1_extra", [{}, HASH3], ids=["one-partition", "hash-by-key-3"])
+@pytest.mark.parametrize("p1_extra, workers", [({}, 1), (HASH3, 1), (HASH3, 2)],
+                         ids=["one-partition", "hash-by-key-3", "hash-by-key-3-two-workers"])
 def test_drop_table_reaches_the_lake_and_a_re_create_starts_from_the_new_definition(
-        database_factory, mysql_exec, mysql_params, pipeline_pair, p1_extra):
+        database_factory, mysql_exec, mysql_params, pipeline_pair, p1_extra, workers):
     db = database_factory()
     mysql_exec(db, "CREATE TABLE t(id INT PRIMARY KEY, v VARCHAR(20), gone INT)", "INSERT INTO t VALUES (1,'a',1),(2,'b',2)",
                "CREATE TABLE other(id INT PRIMARY KEY)")  # Pipeline 1 needs one table to start with
     p1, p2 = pipeline_pair(db, ["t"], p1_extra=p1_extra)
     t = TableId(db, "t")
+    if workers > 1:
+        p2 = replace(p2, pipeline={**p2.pipeline, "parallelism": str(workers)})
+
+    def ingest():
+        if workers > 1:
+            return run_workers(p2, until_caught_up=True, batch_size=50)
+        return run_pipeline(p2, until_caught_up=True)
+
     run_pipeline(p1, until_caught_up=True)
-    run_pipeline(p2, until_caught_up=True)
+    ingest()
     assert _rows(p2, t) == [(1, "a"), (2, "b")]
 
     mysql_exec(db, "DROP TABLE t")
     run_pipeline(p1, until_caught_up=True)
-    run_pipeline(p2, until_caught_up=True)
+    ingest()
     assert _rows(p2, t) == []  # the dropped rows are gone from the current snapshot
     assert any({1, 2} <= ids for ids in _ids_in_history(p2, t))  # and readable by time travel
 
     # re-CREATE with other columns: v changes type, gone is gone, w is new
     mysql_exec(db, "CREATE TABLE t(id INT PRIMARY KEY, v INT, w VARCHAR(10))", "INSERT INTO t VALUES (7, 70, 'new')")
     run_pipeline(p1, until_caught_up=True)
-    run_pipeline(p2, until_caught_up=True)
+    ingest()
     rows = read_lake_table(p2, t).to_pylist()
     assert rows == [{"id": 7, "v": 70, "w": "new"}]
     result = verify_lake_table(p2, t, mysql=mysql_params)
@@ -134,6 +143,6 @@ def test_drop_table_reaches_the_lake_and_a_re_create_starts_from_the_new_definit
     # later changes evolve as usual (the re-created table keeps its rows)
     mysql_exec(db, "ALTER TABLE t ADD COLUMN x INT", "INSERT INTO t VALUES (8, 80, 'n', 1)")
     run_pipeline(p1, until_caught_up=True)
-    run_pipeline(p2, until_caught_up=True)
+    ingest()
     assert verify_lake_table(p2, t, mysql=mysql_params).passed
     assert sorted(r["id"] for r in read_lake_table(p2, t).to_pylist()) == [7, 8]

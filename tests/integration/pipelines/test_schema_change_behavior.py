@@ -108,3 +108,31 @@ def test_truncate_per_mode_and_include_exclude(database_factory, mysql_exec, mys
         return
     run_pipeline(p2, until_caught_up=True)
     assert sorted(r["id"] for r in _lake(p2, t)[1]) == expected
+
+
+def _lake_comments(p2, t):
+    from changelake.connectors.registry import ConnectorContext, find_factory
+
+    sink = find_factory(p2.sink_type).create_sink(p2.options("sink"), ConnectorContext(p2.name))
+    with sink:
+        table = sink.load_table(t)
+        if p2.sink_type == "iceberg":
+            return {f.name: f.doc for f in table.schema().fields}, table.properties.get("comment")
+        return {f.name: f.description for f in table.table_schema.fields}, table.table_schema.comment
+
+
+def test_table_and_column_comment_changes_reach_the_lake(database_factory, mysql_exec, pipeline_pair):
+    db = database_factory()
+    mysql_exec(db, "CREATE TABLE t(id INT PRIMARY KEY, v INT COMMENT 'old') COMMENT='first'", "INSERT INTO t VALUES (1, 1)")
+    p1, p2 = pipeline_pair(db, ["t"])
+    p1 = replace(p1, source={**p1.source, "include-comments.enabled": "true"})
+    t = TableId(db, "t")
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)
+    columns, table = _lake_comments(p2, t)
+    assert columns["v"] == "old" and table == "first"
+    mysql_exec(db, "ALTER TABLE t MODIFY v INT COMMENT 'the value', COMMENT='the table'", "INSERT INTO t VALUES (2, 2)")
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)
+    columns, table = _lake_comments(p2, t)
+    assert columns["v"] == "the value" and table == "the table"
