@@ -10,12 +10,33 @@ import pytest
 
 from changelake.changelog import TableId
 from changelake.pipeline.runner import run_pipeline
-from changelake.pipeline.scale_out import run_workers
 from changelake.pipeline.verify import read_lake_table, verify_lake_table
 
 pytestmark = pytest.mark.integration
 
 HASH3 = {"partition.strategy": "hash-by-key", "sink.topic.partitions": 3}
+
+
+def run_workers(p2, workers: int) -> None:
+    """``workers`` Pipeline 2 workers of one consumer group, as threads, until each is caught up."""
+    import threading
+
+    if p2.sink_type != "iceberg":
+        pytest.skip("only a multi_writer lake sink (Iceberg) takes several Pipeline 2 workers")
+    errors: list[BaseException] = []
+
+    def one(i: int) -> None:
+        try:
+            run_pipeline(p2, until_caught_up=True, worker=True, worker_id=f"w{i}", batch_size=50)
+        except BaseException as exc:  # noqa: BLE001 - re-raised below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert not errors, errors
 
 
 def _rows(p2, table: TableId) -> list[tuple]:
@@ -34,7 +55,7 @@ def test_truncate_on_a_hash_by_key_topic_is_one_ordered_event(database_factory, 
 
     def ingest():
         if workers > 1:
-            return run_workers(p2, until_caught_up=True, batch_size=50)
+            return run_workers(p2, workers)
         return run_pipeline(p2, until_caught_up=True)
 
     run_pipeline(p1, until_caught_up=True)
@@ -119,7 +140,7 @@ def test_drop_table_reaches_the_lake_and_a_re_create_starts_from_the_new_definit
 
     def ingest():
         if workers > 1:
-            return run_workers(p2, until_caught_up=True, batch_size=50)
+            return run_workers(p2, workers)
         return run_pipeline(p2, until_caught_up=True)
 
     run_pipeline(p1, until_caught_up=True)
