@@ -15,7 +15,11 @@ from changelake.changelog.row import ChangelogRow
 from changelake.changelog.rowkind import RowKind
 from changelake.changelog.schema import Schema, TableId
 
-__all__ = ["Op", "DataChangeEvent"]
+__all__ = ["Op", "DataChangeEvent", "TRUNCATE_TABLE", "DROP_TABLE"]
+
+#: Flink CDC's schema-change event type names of the table-level events a truncate event stands for.
+TRUNCATE_TABLE = "truncate.table"
+DROP_TABLE = "drop.table"
 
 
 class Op(enum.Enum):
@@ -45,6 +49,10 @@ class DataChangeEvent:
         transaction: Debezium's ``transaction`` block (``provide.transaction.metadata``):
             ``{"id": str, "total_order": int, "data_collection_order": int}`` (orders 1-based),
             or None (the default; snapshot rows and sources without transaction metadata).
+        schema_change: for a ``t`` event, the table-level change it stands for, by Flink CDC's
+            event type name: None or :data:`TRUNCATE_TABLE` (``TRUNCATE TABLE``), :data:`DROP_TABLE`
+            (``DROP TABLE``: every row goes, as for a truncate, and a lake table re-created later
+            starts from the new definition).
     """
 
     table: TableId
@@ -55,6 +63,12 @@ class DataChangeEvent:
     ts_ms: int = 0
     position: Mapping[str, Any] = field(default_factory=dict)
     transaction: Mapping[str, Any] | None = None
+    schema_change: str | None = None
+
+    @property
+    def is_drop(self) -> bool:
+        """A ``DROP TABLE`` (a ``t`` event with :attr:`schema_change` ``drop.table``)."""
+        return self.op is Op.TRUNCATE and self.schema_change == DROP_TABLE
 
     def to_rows(self) -> list[ChangelogRow]:
         """Changelog rows: c/r -> [+I], u -> [-U, +U], d -> [-D], t -> [] (handled by sinks)."""

@@ -97,10 +97,10 @@ class Schema:
         """A copy with another primary key; key columns become NOT NULL."""
         pk = tuple(primary_key)
         cols = tuple(replace(c, type=c.type.with_nullable(False)) if c.name in pk else c for c in self.columns)
-        return Schema(cols, pk)
+        return Schema(cols, pk, comment=self.comment)
 
     def project(self, names: Sequence[str]) -> "Schema":
         """The sub-schema of ``names`` (in that order); the PK is kept only if fully projected."""
         cols = tuple(self.column(n) for n in names)
         pk = self.primary_key if all(k in names for k in self.primary_key) else ()
-        return Schema(cols, pk)
+        return Schema(cols, pk, comment=self.comment)

@@ -386,7 +386,7 @@ class TransformRule:
         if dupes:
             raise self._error("projection", f"projection gives column(s) {dupes} more than once; columns are {names}")
         kept_pk = all(k in names and any(o.name == k and o.source == k for o in outputs) for k in schema.primary_key)
-        out = Schema(tuple(columns), schema.primary_key if kept_pk else ())
+        out = Schema(tuple(columns), schema.primary_key if kept_pk else (), comment=schema.comment)
         flt = None
         if self._filter is not None:
             fscope = dict(scope)

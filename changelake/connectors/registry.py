@@ -52,10 +52,13 @@ class ConnectorContext:
     Attributes:
         pipeline: the pipeline name (names transactional ids, offsets records, consumer groups).
         start_position: a source position stored by the sink (``mysql``), None for the first run.
+        schema_change_behavior: the pipeline's ``schema.change.behavior`` (Flink CDC's
+            ``pipeline.schema.change.behavior``), None when unset; lake sinks apply it.
     """
 
     pipeline: str
     start_position: Mapping[str, Any] | None = None
+    schema_change_behavior: str | None = None
 
 
 @dataclass(frozen=True)

@@ -142,6 +142,8 @@ def connect_schema_for(schema: Schema, table: TableId | None) -> dict[str, Any]:
     }
     if schema.primary_key:
         value["parameters"] = {"primary.key": dumps(list(schema.primary_key)).decode("utf-8")}
+    if schema.comment:  # the table comment (include-comments.enabled), as Connect's struct doc
+        value["doc"] = schema.comment
     source = {
         "type": "struct",
         "fields": [
@@ -225,7 +227,8 @@ def schema_from_connect(envelope: Any) -> Schema:
     columns = tuple(_column_from_entry(e) for e in value["fields"])
     pk_text = (value.get("parameters") or {}).get("primary.key")
     pk = tuple(loads(pk_text)) if pk_text else ()
-    return _interned(Schema(columns, pk))
+    doc = value.get("doc")
+    return _interned(Schema(columns, pk, comment=str(doc) if doc else None))
 
 
 _SCHEMAS: dict[Schema, Schema] = {}

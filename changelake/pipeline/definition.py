@@ -137,7 +137,8 @@ PIPELINE_KEYS = {
     "route-mode": "ALL_MATCH (default) or FIRST_MATCH",
     "local-time-zone": "time zone of transform expressions (LOCALTIMESTAMP, CURRENT_DATE, TIMESTAMP <-> TIMESTAMP_LTZ); default UTC. TIMESTAMP values are always UTC",
     "execution.runtime-mode": "STREAMING or BATCH (accepted; bounded runs use --until-caught-up)",
-    "schema.change.behavior": "accepted; schema changes are applied leniently",
+    "schema.change.behavior": "exception | evolve | try_evolve | lenient | ignore (Flink CDC's meanings, applied by "
+                              "lake sinks); unset: changelake's default, the lake equals MySQL (README)",
     "schema-operator.rpc-timeout": "accepted, unused",
     "operator.uid.prefix": "accepted, unused",
     "sink.partitioning.strategy": "accepted, unused",
@@ -166,6 +167,13 @@ def validate_pipeline_block(block: Mapping[str, str], *, resolved: bool = True) 
     if value is not None and not (value.isdigit() and int(value) >= 1):
         raise OptionValidationError(
             f"'pipeline.parallelism' must be a positive integer, but is '{value}'", option="parallelism"
+        )
+    behavior = block.get("schema.change.behavior")
+    allowed = ("exception", "evolve", "try_evolve", "lenient", "ignore")
+    if behavior is not None and str(behavior).strip().lower() not in allowed:
+        raise OptionValidationError(
+            f"Could not parse value '{behavior}' for key 'pipeline.schema.change.behavior'. Expected one of: "
+            f"[{', '.join(allowed)}]", option="schema.change.behavior",
         )
     mode = block.get("route-mode")
     if mode is not None and mode.upper() not in ("ALL_MATCH", "FIRST_MATCH"):

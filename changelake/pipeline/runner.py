@@ -144,7 +144,8 @@ def build_changelog_sink(defn: PipelineDefinition, *, partitioned: bool = False,
         OptionValidationError: ``merge`` with a lake sink that does not declare ``multi_writer``
             (its commits cannot check the table's offsets inside the commit).
     """
-    sink = find_factory(defn.sink_type).create_sink(defn.options("sink"), ConnectorContext(defn.name))
+    sink = find_factory(defn.sink_type).create_sink(
+        defn.options("sink"), ConnectorContext(defn.name, schema_change_behavior=defn.pipeline.get("schema.change.behavior")))
     if isinstance(sink, LakeSink):
         if partitioned:
             if merge and not sink.multi_writer:

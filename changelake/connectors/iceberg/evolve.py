@@ -18,6 +18,7 @@ Rules (data is never dropped):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Sequence
 
 from pyiceberg.schema import Schema as IcebergSchema
 from pyiceberg.table import Table
@@ -139,3 +140,90 @@ def apply_evolution(table: Table, changes: list[SchemaChange]) -> None:
                 update.update_column(change.column, field_type=change.type)
             elif change.kind == "make-optional":
                 update.update_column(change.column, required=False)
+
+
+def apply_recreate(table: Table, incoming: Schema, *, table_name: str) -> list[str]:
+    """Make an emptied table (its source table was dropped and created again) take the new
+    definition: columns not in ``incoming`` are deleted, columns whose type changed get a new
+    field (old snapshots keep reading the old one by time travel), new columns are added.
+
+    Returns the changes made (``"drop c"``, ``"retype c"``, ``"add c"``).
+
+    Raises:
+        SchemaEvolutionError: the primary key changed (the table's identifier fields cannot).
+    """
+    current = table.schema()
+    identifier = [current.find_column_name(i) for i in current.identifier_field_ids]
+    if incoming.primary_key and list(incoming.primary_key) != identifier:
+        raise SchemaEvolutionError(
+            f"table {table_name!r} was dropped and created again with primary key {list(incoming.primary_key)} "
+            f"instead of {identifier}; the lake table's identifier fields cannot change: drop the lake table "
+            "(its history goes with it) or route the new table elsewhere",
+            table=table_name,
+        )
+    lake = {f.name: f for f in current.fields}
+    wanted = {c.name: to_iceberg_type(c.type) for c in incoming.columns}
+    gone = [n for n in lake if n not in identifier and (n not in wanted or _widening(lake[n].field_type, wanted[n]) != "same")]
+    done = [f"{'drop' if n not in wanted else 'retype'} {n}" for n in gone]
+    if gone:
+        with table.update_schema() as update:
+            for n in gone:
+                update.delete_column(n)
+    added = [c for c in incoming.columns if c.name not in lake or c.name in gone]
+    if added:
+        with table.update_schema() as update:
+            for c in added:
+                update.add_column(c.name, wanted[c.name], doc=c.comment, required=False)
+    done += [f"add {c.name}" for c in added if c.name not in gone]
+    return done
+
+
+def classify_columns(current: IcebergSchema, incoming: Schema) -> list[Any]:
+    """Each column's difference between the table and ``incoming`` as
+    :class:`~changelake.connectors.lake.schema_change.ColumnChange` (the schema-change policy's input)."""
+    from changelake.connectors.lake.schema_change import ColumnChange
+
+    identifier = {current.find_column_name(i) for i in current.identifier_field_ids}
+    lake = {f.name: f for f in current.fields}
+    out: list[Any] = []
+    for col in incoming.columns:
+        new_type = to_iceberg_type(col.type)
+        found = lake.get(col.name)
+        if found is None:
+            out.append(ColumnChange("add", col.name, str(new_type)))
+            continue
+        verdict = _widening(found.field_type, new_type)
+        if verdict != "same":
+            out.append(ColumnChange(verdict, col.name, f"{found.field_type} -> {new_type}"))
+        elif (col.comment or None) != (found.doc or None):
+            out.append(ColumnChange("comment", col.name, f"{found.doc!r} -> {col.comment!r}"))
+    out += [ColumnChange("drop", n) for n in lake if n not in incoming and n not in identifier]
+    return out
+
+
+def delete_columns(table: Table, columns: Sequence[str]) -> None:
+    """Delete ``columns`` from the table's current schema (``evolve``'s ``drop.column``; old
+    snapshots keep them, readable by time travel)."""
+    if columns:
+        with table.update_schema() as update:
+            for name in columns:
+                update.delete_column(name)
+
+
+def apply_comments(table: Table, incoming: Schema) -> None:
+    """Column comments (field docs) and the table comment (property ``comment``) of ``incoming``
+    that differ from the table's; nothing when ``incoming`` carries no comment at all (the source
+    reads none: ``include-comments.enabled`` off)."""
+    if not incoming.comment and not any(c.comment for c in incoming.columns):
+        return
+    current = table.schema()
+    lake = {f.name: f for f in current.fields}
+    changed = [(c.name, c.comment) for c in incoming.columns
+               if c.name in lake and (c.comment or None) != (lake[c.name].doc or None)]
+    if changed:
+        with table.update_schema() as update:
+            for name, doc in changed:
+                update.update_column(name, doc=doc or "")
+    if (incoming.comment or None) != (table.properties.get("comment") or None):
+        with table.transaction() as tx:
+            tx.set_properties(comment=incoming.comment or "")

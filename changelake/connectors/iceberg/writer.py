@@ -50,7 +50,16 @@ from changelake.connectors.iceberg.catalog import (
 )
 from changelake.connectors.iceberg.commit import MULTI_WRITER_RETRIES, OffsetsCheckedTransaction
 from changelake.connectors.iceberg.errors import IcebergCommitError, IcebergSinkError
-from changelake.connectors.iceberg.evolve import apply_evolution, iceberg_schema_of, plan_evolution
+from changelake.connectors.iceberg.evolve import (
+    apply_comments,
+    apply_evolution,
+    apply_recreate,
+    classify_columns,
+    delete_columns,
+    iceberg_schema_of,
+    plan_evolution,
+)
+from changelake.connectors.iceberg.key_bounds import key_ranges, possibly_present
 from changelake.connectors.iceberg.offsets import COMMIT_ID_PROPERTY, OFFSETS_PROPERTY, encode_offsets, is_replay, read_committed_offsets
 from changelake.connectors.iceberg.options import IcebergSinkOptions
 from changelake.connectors.iceberg.partitioning import default_bucket_count, key_bucket_field, partition_spec_for, sort_order_for
@@ -196,6 +205,7 @@ class IcebergSink(LakeTableSink):
             self._tables[self.identifier(table_id)] = table
         changes = plan_evolution(table.schema(), schema, table=name)
         apply_evolution(table, changes)
+        apply_comments(table, schema)  # column and table comment changes reach the lake
         return table
 
     def _partition_spec(self, table_id: TableId, iceberg_schema: Any, schema: Schema, rows: int,
@@ -209,6 +219,24 @@ class IcebergSink(LakeTableSink):
             bucket = key_bucket_field(iceberg_schema, tuple(schema.primary_key), default_bucket_count(rows, partitions))
             fields = (bucket,) if bucket is not None else ()
         return partition_spec_for(iceberg_schema, fields or (), table=name)
+    def column_changes(self, table_id: TableId, schema: Schema) -> list[Any]:
+        """How the table's columns differ from ``schema`` (:func:`~changelake.connectors.iceberg.evolve.classify_columns`)."""
+        table = self.load_table(table_id)
+        return [] if table is None else classify_columns(table.schema(), schema)
+
+    def drop_columns(self, table_id: TableId, columns: Sequence[str]) -> None:
+        """Delete ``columns`` from the table (``evolve``'s ``drop.column``)."""
+        table = self.load_table(table_id)
+        if table is not None:
+            delete_columns(table, columns)
+
+    def recreate_schema(self, table_id: TableId, schema: Schema) -> list[str]:
+        """Give an emptied table whose source was dropped and created again the new definition
+        (:func:`changelake.connectors.iceberg.evolve.apply_recreate`); returns the changes made."""
+        table = self.load_table(table_id)
+        if table is None:
+            return []
+        return apply_recreate(table, schema, table_name=self.table_name(table_id))
 
     def _read_committed_offsets(self, table: Table) -> dict[str, int]:
         # From the latest snapshot summary carrying ``changelake.kafka-offsets`` (walking the

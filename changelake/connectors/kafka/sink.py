@@ -73,6 +73,7 @@ from changelake.connectors.kafka.sink_options import (
 from changelake.connectors.kafka.topics import TopicCreator, TopicNamer
 from changelake.connectors.kafka.side_topics import side_record
 from changelake.changelog.side_records import SideRecord
+from changelake.connectors.kafka.truncate_scope import SCHEMA_CHANGE_HEADER, truncate_scope_headers
 from changelake.connectors.kafka.producer import KafkaProducer, admin_config
 from changelake.connectors.kafka_common import require_broker, unavailable_error, with_logger
 
@@ -230,7 +231,10 @@ class KafkaPipelineSink:
     ) -> list[tuple[str, bytes, bytes, list[tuple[str, bytes]], int | None]]:
         """A truncate as the changelog format writes it (debezium-json ``t``, canal-json
         ``TRUNCATE``), keyed ``{"TableId": ...}``; with ``hash-by-key`` it goes to every partition
-        of the topic, since the table's keys are spread over all of them. The plain ``json``
+        of the topic, since the table's keys are spread over all of them, each copy with the
+        ``changelake.truncate.partitions`` / ``changelake.truncate.key-format`` headers: the copy in
+        partition p deletes only the keys murmur2 places in p, so it stays ordered with the rows
+        of its partition whatever order Pipeline 2 reads the partitions in. The plain ``json``
         (upsert) format cannot express a truncate: nothing is written and ``skipped`` counts it."""
         opts = self.options
         if opts.value_format is ValueFormat.JSON:
@@ -245,10 +249,15 @@ class KafkaPipelineSink:
             self._creator.ensure([topic])
         key = encode_table_key(str(event.table), None, None, opts.key_format)
         headers = self._headers(event.table) + self._schema_headers(producer, event)
+        if event.schema_change:  # a DROP TABLE travels as a truncate marked drop.table
+            headers.append((SCHEMA_CHANGE_HEADER, event.schema_change.encode("utf-8")))
         if opts.partition_strategy is PartitionStrategy.ALL_TO_ZERO:
             return [(topic, key, value, headers, 0)]
         metadata = producer.client.list_topics(topic, timeout=opts.flush_timeout.total_seconds())
         partitions = sorted(metadata.topics[topic].partitions)
+        if len(partitions) > 1:
+            # each copy covers the keys hash-by-key placed in its partition (truncate_scope.py)
+            headers = headers + truncate_scope_headers(len(partitions), opts.key_format)
         return [(topic, key, value, headers, p) for p in partitions]
 
     def _records(self, event: DataChangeEvent) -> list[tuple[str, bytes, bytes | None, list[tuple[str, bytes]]]]:

@@ -54,6 +54,7 @@ from changelake.connectors.errors import KafkaUnavailableError, RecordError, Sou
 from changelake.connectors.kafka.dead_letter import DeadLetterQueue
 from changelake.connectors.kafka.side_topics import side_record_kind
 from changelake.connectors.kafka.schemas import SchemaResolver, schema_header
+from changelake.connectors.kafka.truncate_scope import schema_change_of, scope_of
 from changelake.connectors.kafka.sink_options import ValueFormat
 from changelake.connectors.kafka.source_options import BoundedMode, KafkaSourceOptions, StartupMode
 from changelake.connectors.kafka_common import require_broker, unavailable_error, with_logger
@@ -429,8 +430,17 @@ class KafkaPipelineSource:
             events = []
             self._skip(topic, partition, offset, key, value, headers, exc, None)
         pos = {"topic": topic, "partition": partition, "offset": offset + 1}
-        events = [DataChangeEvent(e.table, e.op, e.before, e.after, e.schema, e.ts_ms, pos) for e in events]
+        events = [DataChangeEvent(e.table, e.op, e.before, e.after, e.schema, e.ts_ms, pos) if e.op is not Op.TRUNCATE
+                  else self._truncate(e, pos, headers) for e in events]
         return SourceRecord(topic, partition, offset, events, key, ts if ts_type != 0 else None, headers, value)
+
+    @staticmethod
+    def _truncate(event: DataChangeEvent, pos: dict[str, Any], headers: list[tuple[str, bytes]]) -> DataChangeEvent:
+        """A truncate with its position, the share of the table it covers and whether it stands
+        for a DROP TABLE (:mod:`.truncate_scope`)."""
+        scope = scope_of(headers, str(event.table), event.schema, int(pos["partition"]))
+        return replace(event, position=pos if scope is None else {**pos, "truncate.scope": scope},
+                       schema_change=schema_change_of(headers) or event.schema_change)
 
     def reject(self, record: SourceRecord, error: BaseException, table: str | None = None) -> None:
         """Skip a record whose change cannot be applied (the caller found it bad after decoding).

@@ -20,6 +20,7 @@ stored offsets.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 from changelake.changelog.event import DataChangeEvent, Op
@@ -30,6 +31,7 @@ from changelake.connectors.base import BufferedSink, LakeSink, ReportsMetrics
 from changelake.changelog.tally import PendingPolls
 from changelake.connectors.lake.commit_policy import CommitPolicy
 from changelake.connectors.lake.compaction import BatchItem, TruncateMarker
+from changelake.connectors.lake.ddl import lake_schema, scoped
 from changelake.connectors.lake.offsets import topic_partition
 from changelake.errors import PipelineDataError
 
@@ -109,11 +111,22 @@ class LakeChangelogSink(BufferedSink, ReportsMetrics):
         """
         per_table: dict[TableId, tuple[Schema, list[BatchItem]]] = {}
         offsets: dict[str, int] = {}
+        lake_schemas: dict[TableId, Schema | None] = {}
         for event in events:
             topic, partition, offset = self._locate(event)
-            schema = self._schema(event, topic, partition, offset)
             tp = topic_partition(topic, partition)
             offsets[tp] = max(offsets.get(tp, 0), offset + 1)
+            if event.is_drop and event.schema is None:
+                # a DROP TABLE of a table no row of which was seen (Pipeline 1 started after its
+                # last change): the lake table's own schema
+                if event.table not in lake_schemas:
+                    lake_schemas[event.table] = (per_table[event.table][0] if event.table in per_table
+                                                 else lake_schema(self.lake, event.table))
+                found = lake_schemas[event.table]
+                if found is None:
+                    continue  # no lake table: nothing to empty
+                event = replace(event, schema=found)
+            schema = self._schema(event, topic, partition, offset)
             meta = {"topic": topic, "partition": partition, "offset": offset}
             prev = per_table.get(event.table)
             items = prev[1] if prev else []
@@ -123,7 +136,9 @@ class LakeChangelogSink(BufferedSink, ReportsMetrics):
             if event.op is Op.TRUNCATE:
                 # The marker carries its offset: a replayed batch reaching past the committed
                 # offsets does not truncate the table a second time.
-                items.append(TruncateMarker(metadata=meta))
+                # A copy of a truncate on a hash-by-key topic covers its partition's keys only.
+                items.append(TruncateMarker(metadata=meta, scope=scoped(event.position.get("truncate.scope"), schema),
+                                            drop=event.is_drop))
             else:
                 rows = event.to_rows()
                 if rows:  # one metadata dict per event, shared by its rows (read-only)

@@ -30,6 +30,14 @@ class TruncateMarker:
     """
 
     metadata: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    #: None: delete every row. Else the share of the table this truncate copy deletes, an object
+    #: with ``covers(row) -> bool`` and ``key_columns`` (the Kafka source's
+    #: :class:`~changelake.connectors.kafka.truncate_scope.TruncateScope`); the lake sink turns
+    #: it into deletes of the covered keys before compacting.
+    scope: Any = field(default=None, compare=False)
+    #: the truncate stands for a ``DROP TABLE``: the table is emptied the same way, and the next
+    #: schema it is written with replaces its definition (a re-CREATE starts from the new one).
+    drop: bool = field(default=False, compare=False)
 
     def __repr__(self) -> str:
         return "TRUNCATE" + (f"{dict(self.metadata)}" if self.metadata else "")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable, Mapping
 
+from changelake.connectors.lake.schema_change import EXCLUDE_KEY, INCLUDE_KEY, SchemaChangePolicy
 from changelake.connectors.registry import ConnectorContext, ConnectorFactory, Endpoint
 
 __all__ = ["lake_sink_factory"]
@@ -36,10 +37,16 @@ def lake_sink_factory(
     module, _, name = sink_class.partition(":")
 
     def build(options: Any, context: ConnectorContext) -> Any:
-        return getattr(importlib.import_module(module), name)(options)
+        typed, policy = options
+        sink = getattr(importlib.import_module(module), name)(typed)
+        sink.schema_change_policy = policy
+        return sink
 
     def validate(raw: Mapping[str, Any], context: ConnectorContext) -> Any:
-        return parse(raw)
+        # Flink CDC's sink options include/exclude.schema.changes and the pipeline's
+        # schema.change.behavior (lake/schema_change.py); the rest is the table format's
+        policy = SchemaChangePolicy.of(context.schema_change_behavior, raw.get(INCLUDE_KEY), raw.get(EXCLUDE_KEY))
+        return parse({k: v for k, v in raw.items() if k not in (INCLUDE_KEY, EXCLUDE_KEY)}), policy
 
     return ConnectorFactory(
         identifier,

@@ -59,6 +59,11 @@ def common_options(identifier: str) -> tuple[ConfigOption[Any], ...]:
         key("name").string_type().no_default_value().with_description("Optional display name of the sink."),
         COMMIT_MAX_ROWS,
         COMMIT_INTERVAL,
+        key("include.schema.changes").string_type().no_default_value().with_description(
+            "Flink CDC's schema change event types the lake applies, e.g. [add.column, drop] (default: all); "
+            "see changelake.connectors.lake.schema_change.").from_origin("flink-cdc"),
+        key("exclude.schema.changes").string_type().no_default_value().with_description(
+            "Flink CDC's schema change event types the lake ignores, e.g. [truncate.table].").from_origin("flink-cdc"),
     )
 
 

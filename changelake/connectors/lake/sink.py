@@ -25,6 +25,15 @@ from typing import Any, Iterable, Mapping, Sequence
 from changelake.changelog.row import ChangelogRow
 from changelake.changelog.schema import Schema, TableId
 from changelake.connectors.lake.compaction import TRUNCATE, BatchItem, CompactedBatch, compact
+from changelake.connectors.lake.ddl import (
+    apply_schema_change_policy,
+    dropped_after,
+    dropped_key,
+    expand_scoped_truncates,
+    has_scoped_truncate,
+)
+from changelake.connectors.lake.schema_change import SchemaChangePolicy
+from changelake.errors import PipelineDataError
 from changelake.connectors.lake.offsets import decode_offsets, encode_offsets, is_replay, merge_offsets, topic_partition
 
 __all__ = ["WriteResult", "LakeTableSink", "already_absorbed"]
@@ -107,6 +116,10 @@ class LakeTableSink:
         self.commit_redos = 0
         self._catalog: Any = None
         self._buffers: dict[TableId, _Buffer] = {}
+        self._dropped: dict[str, bool] = {}  # lake table -> its source was dropped (see lake/ddl.py)
+        self._sources: dict[str, TableId] = {}  # lake table -> the (routed) source table writing it
+        #: what schema changes do to the lake (set by the lake sink factory from the pipeline)
+        self.schema_change_policy = SchemaChangePolicy()
 
     # -- lifecycle -----------------------------------------------------------------------------
     def open(self) -> None:
@@ -155,6 +168,21 @@ class LakeTableSink:
 
     def ensure_table(self, table_id: TableId, schema: Schema) -> Any:
         """Create the lake table of ``table_id`` or evolve it to accept rows of ``schema``."""
+        raise NotImplementedError
+
+    def column_changes(self, table_id: TableId, schema: Schema) -> list[Any]:
+        """How the lake table's columns differ from ``schema``, as
+        :class:`~changelake.connectors.lake.schema_change.ColumnChange` items ([] for no table)."""
+        raise NotImplementedError
+
+    def drop_columns(self, table_id: TableId, columns: Sequence[str]) -> None:
+        """Drop ``columns`` from the lake table's current schema (``evolve``'s ``drop.column``)."""
+        raise NotImplementedError
+
+    def recreate_schema(self, table_id: TableId, schema: Schema) -> list[str]:
+        """Give the (emptied) lake table of a dropped and re-created source table the definition
+        ``schema``: columns gone or retyped are dropped (old snapshots keep them), new ones added.
+        Returns the changes made."""
         raise NotImplementedError
 
     def _read_committed_offsets(self, table: Any) -> dict[str, int]:
@@ -213,16 +241,45 @@ class LakeTableSink:
             NullPrimaryKeyError: a row's key column is NULL (names table and column).
             the table format's type, schema-evolution and commit errors (names the table).
         """
-        table = self.ensure_table(table_id, schema)
         name = self.table_name(table_id)
+        owner = self._sources.setdefault(name, table_id)
+        if owner != table_id:  # two source tables never share a lake table unless a route says so
+            raise PipelineDataError(
+                f"source tables {owner} and {table_id} both map to lake table {name!r}: their rows would overwrite "
+                "each other's keys. Give them distinct lake tables (e.g. the 'namespace' option per database), or "
+                "merge them on purpose with a 'route' (source-table: <both>, sink-table: <one>)",
+                table=name,
+            )
+        policy = self.schema_change_policy
+        if not policy.is_default:  # pipeline.schema.change.behavior / include / exclude.schema.changes
+            rows, schema = apply_schema_change_policy(self, policy, table_id, name, rows, schema)
+        markers_only = bool(rows) and not any(isinstance(r, ChangelogRow) for r in rows)
+        if self._dropped.get(name) is not False and not markers_only:
+            # the source table was dropped (a pipeline property, read fresh while it is set):
+            # a re-CREATE starts from its new definition
+            dropped = self._dropped[name] = bool(self.read_pipeline_property(dropped_key(name)))
+            if dropped and dropped_after(rows) is not True:  # rows of the re-created table
+                self.recreate_schema(table_id, schema)
+                self.write_pipeline_property(dropped_key(name), "")  # once: later changes evolve
+                self._dropped[name] = False
+        # a batch of truncates / drops only writes no row of its schema: the table stays as it is
+        # (a drop copy read after the re-CREATE's first rows must not evolve the table back)
+        table = (self.load_table(table_id) if markers_only else None) or self.ensure_table(table_id, schema)
         committed = self._read_committed_offsets(table)
         if is_replay(committed, offsets):
             return WriteResult(name, skipped=True, rows_in=_count_rows(rows), offsets=committed)
         items = [r for r in rows if not already_absorbed(r, committed)]
+        drop_state = dropped_after(items)  # True: ends dropped, False: rows after the last drop, None: no drop
+        if has_scoped_truncate(items):  # a truncate copy of one partition of a hash-by-key topic
+            items = expand_scoped_truncates(items, schema, table_id, name,
+                                            lambda cols: list(self.read_table(table_id, cols).to_pylist()))
         batch = compact(items, tuple(schema.primary_key), table=name)
         if batch.is_empty and not offsets:
             return WriteResult(name, skipped=False, rows_in=batch.input_rows, offsets=committed)
         new_offsets = merge_offsets(committed, offsets)
+        if drop_state:  # written before the commit: a crash in between replays the drop, flag set
+            self.write_pipeline_property(dropped_key(name), "dropped")
+            self._dropped[name] = True
         snapshot_id, upserted, deleted, rewritten = self._commit_batch(table, name, batch, items, schema, new_offsets)
         return WriteResult(
             name,

@@ -16,12 +16,13 @@ file/position of a transaction boundary once, at start.
 
 from __future__ import annotations
 
+import datetime as _dt
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from changelake.connectors.errors import OptionValidationError, SourceError
-from changelake.connectors.mysql_cdc.positions import BinlogPosition
+from changelake.connectors.mysql_cdc.positions import BinlogPosition, binlog_file_index
 
 __all__ = ["Gtid", "parse_gtid_set", "earliest_position", "binlog_files", "gtid_start_position", "timestamp_start_file"]
 
@@ -174,11 +175,36 @@ def timestamp_start_file(connection: dict[str, Any], server_id: int, conn: Any, 
         finally:
             stream.close()
 
-    lo, hi, best = 0, len(files) - 1, 0
+    if not files:
+        raise SourceError("the server has no binlog files (SHOW BINARY LOGS is empty); is log_bin on?")
+    lo, hi, best = 0, len(files) - 1, -1
     while lo <= hi:  # the files' opening times increase with their index
         mid = (lo + hi) // 2
         if opened_ms(files[mid]) <= timestamp_ms:
             best, lo = mid, mid + 1
         else:
             hi = mid - 1
-    return BinlogPosition(files[best], 4)
+    if best < 0 and _history_before(conn, files[0]):
+        # the oldest file was opened after the timestamp and transactions came before it: the
+        # changes committed between the timestamp and that file were purged (Flink CDC #2125)
+        oldest_ms = opened_ms(files[0])
+        opened = _dt.datetime.fromtimestamp(oldest_ms / 1000, _dt.timezone.utc).isoformat()
+        raise SourceError(
+            f"'scan.startup.timestamp-millis' = {timestamp_ms} is older than the oldest binlog the server still has: "
+            f"the oldest position is {files[0]}:4, opened at {oldest_ms} ({opened}); the changes committed between "
+            "the timestamp and it were purged. Start at or after that time, or with 'scan.startup.mode' = 'initial' "
+            "to take a snapshot"
+        )
+    return BinlogPosition(files[max(best, 0)], 4)
+
+
+def _history_before(conn: Any, oldest: str) -> bool:
+    """True when transactions were logged before binlog file ``oldest`` (so files were purged):
+    its Gtid_list names earlier GTIDs (MariaDB), or, without one, it is not the first file."""
+    if _gtid_list(conn, oldest):
+        return True
+    return binlog_file_index(oldest)[1] > 1 and not _has_gtid_list_event(conn, oldest)
+
+
+def _has_gtid_list_event(conn: Any, file: str) -> bool:
+    return any(etype.lower() == "gtid_list" for _, etype, _, _ in _events(conn, file, 6))

@@ -49,6 +49,9 @@ class TableSchema:
     columns: tuple[MySqlColumn, ...]
     primary_key: tuple[str, ...]
     comment: str | None = None
+    #: False for a table of a non-transactional engine (Aria, MyISAM, MEMORY...): its changes
+    #: stay when the transaction rolls back (``information_schema.ENGINES.TRANSACTIONS``).
+    transactional: bool = field(default=True, compare=False)
     schema: Schema = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -71,6 +74,10 @@ _IS_COMMENTS = (
     "SELECT COLUMN_NAME, COLUMN_COMMENT FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s"
 )
 _IS_TABLE_COMMENT = "SELECT TABLE_COMMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s"
+_IS_TRANSACTIONAL = (
+    "SELECT e.TRANSACTIONS FROM information_schema.TABLES t JOIN information_schema.ENGINES e ON e.ENGINE = t.ENGINE "
+    "WHERE t.TABLE_SCHEMA = %s AND t.TABLE_NAME = %s"
+)
 _IS_PK = (
     "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
     "AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION"
@@ -115,6 +122,9 @@ def load_table_schema(conn: Any, table_id: TableId, *, include_comments: bool = 
             cur.execute(_IS_TABLE_COMMENT, (table_id.database, table_id.table))
             found = cur.fetchone()
             table_comment = str(_text(found[0])) if found and found[0] else None
+        cur.execute(_IS_TRANSACTIONAL, (table_id.database, table_id.table))
+        engine = cur.fetchone()
+        transactional = engine is None or str(_text(engine[0]) or "").upper() != "NO"
     if not rows:
         raise SourceError(f"table {table_id} not found in information_schema")
     cols = tuple(
@@ -122,7 +132,7 @@ def load_table_schema(conn: Any, table_id: TableId, *, include_comments: bool = 
                                    tinyint1_as_boolean), comment=comments.get(str(r["COLUMN_NAME"])))
         for r in rows
     )
-    return TableSchema(table_id, cols, pk, table_comment)
+    return TableSchema(table_id, cols, pk, table_comment, transactional)
 
 
 def list_tables(conn: Any) -> list[TableId]:
@@ -205,6 +215,7 @@ class SchemaTracker:
         self._hints: dict[TableId, TableSchema | None] = {}
         self._by_table_id: dict[int, TableSchema] = {}
         self._cache: dict[Any, TableSchema] = {}
+        self._last: dict[TableId, TableSchema] = {}  # latest table-map schema per table
 
     def invalidate(self, table_id: TableId | None = None) -> None:
         """Forget information_schema hints (of one table, or all after an unparsed DDL)."""
@@ -220,6 +231,15 @@ class SchemaTracker:
         Used for events without a table-map (TRUNCATE), which carry no columns of their own.
         """
         return self._hint(table_id)
+
+    def last_known(self, table_id: TableId) -> TableSchema | None:
+        """The table's schema as last seen (its latest table-map, else information_schema)
+        without reading the server when it is known; for a table that was just dropped."""
+        seen = self._last.get(table_id)
+        if seen is not None:
+            return seen
+        cached = self._hints.get(table_id)
+        return cached if cached is not None else self._hint(table_id)
 
     def _hint(self, table_id: TableId) -> TableSchema | None:
         if table_id not in self._hints:
@@ -238,6 +258,7 @@ class SchemaTracker:
             hit = self._cache.get(key)
             if hit is not None:
                 self._by_table_id[int(event.table_id)] = hit
+                self._last[hit.table_id] = hit
                 return hit
         table_id = TableId(str(event.schema), str(event.table))
         bitmap: bytes = bytes(event.null_bitmask)
@@ -256,11 +277,14 @@ class SchemaTracker:
             for i, c in enumerate(event.columns):
                 nullable = bool(bitmap[i // 8] & (1 << (i % 8))) and str(c.name) not in pk
                 cols.append(column_from_table_map(c, nullable, hints.get(str(c.name))))
-            cached = TableSchema(table_id, tuple(cols), pk, hint.comment if hint is not None else None)
+            cached = TableSchema(table_id, tuple(cols), pk, hint.comment if hint is not None else None,
+                                 hint.transactional if hint is not None else True)
             if len(self._cache) > 10000:
                 self._cache.clear()
+                self._last.clear()
             self._cache[signature] = cached
         self._by_table_id[int(event.table_id)] = cached
+        self._last[cached.table_id] = cached
         return cached
 
     def for_rows_event(self, event: Any) -> TableSchema | None:

@@ -99,6 +99,25 @@ def classify(query: str) -> StatementKind:
     return StatementKind.OTHER
 
 
+_SAVEPOINT = re.compile(
+    r"^(?:(SAVEPOINT)|(RELEASE)\s+SAVEPOINT|(ROLLBACK)(?:\s+WORK)?\s+TO(?:\s+SAVEPOINT)?)\s+(`(?:[^`]|``)+`|[\w$]+)$",
+    re.IGNORECASE,
+)
+
+
+def savepoint_action(query: str) -> tuple[str, str] | None:
+    """``("set" | "release" | "rollback", name)`` of a ``SAVEPOINT sp`` / ``RELEASE SAVEPOINT sp`` /
+    ``ROLLBACK [WORK] TO [SAVEPOINT] sp`` statement (name unquoted, lower-cased: savepoint names
+    are case-insensitive), or None for any other statement."""
+    m = _SAVEPOINT.match(_strip(query))
+    if not m:
+        return None
+    name = m.group(4)
+    name = name[1:-1].replace("``", "`") if name.startswith("`") else name
+    action = "set" if m.group(1) else ("release" if m.group(2) else "rollback")
+    return action, name.lower()
+
+
 def describe(query: str) -> str:
     """A short label of a statement for logs and errors: its first keywords, never its values,
     and for account statements only ``'account management statement (text withheld)'``."""

@@ -146,3 +146,73 @@ def to_schema_changes(changes: Sequence[SchemaChange]) -> list[Any]:
         else:
             out.append(PaimonChange.update_column_type(change.column, AtomicType(change.type, True), True))
     return out
+
+
+def plan_recreate(fields: Sequence[tuple[str, str]], primary_key: Sequence[str], incoming: Schema,
+                  *, table: str) -> tuple[list[Any], list[Any]]:
+    """The two alterations that make an emptied table (its source table was dropped and created
+    again) take the new definition: first drop the columns that are gone or changed type, then
+    add the new and changed ones (nullable, last). Returns pypaimon ``SchemaChange`` lists.
+
+    Raises:
+        SchemaEvolutionError: the primary key changed (a Paimon table's cannot).
+    """
+    from pypaimon.schema.data_types import AtomicType
+    from pypaimon.schema.schema_change import SchemaChange as PaimonChange
+
+    if incoming.primary_key and list(incoming.primary_key) != list(primary_key):
+        raise SchemaEvolutionError(
+            f"Paimon table {table!r} was dropped and created again with primary key {list(incoming.primary_key)} "
+            f"instead of {list(primary_key)}; a Paimon table's primary key cannot change: drop the lake table "
+            "(its history goes with it) or route the new table elsewhere",
+            table=table,
+        )
+    lake = {name: type_name for name, type_name in fields if name != ROW_KIND_FIELD}
+    wanted = {c.name: to_paimon_type(c.type) for c in incoming.columns}
+    gone = [n for n in lake if n not in primary_key and (n not in wanted or _base(lake[n]) != _base(wanted[n]))]
+    drops = [PaimonChange.drop_column(n) for n in gone]
+    adds = [PaimonChange.add_column(c.name, AtomicType(wanted[c.name], True), c.comment)
+            for c in incoming.columns if c.name not in lake or c.name in gone]
+    return drops, adds
+
+
+def _base(type_name: str) -> str:
+    return type_name.upper().replace(" NOT NULL", "").strip()
+
+
+def classify_columns(fields: Sequence[tuple[str, str]], primary_key: Sequence[str], incoming: Schema,
+                     comments: Mapping[str, str | None] | None = None) -> list[Any]:
+    """Each column's difference between the table (``(column, Paimon type)``, comments by column)
+    and ``incoming`` as :class:`~changelake.connectors.lake.schema_change.ColumnChange`."""
+    from changelake.connectors.lake.schema_change import ColumnChange
+
+    lake = {name: type_name for name, type_name in fields if name != ROW_KIND_FIELD}
+    out: list[Any] = []
+    for col in incoming.columns:
+        new_type = to_paimon_type(col.type)
+        if col.name not in lake:
+            out.append(ColumnChange("add", col.name, new_type))
+            continue
+        verdict = widening(lake[col.name], new_type)
+        if verdict != "same":
+            out.append(ColumnChange(verdict, col.name, f"{lake[col.name]} -> {new_type}"))
+        elif comments is not None and (col.comment or None) != (comments.get(col.name) or None):
+            out.append(ColumnChange("comment", col.name, f"{comments.get(col.name)!r} -> {col.comment!r}"))
+    out += [ColumnChange("drop", n) for n in lake if n not in incoming and n not in primary_key]
+    return out
+
+
+def comment_changes(fields: Sequence[tuple[str, str | None]], table_comment: str | None, incoming: Schema) -> list[Any]:
+    """pypaimon changes for the column comments (``(column, description)``) and the table comment
+    of ``incoming`` that differ from the table's; none when ``incoming`` carries no comment at all
+    (``include-comments.enabled`` off at the source)."""
+    from pypaimon.schema.schema_change import SchemaChange as PaimonChange
+
+    if not incoming.comment and not any(c.comment for c in incoming.columns):
+        return []
+    lake = dict(fields)
+    out: list[Any] = [PaimonChange.update_column_comment(c.name, c.comment or "") for c in incoming.columns
+                      if c.name in lake and (c.comment or None) != (lake[c.name] or None)]
+    if (incoming.comment or None) != (table_comment or None):
+        out.append(PaimonChange.update_comment(incoming.comment))
+    return out

@@ -32,7 +32,14 @@ from changelake.connectors.lake.compaction import BatchItem, CompactedBatch, Tru
 from changelake.connectors.lake.offsets import COMMIT_ID_PROPERTY, OFFSETS_PROPERTY, encode_offsets
 from changelake.connectors.lake.sink import LakeTableSink, WriteResult
 from changelake.connectors.paimon.errors import PaimonCommitError, PaimonSinkError
-from changelake.connectors.paimon.evolve import paimon_schema_of, plan_evolution, to_schema_changes
+from changelake.connectors.paimon.evolve import (
+    classify_columns,
+    comment_changes,
+    paimon_schema_of,
+    plan_evolution,
+    plan_recreate,
+    to_schema_changes,
+)
 from changelake.connectors.paimon.catalog import DEFAULT_DATABASE, identifier, load_table, open_catalog
 from changelake.connectors.paimon.offsets import next_commit_identifier, read_committed_offsets
 from changelake.connectors.paimon.options import ROW_KIND_FIELD, PaimonSinkOptions
@@ -178,15 +185,56 @@ class PaimonSink(LakeTableSink):
             )
         fields = [(f.name, str(f.type.type)) for f in table.table_schema.fields]
         changes = plan_evolution(fields, table.primary_keys, schema, table=name)
-        if changes:
+        # column and table comment changes reach the lake too
+        comments = comment_changes([(f.name, f.description) for f in table.table_schema.fields],
+                                   table.table_schema.comment, schema)
+        if changes or comments:
             try:
-                self.catalog.alter_table(name, to_schema_changes(changes))
+                self.catalog.alter_table(name, [*to_schema_changes(changes), *comments])
             except Exception as exc:
                 raise PaimonSinkError(
                     f"cannot evolve Paimon table {name!r} ({', '.join(map(str, changes))}): {exc}", table=name
                 ) from exc
             table = self.load_table(table_id)
         return table
+
+    def column_changes(self, table_id: TableId, schema: Schema) -> list[Any]:
+        """How the table's columns differ from ``schema`` (:func:`~changelake.connectors.paimon.evolve.classify_columns`)."""
+        table = self.load_table(table_id)
+        if table is None:
+            return []
+        fields = [(f.name, str(f.type.type)) for f in table.table_schema.fields]
+        comments = {f.name: f.description for f in table.table_schema.fields}
+        return classify_columns(fields, table.primary_keys, schema, comments)
+
+    def drop_columns(self, table_id: TableId, columns: Sequence[str]) -> None:
+        """Drop ``columns`` from the table (``evolve``'s ``drop.column``)."""
+        from pypaimon.schema.schema_change import SchemaChange as PaimonChange
+
+        if columns:
+            name = self.identifier(table_id)
+            try:
+                self.catalog.alter_table(name, [PaimonChange.drop_column(c) for c in columns])
+            except Exception as exc:
+                raise PaimonSinkError(f"cannot drop columns {list(columns)} of Paimon table {name!r}: {exc}",
+                                      table=name) from exc
+
+    def recreate_schema(self, table_id: TableId, schema: Schema) -> list[str]:
+        """Give an emptied table whose source was dropped and created again the new definition
+        (:func:`changelake.connectors.paimon.evolve.plan_recreate`); returns the changes made."""
+        name = self.identifier(table_id)
+        table = self.load_table(table_id)
+        if table is None:
+            return []
+        fields = [(f.name, str(f.type.type)) for f in table.table_schema.fields]
+        drops, adds = plan_recreate(fields, table.primary_keys, schema, table=name)
+        for changes in (drops, adds):
+            if changes:
+                try:
+                    self.catalog.alter_table(name, changes)
+                except Exception as exc:
+                    raise PaimonSinkError(f"cannot re-create the schema of Paimon table {name!r}: {exc}", table=name) from exc
+        return [f"{len(drops)} column(s) dropped", f"{len(adds)} column(s) added"] if drops or adds else []
 
     def table_name(self, table_id: TableId) -> str:
         """The Paimon identifier ``database.table``."""

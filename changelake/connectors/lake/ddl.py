@@ -1,0 +1,168 @@
+"""Table-level changes a lake sink applies besides rows: truncates that cover a share of a table.
+
+A truncate read from one partition of a ``hash-by-key`` topic deletes only the rows that
+partition carried (:mod:`changelake.connectors.kafka.truncate_scope` says why). The lake sink
+turns such a marker into ``-D`` rows of the covered keys (the lake's current keys and the keys
+earlier in the batch) before compacting, so a worker deletes the keys of its own partitions and
+nothing else; a marker without a scope deletes every row, as before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Callable, Sequence
+
+from changelake.changelog.row import ChangelogRow
+from changelake.changelog.rowkind import RowKind
+from changelake.changelog.schema import Schema, TableId
+from changelake.connectors.lake.compaction import BatchItem, TruncateMarker
+from changelake.errors import PipelineDataError
+
+__all__ = ["scoped", "has_scoped_truncate", "expand_scoped_truncates"]
+
+
+def scoped(scope: Any, schema: Schema) -> Any:
+    """``scope`` with ``schema`` filled in when the record named none (None stays None)."""
+    if scope is not None and getattr(scope, "schema", True) is None:
+        return replace(scope, schema=schema)
+    return scope
+
+
+def has_scoped_truncate(items: Sequence[BatchItem]) -> bool:
+    return any(isinstance(i, TruncateMarker) and i.scope is not None for i in items)
+
+
+def expand_scoped_truncates(
+    items: Sequence[BatchItem],
+    schema: Schema,
+    table_id: TableId,
+    table_name: str,
+    read_rows: Callable[[list[str]], list[dict[str, Any]]],
+) -> list[BatchItem]:
+    """Replace each scoped truncate marker by ``-D`` rows of the keys it covers.
+
+    Args:
+        items: the batch (rows and markers, oldest first).
+        schema: the batch's schema (its primary key is the lake table's).
+        table_id: the table, for the rows made.
+        table_name: the lake table's name, for errors.
+        read_rows: ``f(columns) -> rows`` of the lake table as it is before this batch.
+
+    Raises:
+        PipelineDataError: a key column the truncate's Kafka key was written with is not a column
+            of the lake table (a transform renamed or dropped it); names table and column.
+    """
+    lake_pk = list(schema.primary_key)
+    needed = list(lake_pk)
+    for item in items:
+        if isinstance(item, TruncateMarker) and item.scope is not None:
+            for c in item.scope.key_columns:
+                if c not in schema:
+                    raise PipelineDataError(
+                        f"table {table_name}: a truncate of a hash-by-key topic covers the keys of its partition, "
+                        f"but the key column {c!r} is not a column of the lake table; keep the source's primary-key "
+                        "columns in the transform's projection",
+                        table=table_name, column=c,
+                    )
+                if c not in needed:
+                    needed.append(c)
+    # the key columns of every row the lake holds and of every row earlier in the batch
+    known: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row in read_rows(needed):
+        known[tuple(row.get(k) for k in lake_pk)] = {c: row.get(c) for c in needed}
+    out: list[BatchItem] = []
+    for item in items:
+        if isinstance(item, TruncateMarker) and item.scope is not None:
+            meta = dict(item.metadata)
+            for key, row in list(known.items()):
+                if item.scope.covers(row):
+                    out.append(ChangelogRow(RowKind.DELETE, dict(row), table_id, meta))
+                    del known[key]
+            continue
+        if isinstance(item, ChangelogRow):
+            key = tuple(item.values.get(k) for k in lake_pk)
+            if item.kind.is_accumulate:
+                known[key] = {c: item.values.get(c) for c in needed}
+            else:
+                known.pop(key, None)
+        else:  # a full truncate: nothing is left
+            known.clear()
+        out.append(item)
+    return out
+
+
+# -- DROP TABLE ------------------------------------------------------------------------------------
+def dropped_key(table_name: str) -> str:
+    """The pipeline property that marks a lake table whose source table was dropped."""
+    return f"changelake.dropped.{table_name}"
+
+
+def dropped_after(items: Sequence[BatchItem]) -> bool | None:
+    """True when the batch ends with its table dropped (a drop marker after its last row), False
+    when rows follow the last drop marker (or there is none but rows), None without a drop."""
+    state: bool | None = None
+    for item in items:
+        if isinstance(item, TruncateMarker) and item.drop:
+            state = True
+        elif state is not None and isinstance(item, ChangelogRow):
+            state = False
+    return state
+
+
+# -- a truncate or drop of a table whose schema this run never saw --------------------------------
+def _data_type(arrow_type: Any, nullable: bool) -> Any:
+    import pyarrow as pa
+
+    from changelake.changelog.types import DataType, TypeRoot
+
+    t = arrow_type
+    simple = [(pa.types.is_boolean, TypeRoot.BOOLEAN), (pa.types.is_int8, TypeRoot.TINYINT),
+              (pa.types.is_int16, TypeRoot.SMALLINT), (pa.types.is_int32, TypeRoot.INT),
+              (pa.types.is_int64, TypeRoot.BIGINT), (pa.types.is_float32, TypeRoot.FLOAT),
+              (pa.types.is_float64, TypeRoot.DOUBLE), (pa.types.is_date, TypeRoot.DATE)]
+    for test, root in simple:
+        if test(t):
+            return DataType(root, nullable)
+    if pa.types.is_decimal(t):
+        return DataType.decimal(t.precision, t.scale, nullable)
+    if pa.types.is_timestamp(t):
+        return DataType.of(TypeRoot.TIMESTAMP_LTZ if t.tz else TypeRoot.TIMESTAMP, nullable, precision=6)
+    if pa.types.is_time(t):
+        return DataType.of(TypeRoot.TIME, nullable, precision=6)
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+        return DataType(TypeRoot.BYTES, nullable)
+    return DataType(TypeRoot.STRING, nullable)
+
+
+def lake_schema(lake: Any, table_id: TableId) -> Schema | None:
+    """The schema of the lake table of ``table_id`` as the lake holds it (its Arrow schema and
+    primary key), for a truncate or DROP TABLE that reaches Pipeline 2 without a schema (the
+    table was dropped before Pipeline 1 saw a row of it); None when the lake has no such table."""
+    from changelake.changelog.schema import Column
+
+    if lake.load_table(table_id) is None:
+        return None
+    arrow = lake.read_table(table_id).schema
+    key = list(lake.primary_key(table_id))
+    cols = tuple(Column(f.name, _data_type(f.type, f.name not in key)) for f in arrow)
+    return Schema(cols, tuple(key))
+
+
+# -- pipeline.schema.change.behavior ---------------------------------------------------------------
+def apply_schema_change_policy(sink: Any, policy: Any, table_id: TableId, table_name: str,
+                               rows: Sequence[BatchItem], schema: Schema) -> tuple[list[BatchItem], Schema]:
+    """The batch and schema to write under ``policy``
+    (:class:`~changelake.connectors.lake.schema_change.SchemaChangePolicy`): truncates / drops it
+    ignores are left out, columns are added, kept, dropped or renamed as the mode says.
+
+    Raises:
+        SchemaChangeError: ``exception`` met a schema change (names table and change).
+        the lake's schema-evolution errors: ``evolve`` met a change the lake cannot apply.
+    """
+    items = policy.filter_markers(table_name, rows)
+    if sink.load_table(table_id) is None:
+        return items, schema  # create.table: a new lake table always starts from the schema
+    plan = policy.plan(table_name, sink.column_changes(table_id, schema), schema)
+    if plan.drop_columns:
+        sink.drop_columns(table_id, plan.drop_columns)
+    return plan.apply(items), plan.schema

@@ -1,0 +1,138 @@
+"""``pipeline.schema.change.behavior`` and ``include/exclude.schema.changes`` on a real pipeline
+(MariaDB -> Pipeline 1 -> Kafka -> Pipeline 2 -> Iceberg / Paimon), with Flink CDC's meanings."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from changelake.changelog import TableId
+from changelake.connectors.lake.schema_change import SchemaChangeError
+from changelake.errors import ChangelakeError
+from changelake.pipeline.runner import run_pipeline
+from changelake.pipeline.verify import read_lake_table, verify_lake_table
+
+pytestmark = pytest.mark.integration
+
+
+def _with(p2, behavior=None, **sink):
+    pipeline = dict(p2.pipeline)
+    if behavior:
+        pipeline["schema.change.behavior"] = behavior
+    return replace(p2, pipeline=pipeline, sink={**p2.sink, **sink})
+
+
+def _lake(p2, t):
+    arrow = read_lake_table(p2, t)
+    return arrow.schema.names, sorted(arrow.to_pylist(), key=lambda r: r["id"])
+
+
+@pytest.mark.parametrize("behavior", [None, "exception", "evolve", "try_evolve", "lenient", "ignore"])
+def test_each_schema_change_behavior_on_a_real_pipeline(database_factory, mysql_exec, mysql_params, pipeline_pair,
+                                                         behavior):
+    db = database_factory()
+    mysql_exec(db, "CREATE TABLE t(id INT PRIMARY KEY, a VARCHAR(10), b INT)", "INSERT INTO t VALUES (1,'1',10),(2,'2',20)")
+    p1, p2 = pipeline_pair(db, ["t"])
+    p2 = _with(p2, behavior)
+    t = TableId(db, "t")
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)
+    mysql_exec(db, "ALTER TABLE t ADD COLUMN c INT", "INSERT INTO t VALUES (3,'3',30,300)",
+               "ALTER TABLE t DROP COLUMN b", "INSERT INTO t VALUES (4,'4',400)")
+    run_pipeline(p1, until_caught_up=True)
+    if behavior == "exception":
+        with pytest.raises(SchemaChangeError) as err:
+            run_pipeline(p2, until_caught_up=True)
+        assert f"{db}.t" in str(err.value) and "add.column of column 'c'" in str(err.value)
+        names, rows = _lake(p2, t)
+        assert names == ["id", "a", "b"] and [r["id"] for r in rows] == [1, 2]  # not past the change
+        return
+    run_pipeline(p2, until_caught_up=True)
+    names, rows = _lake(p2, t)
+    by_id = {r["id"]: r for r in rows}
+    assert sorted(by_id) == [1, 2, 3, 4]  # rows keep flowing in every mode
+    if behavior == "ignore":
+        assert names == ["id", "a", "b"]  # the lake schema is kept
+        assert by_id[3]["b"] == 30 and by_id[4]["b"] is None
+    elif behavior in ("evolve", "try_evolve"):
+        assert names == ["id", "a", "c"]  # drop.column applied
+        assert by_id[4]["c"] == 400
+        assert verify_lake_table(p2, t, mysql=mysql_params).passed
+    else:  # default and lenient: the dropped column stays, NULL from then on
+        assert names == ["id", "a", "b", "c"]
+        assert by_id[3]["b"] == 30 and by_id[4]["b"] is None and by_id[4]["c"] == 400
+        assert verify_lake_table(p2, t, mysql=mysql_params).passed
+
+    # an incompatible type change (VARCHAR -> INT)
+    mysql_exec(db, "ALTER TABLE t MODIFY a INT", "INSERT INTO t (id, a, c) VALUES (5, 5, 500)")
+    run_pipeline(p1, until_caught_up=True)
+    if behavior in (None, "evolve"):  # the lake cannot widen string to int: stop, never silently
+        with pytest.raises(ChangelakeError, match="'a'"):
+            run_pipeline(p2, until_caught_up=True)
+        assert sorted(r["id"] for r in _lake(p2, t)[1]) == [1, 2, 3, 4]
+        return
+    run_pipeline(p2, until_caught_up=True)
+    names, rows = _lake(p2, t)
+    by_id = {r["id"]: r for r in rows}
+    assert by_id[5].get("c") == (None if behavior == "ignore" else 500)
+    if behavior == "lenient":  # the old column stays, a new one takes the new type
+        assert "a_int" in names and by_id[5]["a_int"] == 5 and by_id[5]["a"] is None
+    else:  # try_evolve, ignore: the lake type stays, the value is NULL
+        assert "a_int" not in names and by_id[5]["a"] is None
+
+
+@pytest.mark.parametrize("behavior, sink, expected", [
+    ("lenient", {}, [1, 2, 3]),  # Flink's lenient ignores TRUNCATE (not changelake's default)
+    (None, {"exclude.schema.changes": "[truncate.table]"}, [1, 2, 3]),
+    ("lenient", {"exclude.schema.changes": "[drop.table]"}, [3]),  # an explicit exclude overrides (FLINK-36514)
+    ("evolve", {"include.schema.changes": "[table]"}, [3]),
+    ("ignore", {}, [1, 2, 3]),
+    ("exception", {}, None),
+])
+def test_truncate_per_mode_and_include_exclude(database_factory, mysql_exec, mysql_params, pipeline_pair,
+                                               behavior, sink, expected):
+    db = database_factory()
+    mysql_exec(db, "CREATE TABLE t(id INT PRIMARY KEY)", "INSERT INTO t VALUES (1),(2)")
+    p1, p2 = pipeline_pair(db, ["t"])
+    p2 = _with(p2, behavior, **sink)
+    t = TableId(db, "t")
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)
+    mysql_exec(db, "TRUNCATE TABLE t", "INSERT INTO t VALUES (3)")
+    run_pipeline(p1, until_caught_up=True)
+    if expected is None:
+        with pytest.raises(SchemaChangeError, match="truncate.table"):
+            run_pipeline(p2, until_caught_up=True)
+        assert sorted(r["id"] for r in _lake(p2, t)[1]) == [1, 2]
+        return
+    run_pipeline(p2, until_caught_up=True)
+    assert sorted(r["id"] for r in _lake(p2, t)[1]) == expected
+
+
+def _lake_comments(p2, t):
+    from changelake.connectors.registry import ConnectorContext, find_factory
+
+    sink = find_factory(p2.sink_type).create_sink(p2.options("sink"), ConnectorContext(p2.name))
+    with sink:
+        table = sink.load_table(t)
+        if p2.sink_type == "iceberg":
+            return {f.name: f.doc for f in table.schema().fields}, table.properties.get("comment")
+        return {f.name: f.description for f in table.table_schema.fields}, table.table_schema.comment
+
+
+def test_table_and_column_comment_changes_reach_the_lake(database_factory, mysql_exec, pipeline_pair):
+    db = database_factory()
+    mysql_exec(db, "CREATE TABLE t(id INT PRIMARY KEY, v INT COMMENT 'old') COMMENT='first'", "INSERT INTO t VALUES (1, 1)")
+    p1, p2 = pipeline_pair(db, ["t"])
+    p1 = replace(p1, source={**p1.source, "include-comments.enabled": "true"})
+    t = TableId(db, "t")
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)
+    columns, table = _lake_comments(p2, t)
+    assert columns["v"] == "old" and table == "first"
+    mysql_exec(db, "ALTER TABLE t MODIFY v INT COMMENT 'the value', COMMENT='the table'", "INSERT INTO t VALUES (2, 2)")
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)
+    columns, table = _lake_comments(p2, t)
+    assert columns["v"] == "the value" and table == "the table"

@@ -1,0 +1,101 @@
+"""Pure logic of the lake sinks' DDL handling (issue 17): truncate scopes of hash-by-key topics,
+the schema-change policy, and two source tables refused on one lake table."""
+
+from __future__ import annotations
+
+import pytest
+
+from changelake.changelog import ChangelogRow, RowKind, Schema, TableId
+from changelake.changelog.types import parse_data_type
+from changelake.connectors.errors import OptionValidationError
+from changelake.connectors.iceberg import IcebergSink, IcebergSinkOptions
+from changelake.connectors.kafka.truncate_scope import TruncateScope, scope_of, truncate_scope_headers
+from changelake.connectors.lake.compaction import TruncateMarker
+from changelake.connectors.lake.ddl import dropped_after, expand_scoped_truncates
+from changelake.connectors.lake.schema_change import ColumnChange, SchemaChangeError, SchemaChangePolicy
+from changelake.connectors.upsert_kafka.partitioner import partition_for
+from changelake.errors import PipelineDataError
+from changelake.formats.table_id_key import KeyFormat, encode_table_key
+
+T = TableId("db", "t")
+S = Schema.of([("id", parse_data_type("INT NOT NULL")), ("v", parse_data_type("STRING"))], ["id"])
+
+
+def test_a_truncate_copy_covers_exactly_the_keys_murmur2_puts_in_its_partition():
+    headers = truncate_scope_headers(3, KeyFormat.JSON)
+    scopes = [scope_of(headers, "db.t", S, p) for p in range(3)]
+    assert all(isinstance(s, TruncateScope) for s in scopes)
+    for key in range(50):
+        placed = partition_for(encode_table_key("db.t", S, {"id": key}, KeyFormat.JSON), 3)
+        assert [s.covers({"id": key}) for s in scopes] == [p == placed for p in range(3)]
+    assert scope_of([], "db.t", S, 0) is None  # no headers: the truncate covers every row
+    assert scope_of(truncate_scope_headers(1, KeyFormat.JSON), "db.t", S, 0) is None
+
+
+def test_scoped_truncates_become_deletes_of_the_covered_keys_only():
+    scope = scope_of(truncate_scope_headers(3, KeyFormat.JSON), "db.t", S, 1)
+    lake_rows = [{"id": i} for i in range(20)]
+    items = [ChangelogRow(RowKind.INSERT, {"id": 100, "v": "x"}, T), TruncateMarker(scope=scope),
+             ChangelogRow(RowKind.INSERT, {"id": 101, "v": "y"}, T)]
+    out = expand_scoped_truncates(items, S, T, "db.t", lambda cols: lake_rows)
+    deleted = {r.values["id"] for r in out if isinstance(r, ChangelogRow) and r.kind is RowKind.DELETE}
+    assert deleted == {k for k in [*range(20), 100] if scope.covers({"id": k})}
+    assert out[-1].values["id"] == 101  # rows after the truncate stay
+
+
+def test_dropped_after():
+    row = ChangelogRow(RowKind.INSERT, {"id": 1}, T)
+    assert dropped_after([row]) is None
+    assert dropped_after([row, TruncateMarker(drop=True)]) is True
+    assert dropped_after([TruncateMarker(drop=True), row]) is False
+    assert dropped_after([TruncateMarker()]) is None
+
+
+def test_schema_change_policy_options_and_filters():
+    with pytest.raises(OptionValidationError, match="schema.change.behavior"):
+        SchemaChangePolicy.of("sometimes")
+    with pytest.raises(OptionValidationError, match="exclude.schema.changes"):
+        SchemaChangePolicy.of(None, exclude="[drop.everything]")
+    assert SchemaChangePolicy.of(None).is_default
+    lenient = SchemaChangePolicy.of("LENIENT")
+    assert not lenient.applies("truncate.table") and not lenient.applies("drop.table") and lenient.applies("add.column")
+    overridden = SchemaChangePolicy.of("lenient", exclude="[add.column]")  # FLINK-36514
+    assert overridden.applies("truncate.table") and not overridden.applies("add.column")
+    drops = SchemaChangePolicy.of("evolve", include="[drop]")
+    assert drops.applies("drop.column") and drops.applies("drop.table") and not drops.applies("add.column")
+    assert not SchemaChangePolicy.of("ignore").applies("add.column")
+    assert SchemaChangePolicy.of("ignore").applies("create.table")
+
+
+def test_schema_change_plans_per_mode():
+    incoming = Schema.of([("id", parse_data_type("INT NOT NULL")), ("v", parse_data_type("INT")),
+                          ("c", parse_data_type("INT"))], ["id"])
+    changes = [ColumnChange("bad", "v", "string -> int"), ColumnChange("add", "c"), ColumnChange("drop", "b")]
+    with pytest.raises(SchemaChangeError, match="db.t.*alter.column.type of column 'v'"):
+        SchemaChangePolicy.of("exception").plan("db.t", changes, incoming)
+    lenient = SchemaChangePolicy.of("lenient").plan("db.t", changes, incoming)
+    assert lenient.schema.names == ["id", "v_int", "c"] and lenient.drop_columns == []
+    row = ChangelogRow(RowKind.INSERT, {"id": 1, "v": 5, "c": 6}, T)
+    assert lenient.apply([row])[0].values == {"id": 1, "v_int": 5, "c": 6}
+    evolve = SchemaChangePolicy.of("try_evolve").plan("db.t", changes, incoming)
+    assert evolve.schema.names == ["id", "c"] and evolve.drop_columns == ["b"]
+    ignore = SchemaChangePolicy.of("ignore").plan("db.t", changes, incoming)
+    assert ignore.schema.names == ["id"] and ignore.drop_columns == []
+    with pytest.raises(SchemaChangeError, match="truncate.table"):
+        SchemaChangePolicy.of("exception").filter_markers("db.t", [TruncateMarker()])
+    assert SchemaChangePolicy.of("ignore").filter_markers("db.t", [TruncateMarker(), row]) == [row]
+    narrower = [ColumnChange("keep", "v", "bigint -> int")]
+    with pytest.raises(SchemaChangeError):
+        SchemaChangePolicy.of("exception").plan("db.t", narrower, incoming)
+    assert SchemaChangePolicy.of("evolve").plan("db.t", narrower, incoming).schema == incoming
+
+
+def test_two_source_tables_on_one_lake_table_are_refused_by_name(tmp_path):
+    (tmp_path / "wh").mkdir()
+    sink = IcebergSink(IcebergSinkOptions.sql(f"sqlite:///{tmp_path}/c.db", f"file://{tmp_path}/wh", namespace="lake"))
+    with sink:
+        sink.write(TableId("db1", "t"), [ChangelogRow(RowKind.INSERT, {"id": 1, "v": "a"})], S, {})
+        with pytest.raises(PipelineDataError) as err:
+            sink.write(TableId("db2", "t"), [ChangelogRow(RowKind.INSERT, {"id": 1, "v": "b"})], S, {})
+    assert "db1.t" in str(err.value) and "db2.t" in str(err.value) and "'lake.t'" in str(err.value)
+    assert "route" in str(err.value)
