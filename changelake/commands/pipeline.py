@@ -147,6 +147,15 @@ def run(args: argparse.Namespace) -> int:
         md = event.step_output_data.metadata
         line = ", ".join(f"{k}={v.value}" for k, v in md.items())
         print(f"{event.step_key}: {line}" if len(outputs) > 1 else line)
+    if len(outputs) > 1:  # a parallel run: each change counted once over the workers (see RunStats.tables)
+        import json
+
+        tables: dict[str, int] = {}
+        for event in outputs:
+            raw = event.step_output_data.metadata.get("tables")
+            for table, count in (json.loads(raw.value) if raw is not None and raw.value else {}).items():
+                tables[table] = tables.get(table, 0) + int(count)
+        print(f"total: changes={sum(tables.values())}, tables={json.dumps(tables, sort_keys=True)}")
     if not result.success:
         from changelake.commands._credentials import auth_hint
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from changelake.changelog.row import ChangelogRow
+from changelake.changelog.row import ChangelogRow, RowKind
 from changelake.changelog.schema import Schema, TableId
 from changelake.connectors.lake.compaction import TRUNCATE, BatchItem, CompactedBatch, compact
 from changelake.connectors.lake.offsets import decode_offsets, encode_offsets, is_replay, merge_offsets, topic_partition
@@ -43,6 +43,11 @@ class WriteResult:
         truncated: every earlier row was deleted.
         snapshot_id: the table's snapshot id after the commit (None when skipped).
         offsets: the offsets stored with the commit (or the committed ones when skipped).
+        sink_table: the sink table the rows came for (``db.table``, as the pipeline's stats name it).
+        rows_applied: change events this commit absorbed (an update's ``-U``/``+U`` pair and a
+            TRUNCATE count once each): those past the table's stored offsets (0 when skipped). Rows another writer committed first (a replay, re-reads after a
+            consumer-group handover, the winner of a commit race) are not counted, so the
+            writers' counts add up to the distinct changes the table absorbed.
     """
 
     table: str
@@ -53,6 +58,8 @@ class WriteResult:
     truncated: bool = False
     snapshot_id: int | None = None
     offsets: Mapping[str, int] = field(default_factory=dict)
+    sink_table: str = ""
+    rows_applied: int = 0
 
 
 @dataclass
@@ -97,6 +104,7 @@ class LakeTableSink:
         self.commit_redos = 0
         self._catalog: Any = None
         self._buffers: dict[TableId, _Buffer] = {}
+        self._early: list[WriteResult] = []  # tables flushed by add() (schema change), reported by flush()
 
     # -- lifecycle -----------------------------------------------------------------------------
     def open(self) -> None:
@@ -107,6 +115,7 @@ class LakeTableSink:
     def close(self) -> None:
         """Forget the catalog (idempotent). Buffered rows are dropped, not written."""
         self._buffers.clear()
+        self._early = []
         self._catalog = None
 
     def __enter__(self) -> Any:
@@ -207,11 +216,13 @@ class LakeTableSink:
         name = self.table_name(table_id)
         committed = self._read_committed_offsets(table)
         if is_replay(committed, offsets):
-            return WriteResult(name, skipped=True, rows_in=_count_rows(rows), offsets=committed)
+            return WriteResult(name, skipped=True, rows_in=_count_rows(rows), offsets=committed,
+                               sink_table=str(table_id))
         items = [r for r in rows if not already_absorbed(r, committed)]
         batch = compact(items, tuple(schema.primary_key), table=name)
         if batch.is_empty and not offsets:
-            return WriteResult(name, skipped=False, rows_in=batch.input_rows, offsets=committed)
+            return WriteResult(name, skipped=False, rows_in=batch.input_rows, offsets=committed,
+                               sink_table=str(table_id), rows_applied=_count_changes(items))
         new_offsets = merge_offsets(committed, offsets)
         snapshot_id, upserted, deleted = self._commit_batch(table, name, batch, items, schema, new_offsets)
         return WriteResult(
@@ -223,6 +234,8 @@ class LakeTableSink:
             truncated=batch.truncate,
             snapshot_id=snapshot_id,
             offsets=new_offsets,
+            sink_table=str(table_id),
+            rows_applied=_count_changes(items),
         )
 
     def truncate(self, table_id: TableId, schema: Schema, offsets: Mapping[str, int]) -> WriteResult:
@@ -241,7 +254,7 @@ class LakeTableSink:
         """
         buffer = self._buffers.get(table_id)
         if buffer is not None and buffer.schema != schema:
-            self._flush_table(table_id)
+            self._early.append(self._flush_table(table_id))
             buffer = None
         if buffer is None:
             buffer = self._buffers[table_id] = _Buffer(schema)
@@ -258,8 +271,9 @@ class LakeTableSink:
         return self.buffered_rows >= int(self.options.commit_max_rows)
 
     def flush(self) -> list[WriteResult]:
-        """Write every buffered table (one commit each); the buffer is cleared even on error."""
-        results = []
+        """Write every buffered table (one commit each); the buffer is cleared even on error.
+        Returns their results, after those of tables :meth:`add` flushed early since the last flush."""
+        results, self._early = self._early, []
         try:
             for table_id in list(self._buffers):
                 results.append(self._flush_table(table_id))
@@ -322,6 +336,11 @@ class LakeTableSink:
         """
         prefix = self._entry_prefix(pipeline)
         self.write_pipeline_properties({f"{prefix}{tp}@{writer}": str(int(v)) for tp, v in sorted(offsets.items())})
+
+
+def _count_changes(items: Sequence[BatchItem]) -> int:
+    """Change events in ``items``: every row but ``-U`` (its ``+U`` counts the update), and markers."""
+    return sum(1 for r in items if not isinstance(r, ChangelogRow) or r.kind is not RowKind.UPDATE_BEFORE)
 
 
 def _count_rows(rows: Sequence[BatchItem]) -> int:
