@@ -22,7 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from changelake.changelog.row import ChangelogRow, RowKind
+from changelake.changelog.row import ChangelogRow
+from changelake.changelog.rowkind import RowKind
 from changelake.changelog.schema import Schema, TableId
 from changelake.connectors.lake.compaction import TRUNCATE, BatchItem, CompactedBatch, compact
 from changelake.connectors.lake.offsets import decode_offsets, encode_offsets, is_replay, merge_offsets, topic_partition
