@@ -1,6 +1,7 @@
 """The ``changelake`` command line.
 
     changelake services up|down|status|env     local Kafka + MariaDB (see changelake.services)
+        [--catalog postgres|rest]              ... and a shared lake catalog (scale-out)
     changelake pipeline run FILE.yaml [--until-caught-up]
     changelake changelog ...                   print a topic as a changelog (+I/-U/+U/-D)
     changelake demo                            the main job, end to end on the local services
@@ -26,7 +27,7 @@ def _services(args: argparse.Namespace) -> int:
 
     services = Services.local()
     if args.action == "up":
-        services.up()
+        services.up(catalogs=args.catalog or ())
         for name, state in services.status().items():
             print(f"{name}: {state}")
     elif args.action == "down":
@@ -49,6 +50,9 @@ def _build_parser() -> argparse.ArgumentParser:
 
     services = sub.add_parser("services", help="start/stop the local Kafka and MariaDB")
     services.add_argument("action", choices=["up", "down", "status", "env"])
+    services.add_argument("--catalog", action="append", choices=["postgres", "rest"],
+                          help="with up: also start this shared lake catalog (repeatable): PostgreSQL for "
+                               "pyiceberg's SQL catalog, or Iceberg's REST catalog; `services env` prints their URIs")
     services.set_defaults(func=_services)
 
     try:

@@ -28,6 +28,12 @@ Shared catalogs (started on demand: :class:`PostgresService`, :class:`IcebergRes
   (iceberg-core's test jar) on Jetty over a ``JdbcCatalog``, jars fetched by Maven from
   ``iceberg-rest/pom.xml`` like Kafka's, started by ``iceberg-rest/LoopbackRestCatalog.java``
   bound to 127.0.0.1 (Iceberg's own ``RESTCatalogServer`` binds every interface).
+
+``changelake services up --catalog postgres --catalog rest`` starts them with the others
+(:meth:`Services.up`), ``services env`` then also prints ``CHANGELAKE_POSTGRES_CATALOG_URI`` and
+``CHANGELAKE_ICEBERG_REST_URI`` / ``CHANGELAKE_ICEBERG_REST_WAREHOUSE``, and ``services down`` stops
+them; ports from ``CHANGELAKE_POSTGRES_PORT`` / ``CHANGELAKE_ICEBERG_REST_PORT`` (defaults 15432 /
+18181).
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 from changelake.errors import ChangelakeError
 from changelake.state_dir import default_state_dir  # re-exported: callers of the services module use it
@@ -55,6 +62,8 @@ __all__ = [
     "PostgresService",
     "IcebergRestService",
     "Services",
+    "CATALOGS",
+    "POSTGRES_CATALOG_DATABASE",
     "default_state_dir",
     "free_port",
 ]
@@ -669,13 +678,42 @@ class IcebergRestService:
 # --------------------------------------------------------------------------------------------
 
 
+#: ``services up --catalog NAME``: the shared catalogs a scale-out needs (see README "Scaling Pipeline 2 out").
+CATALOGS = ("postgres", "rest")
+#: PostgreSQL database holding pyiceberg's SQL catalog tables.
+POSTGRES_CATALOG_DATABASE = "lake"
+
+
 @dataclass
 class Services:
-    """The local Kafka and MariaDB of one state folder, plus the lake's default locations."""
+    """The local Kafka and MariaDB of one state folder, plus the lake's default locations; on
+    request (``up(catalogs=...)``) the shared catalogs: PostgreSQL for pyiceberg's SQL catalog and
+    Apache Iceberg's REST catalog."""
 
     state_dir: Path
     kafka: KafkaService
     mariadb: MariaDBService
+    postgres: PostgresService | None = None
+    rest: IcebergRestService | None = None
+
+    def _catalog(self, name: str) -> PostgresService | IcebergRestService:
+        if name not in CATALOGS:
+            raise ServiceError(f"unknown catalog {name!r}; choose one of {', '.join(CATALOGS)}")
+        if name == "postgres":
+            if self.postgres is None:
+                self.postgres = PostgresService(home=self.state_dir / "postgres", port=free_port())
+            return self.postgres
+        if self.rest is None:
+            self.rest = IcebergRestService(home=self.state_dir / "iceberg-rest", port=free_port())
+        return self.rest
+
+    def catalogs_up(self) -> list[str]:
+        """The shared catalogs that ``up`` started and that still run."""
+        try:
+            listed = json.loads((self.state_dir / "services.json").read_text()).get("catalogs", [])
+        except (OSError, ValueError):
+            listed = []
+        return [name for name in CATALOGS if name in listed and self._catalog(name).is_healthy()]
 
     @classmethod
     def local(cls, state_dir: Path | None = None) -> "Services":
@@ -690,6 +728,9 @@ class Services:
                 controller_port=int(os.environ.get("CHANGELAKE_KAFKA_CONTROLLER_PORT", 19093)),
             ),
             mariadb=MariaDBService(home=state / "mariadb", port=int(os.environ.get("CHANGELAKE_MYSQL_PORT", 13306))),
+            postgres=PostgresService(home=state / "postgres", port=int(os.environ.get("CHANGELAKE_POSTGRES_PORT", 15432))),
+            rest=IcebergRestService(home=state / "iceberg-rest",
+                                    port=int(os.environ.get("CHANGELAKE_ICEBERG_REST_PORT", 18181))),
         )
 
     @classmethod
@@ -701,32 +742,56 @@ class Services:
             mariadb=MariaDBService(home=state_dir / "mariadb", port=free_port()),
         )
 
-    def up(self) -> None:
-        """Start both (idempotent) and create the local lake's folder (the catalog refuses a URI whose
-        folder does not exist). On failure, stops what this call started and raises ServiceError."""
+    def up(self, catalogs: Sequence[str] = ()) -> None:
+        """Start Kafka and MariaDB (idempotent) and create the local lake's folder (the catalog
+        refuses a URI whose folder does not exist); with ``catalogs`` (names of :data:`CATALOGS`)
+        also those shared catalogs (PostgreSQL with the database :data:`POSTGRES_CATALOG_DATABASE`;
+        the REST catalog), kept running by later ``up`` calls without them. On failure, stops what
+        this call started and raises ServiceError (an unknown catalog name included)."""
+        wanted = [self._catalog(name) for name in catalogs]  # unknown names fail before anything starts
+        catalogs = list(dict.fromkeys([*self.catalogs_up(), *catalogs]))
         (self.state_dir / "lake").mkdir(parents=True, exist_ok=True)
         kafka_was_up = self.kafka.is_healthy()
+        was_up = [service.is_healthy() for service in wanted]
         try:
             self.mariadb.start()
             self.kafka.start()
+            for service in wanted:
+                service.start()
+            if self.postgres is not None and "postgres" in catalogs:
+                self.postgres.create_database(POSTGRES_CATALOG_DATABASE)
         except BaseException:
+            for service, up in zip(wanted, was_up):
+                if not up:
+                    service.stop()
             if not kafka_was_up:
                 self.kafka.stop()
             self.mariadb.stop()
             raise
-        (self.state_dir / "services.json").write_text(
-            json.dumps({"kafka_port": self.kafka.port, "mysql_port": self.mariadb.port})
-        )
+        ports = {"kafka_port": self.kafka.port, "mysql_port": self.mariadb.port, "catalogs": catalogs}
+        (self.state_dir / "services.json").write_text(json.dumps(ports))
 
     def down(self) -> None:
+        """Stop every service, the shared catalogs included."""
+        for name in CATALOGS:
+            self._catalog(name).stop()
         self.kafka.stop()
         self.mariadb.stop()
 
     def status(self) -> dict[str, str]:
-        return {
+        status = {
             "kafka": f"{'up' if self.kafka.is_healthy() else 'down'} {self.kafka.bootstrap_servers}",
             "mariadb": f"{'up' if self.mariadb.is_healthy() else 'down'} 127.0.0.1:{self.mariadb.port}",
         }
+        try:
+            listed = json.loads((self.state_dir / "services.json").read_text()).get("catalogs", [])
+        except (OSError, ValueError):
+            listed = []
+        for name in (n for n in CATALOGS if n in listed):
+            service = self._catalog(name)
+            where = service.uri if isinstance(service, IcebergRestService) else f"127.0.0.1:{service.port}"
+            status[name] = f"{'up' if service.is_healthy() else 'down'} {where}"
+        return status
 
     def env(self) -> dict[str, str]:
         """The environment the rest of the project reads; a variable already set wins (so the same
@@ -741,4 +806,10 @@ class Services:
             "ICEBERG_CATALOG_URI": f"sqlite:///{lake / 'catalog.db'}",
             "ICEBERG_WAREHOUSE": f"file://{lake / 'warehouse'}",
         }
+        up = self.catalogs_up()
+        if "postgres" in up and self.postgres is not None:  # pyiceberg's SQL catalog on PostgreSQL
+            values["CHANGELAKE_POSTGRES_CATALOG_URI"] = self.postgres.url(POSTGRES_CATALOG_DATABASE)
+        if "rest" in up and self.rest is not None:  # Apache Iceberg's REST catalog (its own warehouse)
+            values["CHANGELAKE_ICEBERG_REST_URI"] = self.rest.uri
+            values["CHANGELAKE_ICEBERG_REST_WAREHOUSE"] = self.rest.warehouse
         return {k: os.environ.get(k, v) for k, v in values.items()}

@@ -65,6 +65,9 @@ class PipelineRunConfig(dg.Config):
     )
     max_duration_s: float | None = Field(default=None, description="Stop after this many seconds (bounded run).")
     batch_size: int = Field(default=2000, description="Change events per batch (one sink commit per batch).")
+    standby: bool = Field(
+        default=False, description="High availability: wait while another run of this pipeline is alive (its "
+        "heartbeat in the instance), then take over; the new reader's init_transactions fences the old one.")
 
 
 class ExecutorUnavailableError(ChangelakeError):
@@ -132,6 +135,7 @@ def build_pipeline_job(path: Path | str, *, worker_id: str | None = None, execut
             yield from run_supervised(
                 context, defn, reporter_for(defn), until_caught_up=config.until_caught_up,
                 max_duration_s=config.max_duration_s, batch_size=config.batch_size, worker_id=worker,
+                standby=config.standby,
             )
 
         return run_pipeline_op

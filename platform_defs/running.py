@@ -21,6 +21,7 @@ import dagster as dg
 
 from assets.reporting import Reporter
 from changelake.pipeline.definition import PipelineDefinition
+from platform_defs.standby import wait_for_takeover
 from sensors.liveness import HEARTBEAT_S, PID_TAG, heartbeat_tags, process_tags
 
 __all__ = ["run_supervised"]
@@ -59,10 +60,14 @@ def run_supervised(
     max_duration_s: float | None,
     batch_size: int,
     worker_id: str | None = None,
+    standby: bool = False,
 ) -> Iterator[Any]:
     """Run ``defn``; yield its asset materializations as they happen, then the op's ``Output``
     carrying the final stats. ``worker_id``: run as that worker of a parallel pipeline
-    (:func:`changelake.pipeline.runner.run_pipeline` with ``worker=True``).
+    (:func:`changelake.pipeline.runner.run_pipeline` with ``worker=True``). ``standby``: first wait,
+    beating, while another run of the pipeline lives, then take over
+    (:func:`platform_defs.standby.wait_for_takeover`); stopped while waiting, the op outputs
+    ``stopped_because = "stopped while standby"`` and reads nothing.
 
     Raises:
         Whatever the pipeline raised (a real failure, with its own message).
@@ -102,10 +107,15 @@ def run_supervised(
         first.update(process_tags())  # the one op runs in the run worker's process: name it
     context.instance.add_run_tags(context.run_id, first)
     with _stop_on_signals(stop, context.log):
-        thread = threading.Thread(target=work, name=f"pipeline-{defn.name}", daemon=True)
-        thread.start()
         beat = threading.Thread(target=heartbeat, name=f"heartbeat-{defn.name}", daemon=True)
         beat.start()
+        if standby and not wait_for_takeover(context, defn.name, stop):
+            beating.set()
+            reporter.close()
+            yield dg.Output(None, metadata={"stopped_because": "stopped while standby"})
+            return
+        thread = threading.Thread(target=work, name=f"pipeline-{defn.name}", daemon=True)
+        thread.start()
         try:
             while True:
                 line = reporter.progress_line()  # at a steady interval, also while idle

@@ -23,10 +23,12 @@ __all__ = [
     "heartbeat_tags", "process_tags", "worker_gone",
 ]
 
-#: seconds between two beats of a running pipeline op.
-HEARTBEAT_S = 5.0
-#: seconds without a beat after which a started run is dead (a few missed beats).
-HEARTBEAT_TIMEOUT_S = 45.0
+#: seconds between two beats of a running pipeline op (``$CHANGELAKE_HEARTBEAT_INTERVAL_S``, as
+#: Flink's ``heartbeat.interval``).
+HEARTBEAT_S = float(os.environ.get("CHANGELAKE_HEARTBEAT_INTERVAL_S") or 5.0)
+#: seconds without a beat after which a started run is dead, a few missed beats
+#: (``$CHANGELAKE_HEARTBEAT_TIMEOUT_S``, as Flink's ``heartbeat.timeout``).
+HEARTBEAT_TIMEOUT_S = float(os.environ.get("CHANGELAKE_HEARTBEAT_TIMEOUT_S") or 45.0)
 HEARTBEAT_TAG = "changelake/heartbeat"
 HOST_TAG = "changelake/host"
 PID_TAG = "changelake/pid"

@@ -12,6 +12,12 @@ where you like; Kafka spreads the partitions over them and the lake's catalog se
 commits. ``ID`` (default: this host's name) is the worker's stable ``group.instance.id``: give a
 replacement the id of the worker it replaces. Several workers of one pipeline are expected, so
 no running run blocks it.
+
+``--standby`` runs a standby of the pipeline (Pipeline 1 high availability, as Debezium's and Flink
+CDC's: one binlog reader per server): on another machine, with its own state folder but the same
+Dagster instance, Kafka and MySQL, its run waits while the pipeline's active run is alive (that
+run's heartbeat in the instance; on the same host also its process), then takes over; its
+``init_transactions`` fences the old reader (:mod:`platform_defs.standby`).
 """
 
 from __future__ import annotations
@@ -38,15 +44,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     r.add_argument("--worker", nargs="?", const="", default=None, metavar="ID",
                    help="run one worker of the pipeline's consumer group (ID: its stable group.instance.id, "
                         "default this host's name)")
+    r.add_argument("--standby", action="store_true",
+                   help="high availability: wait while the pipeline's active run is alive, then take over "
+                        "(fencing the old reader)")
     r.set_defaults(func=run)
 
 
 def run_pipeline_job(path: Path, until_caught_up: bool, max_duration_s: float | None = None,
-                     worker_id: str | None = None):
+                     worker_id: str | None = None, standby: bool = False):
     """Execute the pipeline job of ``path`` (one op in-process, or its worker ops under the
     multiprocess executor; ``worker_id``: one worker, in-process). The run is tagged with this
     process (host, pid), so a restart right after this process died is not refused. Returns
-    Dagster's result (``success``, ``all_events``)."""
+    Dagster's result (``success``, ``all_events``). ``standby``: the run config's ``standby``
+    (wait while another run of the pipeline lives, then take over)."""
     import dagster as dg
 
     from assets.keys import job_name
@@ -58,6 +68,8 @@ def run_pipeline_job(path: Path, until_caught_up: bool, max_duration_s: float | 
     config: dict = {"until_caught_up": until_caught_up}
     if max_duration_s is not None:
         config["max_duration_s"] = max_duration_s
+    if standby:
+        config["standby"] = True
     run_config = {
         "ops": {f"run_{job_name(structure)}": {"config": config}},
         "loggers": {"console": {"config": {"log_level": QUIET_LOG_LEVEL}}},
@@ -112,11 +124,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: pipeline file {str(args.file)!r} does not exist", file=sys.stderr)
         return 2
     worker_id = None
+    if args.standby and args.worker is not None:
+        print("error: --standby and --worker exclude each other (workers of a consumer group are all active)",
+              file=sys.stderr)
+        return 2
     if args.worker is not None:
         import socket
 
         worker_id = args.worker or socket.gethostname()
-    else:
+    elif not args.standby:  # a standby waits for the running run instead
         running = active_run_of(args.file)
         if running:
             print(f"error: {running}", file=sys.stderr)
@@ -124,12 +140,22 @@ def run(args: argparse.Namespace) -> int:
     from assets.reporting import PROGRESS_ENV
 
     os.environ.setdefault(PROGRESS_ENV, "stderr")  # progress lines on stderr (CHANGELAKE_PROGRESS=off: none)
-    result = run_pipeline_job(args.file, args.until_caught_up, args.max_duration, worker_id=worker_id)
+    result = run_pipeline_job(args.file, args.until_caught_up, args.max_duration, worker_id=worker_id,
+                              standby=args.standby)
     outputs = [e for e in result.all_events if e.event_type_value == "STEP_OUTPUT" and e.step_output_data]
     for event in outputs:  # one line per op: per worker for a parallel pipeline
         md = event.step_output_data.metadata
         line = ", ".join(f"{k}={v.value}" for k, v in md.items())
         print(f"{event.step_key}: {line}" if len(outputs) > 1 else line)
+    if len(outputs) > 1:  # a parallel run: each change counted once over the workers (see RunStats.tables)
+        import json
+
+        tables: dict[str, int] = {}
+        for event in outputs:
+            raw = event.step_output_data.metadata.get("tables")
+            for table, count in (json.loads(raw.value) if raw is not None and raw.value else {}).items():
+                tables[table] = tables.get(table, 0) + int(count)
+        print(f"total: changes={sum(tables.values())}, tables={json.dumps(tables, sort_keys=True)}")
     if not result.success:
         from changelake.commands._credentials import auth_hint
 

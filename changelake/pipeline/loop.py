@@ -40,7 +40,7 @@ from changelake.pipeline.clock import StopClock
 from changelake.pipeline.stage import Stage
 from changelake.pipeline.stats import RunStats
 
-__all__ = ["BatchCallback", "run_loop"]
+__all__ = ["BatchCallback", "run_loop", "absorbed_per_table"]
 
 #: Called once per durable commit with ``events``, ``records``, ``tables`` (sink table -> change
 #: events), ``ops`` (sink table -> {op letter -> count}), ``position``, ``commits`` and ``results``
@@ -48,6 +48,21 @@ __all__ = ["BatchCallback", "run_loop"]
 BatchCallback = Callable[[dict[str, Any]], None]
 
 log = logging.getLogger(__name__)
+
+
+def absorbed_per_table(results: list[Any]) -> dict[str, int] | None:
+    """Changes each sink table absorbed in one durable commit of a buffering sink, from its
+    per-table results (``sink_table``, ``rows_applied``: rows past the table's stored offsets), or
+    None when the results do not say (then the polled events are counted). Rows re-read after a
+    consumer-group handover, or committed first by another worker, are not counted again: the
+    workers of a parallel run add up to the distinct changes absorbed."""
+    absorbed: dict[str, int] = {}
+    for result in results:
+        table = getattr(result, "sink_table", "")
+        if not table:
+            return None
+        absorbed[table] = absorbed.get(table, 0) + int(getattr(result, "rows_applied", 0))
+    return {t: n for t, n in absorbed.items() if n}
 
 
 def run_loop(
@@ -109,12 +124,14 @@ def run_loop(
                     offsets_source.notify_committed(stats.offsets)
             if pending.records or pending.events:
                 stats.batches += 1
-                for table, count in pending.applied.items():
+                applied = absorbed_per_table(results) if buffering is not None else None
+                applied = pending.applied if applied is None else applied
+                for table, count in applied.items():
                     stats.tables[table] = stats.tables.get(table, 0) + count
                 if on_durable is not None:
                     on_durable(stats)
                 if on_batch:
-                    on_batch({"events": pending.events, "records": pending.records, "tables": dict(pending.applied),
+                    on_batch({"events": pending.events, "records": pending.records, "tables": dict(applied),
                               "ops": pending.ops, "position": position, "commits": len(results), "results": results})
                 pending = PendingPolls()
 

@@ -17,7 +17,11 @@ class RunStats:
         pipeline: the pipeline name.
         events: change events read from the source (before route/transform).
         batches: batches committed durably (a lake sink buffers several polls into one).
-        tables: change events applied per sink table (``db.table`` -> count).
+        tables: change events applied per sink table (``db.table`` -> count). A lake sink counts
+            those its table commits absorbed (past the table's stored offsets): changes re-read
+            after a consumer-group handover or a crash, or absorbed first by another worker, are
+            not counted again, so the workers of a parallel run add up to the distinct changes.
+            ``events`` counts what was read, re-reads included.
         position: the last committed source position of a positioned source (``mysql``), or None.
         offsets: the stored checkpoint of a partitioned source (``kafka``): next offset per
             ``topic/partition``.

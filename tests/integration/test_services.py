@@ -50,3 +50,61 @@ def test_env_prefers_the_users_own_clusters(tmp_path, monkeypatch):
     assert env["KAFKA_BOOTSTRAP_SERVERS"] == "broker.example:9092"
     assert env["MYSQL_PORT"] == str(services.mariadb.port)
     assert env["ICEBERG_CATALOG_URI"].startswith("sqlite:///")
+
+
+def test_services_up_starts_the_shared_catalogs_and_env_names_them(tmp_path):
+    """``changelake services up --catalog postgres --catalog rest`` (the README's scaling section,
+    as written): both catalogs run, ``services env`` prints their URIs, pyiceberg commits through
+    each, ``status`` lists them and ``down`` stops them."""
+    import os
+    import shlex
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from pyiceberg.catalog import load_catalog
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "CHANGELAKE_STATE_DIR": str(tmp_path / "state"),
+           "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    for var in ("KAFKA_BOOTSTRAP_SERVERS", "MYSQL_HOST", "MYSQL_PORT", "MYSQL_USER", "MYSQL_PASSWORD",
+                "ICEBERG_CATALOG_URI", "ICEBERG_WAREHOUSE"):
+        env.pop(var, None)  # the printed values are the local services', not the caller's
+    for var in ("CHANGELAKE_KAFKA_PORT", "CHANGELAKE_KAFKA_CONTROLLER_PORT", "CHANGELAKE_MYSQL_PORT",
+                "CHANGELAKE_POSTGRES_PORT", "CHANGELAKE_ICEBERG_REST_PORT"):
+        env[var] = str(free_port())
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "changelake.cli", "services", *args], cwd=root, env=env,
+                              capture_output=True, text=True, timeout=300)
+
+    try:
+        up = cli("up", "--catalog", "postgres", "--catalog", "rest")
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert f"postgres: up 127.0.0.1:{env['CHANGELAKE_POSTGRES_PORT']}" in up.stdout, up.stdout
+        assert f"rest: up http://127.0.0.1:{env['CHANGELAKE_ICEBERG_REST_PORT']}" in up.stdout, up.stdout
+        exports = {}
+        for line in cli("env").stdout.splitlines():
+            key, _, value = line.removeprefix("export ").partition("=")
+            exports[key] = shlex.split(value)[0]
+        assert exports["CHANGELAKE_POSTGRES_CATALOG_URI"] == (
+            f"postgresql+psycopg2://postgres@127.0.0.1:{env['CHANGELAKE_POSTGRES_PORT']}/lake")
+        assert exports["CHANGELAKE_ICEBERG_REST_URI"] == f"http://127.0.0.1:{env['CHANGELAKE_ICEBERG_REST_PORT']}"
+        (tmp_path / "wh").mkdir()
+        sql = load_catalog("pg", type="sql", uri=exports["CHANGELAKE_POSTGRES_CATALOG_URI"],
+                           warehouse=f"file://{tmp_path / 'wh'}")
+        rest = load_catalog("rest", type="rest", uri=exports["CHANGELAKE_ICEBERG_REST_URI"],
+                            warehouse=exports["CHANGELAKE_ICEBERG_REST_WAREHOUSE"])
+        for catalog in (sql, rest):
+            catalog.create_namespace("shop")
+            assert ("shop",) in catalog.list_namespaces()
+        again = cli("up")  # a later plain up keeps the catalogs
+        assert again.returncode == 0 and "postgres: up" in again.stdout and "rest: up" in again.stdout, again.stdout
+        bad = cli("up", "--catalog", "hive")
+        assert bad.returncode != 0 and "invalid choice: 'hive'" in bad.stderr
+    finally:
+        down = cli("down")
+    assert down.returncode == 0, down.stderr
+    status = cli("status")
+    assert status.returncode == 1
+    assert "postgres: down" in status.stdout and "rest: down" in status.stdout, status.stdout

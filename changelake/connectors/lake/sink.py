@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from changelake.changelog.row import ChangelogRow
+from changelake.changelog.rowkind import RowKind
 from changelake.changelog.schema import Schema, TableId
 from changelake.connectors.lake.compaction import TRUNCATE, BatchItem, CompactedBatch, compact
 from changelake.connectors.lake.ddl import (
@@ -54,6 +55,12 @@ class WriteResult:
         offsets: the offsets stored with the commit (or the committed ones when skipped).
         rows_rewritten: unchanged lake rows the commit wrote again (Iceberg's copy-on-write
             rewrite of the files holding changed keys; 0 for Paimon's merge-on-read).
+        sink_table: the sink table the rows came for (``db.table``, as the pipeline's stats name it).
+        rows_applied: change events this commit absorbed (an update's ``-U``/``+U`` pair and a
+            TRUNCATE count once each): those past the table's stored offsets (0 when skipped).
+            Rows another writer committed first (a replay, re-reads after a consumer-group
+            handover, the winner of a commit race) are not counted, so the writers' counts add
+            up to the distinct changes the table absorbed.
     """
 
     table: str
@@ -72,6 +79,8 @@ class WriteResult:
         keys_deleted)``; 0.0 when the commit changed nothing."""
         changed = self.rows_upserted + self.keys_deleted
         return (self.rows_rewritten + self.rows_upserted) / changed if changed else 0.0
+    sink_table: str = ""
+    rows_applied: int = 0
 
 
 @dataclass
@@ -120,6 +129,7 @@ class LakeTableSink:
         self._sources: dict[str, TableId] = {}  # lake table -> the (routed) source table writing it
         #: what schema changes do to the lake (set by the lake sink factory from the pipeline)
         self.schema_change_policy = SchemaChangePolicy()
+        self._early: list[WriteResult] = []  # tables flushed by add() (schema change), reported by flush()
 
     # -- lifecycle -----------------------------------------------------------------------------
     def open(self) -> None:
@@ -130,6 +140,7 @@ class LakeTableSink:
     def close(self) -> None:
         """Forget the catalog (idempotent). Buffered rows are dropped, not written."""
         self._buffers.clear()
+        self._early = []
         self._catalog = None
 
     def __enter__(self) -> Any:
@@ -267,15 +278,18 @@ class LakeTableSink:
         table = (self.load_table(table_id) if markers_only else None) or self.ensure_table(table_id, schema)
         committed = self._read_committed_offsets(table)
         if is_replay(committed, offsets):
-            return WriteResult(name, skipped=True, rows_in=_count_rows(rows), offsets=committed)
+            return WriteResult(name, skipped=True, rows_in=_count_rows(rows), offsets=committed,
+                               sink_table=str(table_id))
         items = [r for r in rows if not already_absorbed(r, committed)]
+        applied = _count_changes(items)  # before a scoped truncate expands into its partition's deletes
         drop_state = dropped_after(items)  # True: ends dropped, False: rows after the last drop, None: no drop
         if has_scoped_truncate(items):  # a truncate copy of one partition of a hash-by-key topic
             items = expand_scoped_truncates(items, schema, table_id, name,
                                             lambda cols: list(self.read_table(table_id, cols).to_pylist()))
         batch = compact(items, tuple(schema.primary_key), table=name)
         if batch.is_empty and not offsets:
-            return WriteResult(name, skipped=False, rows_in=batch.input_rows, offsets=committed)
+            return WriteResult(name, skipped=False, rows_in=batch.input_rows, offsets=committed,
+                               sink_table=str(table_id), rows_applied=applied)
         new_offsets = merge_offsets(committed, offsets)
         if drop_state:  # written before the commit: a crash in between replays the drop, flag set
             self.write_pipeline_property(dropped_key(name), "dropped")
@@ -291,6 +305,8 @@ class LakeTableSink:
             snapshot_id=snapshot_id,
             offsets=new_offsets,
             rows_rewritten=rewritten,
+            sink_table=str(table_id),
+            rows_applied=applied,
         )
 
     def truncate(self, table_id: TableId, schema: Schema, offsets: Mapping[str, int]) -> WriteResult:
@@ -309,7 +325,7 @@ class LakeTableSink:
         """
         buffer = self._buffers.get(table_id)
         if buffer is not None and buffer.schema != schema:
-            self._flush_table(table_id)
+            self._early.append(self._flush_table(table_id))
             buffer = None
         if buffer is None:
             buffer = self._buffers[table_id] = _Buffer(schema)
@@ -326,8 +342,9 @@ class LakeTableSink:
         return self.buffered_rows >= int(self.options.commit_max_rows)
 
     def flush(self) -> list[WriteResult]:
-        """Write every buffered table (one commit each); the buffer is cleared even on error."""
-        results = []
+        """Write every buffered table (one commit each); the buffer is cleared even on error.
+        Returns their results, after those of tables :meth:`add` flushed early since the last flush."""
+        results, self._early = self._early, []
         try:
             for table_id in list(self._buffers):
                 results.append(self._flush_table(table_id))
@@ -390,6 +407,11 @@ class LakeTableSink:
         """
         prefix = self._entry_prefix(pipeline)
         self.write_pipeline_properties({f"{prefix}{tp}@{writer}": str(int(v)) for tp, v in sorted(offsets.items())})
+
+
+def _count_changes(items: Sequence[BatchItem]) -> int:
+    """Change events in ``items``: every row but ``-U`` (its ``+U`` counts the update), and markers."""
+    return sum(1 for r in items if not isinstance(r, ChangelogRow) or r.kind is not RowKind.UPDATE_BEFORE)
 
 
 def _count_rows(rows: Sequence[BatchItem]) -> int:

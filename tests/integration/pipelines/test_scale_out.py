@@ -275,6 +275,8 @@ def test_parallelism_2_runs_as_two_dagster_worker_ops(tmp_path, kafka_bootstrap,
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     # both worker ops ran (one process each) and reported their stats
     assert "worker_0" in done.stderr + done.stdout and "worker_1" in done.stderr + done.stdout
+    # the workers' stats add up to the distinct changes, whatever a rebalance made them re-read (issue 22)
+    assert f"total: changes={events.sent}," in done.stdout, done.stdout[-3000:]
     for t in TABLES:
         assert _as_state(_lake_rows(defn, db, t)) == events.state[t]
 
@@ -289,3 +291,79 @@ def test_paimon_refuses_several_writers(tmp_path, kafka_bootstrap, topic_factory
     defn = parse_pipeline(yaml.safe_load(path.read_text()), env={})
     with pytest.raises(OptionValidationError, match="does not take several writers"):
         run_pipeline(defn, until_caught_up=True, worker=True, worker_id="w0")
+
+
+def _records_by_table(bootstrap: str, topic: str, partitions: int) -> list[tuple[str, int, int]]:
+    """(table, partition, offset) of every record of the topic."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False})
+    out: list[tuple[str, int, int]] = []
+    try:
+        for p in range(partitions):
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            if high <= low:
+                continue
+            consumer.assign([TopicPartition(topic, p, low)])
+            pos = low
+            while pos < high - 1:
+                for m in consumer.consume(500, timeout=2):
+                    if m.error():
+                        continue
+                    pos = max(pos, m.offset())
+                    out.append((json.loads(m.key())["TableId"].split(".")[1], p, m.offset()))
+    finally:
+        consumer.close()
+    return out
+
+
+def test_changes_re_read_after_a_handover_are_counted_once(tmp_path, kafka_bootstrap, topic_factory, monkeypatch):
+    """A worker dies after its tables committed but before its checkpoint entry (the window where
+    the checkpoint lags the tables); its replacement re-reads from the checkpoint. The replacement's
+    stats count only the changes the tables had not absorbed, so the workers' counts add up to the
+    distinct changes (issue 22: a parallel run counted re-read records twice)."""
+    from changelake.connectors.lake.offsets_sink import LakeOffsetsSink
+
+    topic = topic_factory(partitions=2)
+    db = f"hc_{uuid.uuid4().hex[:8]}"
+    (tmp_path / "warehouse").mkdir()
+    sink = {"type": "iceberg", "catalog.properties.type": "sql",
+            "catalog.properties.uri": f"sqlite:///{tmp_path / 'catalog.db'}",
+            "catalog.properties.warehouse": f"file://{tmp_path / 'warehouse'}"}
+    path = _pipeline_file(tmp_path, f"count-{db}", kafka_bootstrap, topic, sink, parallelism=2)
+    defn = parse_pipeline(yaml.safe_load(path.read_text()), env={})
+    events = Events(kafka_bootstrap, topic, db)
+    for _ in range(1200):
+        events._one()
+    events.producer.flush(30)
+    records = _records_by_table(kafka_bootstrap, topic, 2)
+    assert len(records) == 1200
+
+    original = LakeOffsetsSink._store
+
+    def die_before_the_checkpoint(self, position):
+        raise RuntimeError("worker died after its table commits, before its checkpoint entry")
+
+    monkeypatch.setattr(LakeOffsetsSink, "_store", die_before_the_checkpoint)
+    with pytest.raises(RuntimeError, match="before its checkpoint entry"):
+        run_pipeline(defn, until_caught_up=True, worker=True, worker_id="w0", batch_size=500)
+    monkeypatch.setattr(LakeOffsetsSink, "_store", original)
+
+    # what the dead worker's tables absorbed: records below their tables' stored offsets
+    lake = open_lake_sink(defn)
+    try:
+        committed = {t: lake.committed_offsets(TableId(db, t)) for t in TABLES}
+    finally:
+        lake.close()
+    absorbed = sum(1 for t, p, o in records if o < committed[t].get(f"{topic}/{p}", 0))
+    assert 0 < absorbed < len(records), committed
+
+    replacement = run_pipeline(defn, until_caught_up=True, worker=True, worker_id="w0", batch_size=500)
+    assert replacement.events == len(records)  # it re-read everything from the (empty) checkpoint ...
+    assert sum(replacement.tables.values()) == len(records) - absorbed, replacement.tables  # ... counted once
+    per_table = {t: sum(1 for r in records if r[0] == t and r[2] >= committed[t].get(f"{topic}/{r[1]}", 0))
+                 for t in TABLES}
+    assert replacement.tables == {f"{db}.{t}": n for t, n in per_table.items() if n}
+    for t in TABLES:
+        assert _as_state(_lake_rows(defn, db, t)) == events.state[t]
