@@ -684,6 +684,17 @@ CATALOGS = ("postgres", "rest")
 POSTGRES_CATALOG_DATABASE = "lake"
 
 
+def _recorded_ports(path: Path) -> dict[str, int]:
+    """The ports ``Services.up`` recorded in ``path`` (``{}`` when absent or unreadable: defaults apply)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(v, int) and not isinstance(v, bool)}
+
+
 @dataclass
 class Services:
     """The local Kafka and MariaDB of one state folder, plus the lake's default locations; on
@@ -717,20 +728,29 @@ class Services:
 
     @classmethod
     def local(cls, state_dir: Path | None = None) -> "Services":
-        """The demo's services: ports from CHANGELAKE_KAFKA_PORT / CHANGELAKE_KAFKA_CONTROLLER_PORT /
-        CHANGELAKE_MYSQL_PORT (defaults 19092 / 19093 / 13306), files under ``state_dir``."""
+        """The demo's services, files under ``state_dir``. Each port is CHANGELAKE_KAFKA_PORT /
+        CHANGELAKE_KAFKA_CONTROLLER_PORT / CHANGELAKE_MYSQL_PORT when set, else the port the last
+        ``up`` of this state folder used (``<state_dir>/services.json``), else 19092 / 19093 / 13306:
+        services started on other ports are found again by every later command (``status``, ``env``,
+        ``changelake check``, ``pipeline run``, ``dev``) without repeating the variables."""
         state = Path(state_dir or default_state_dir())
+        recorded = _recorded_ports(state / "services.json")
+
+        def port(env_var: str, key: str, default: int) -> int:
+            return int(os.environ.get(env_var) or recorded.get(key) or default)
+
         return cls(
             state_dir=state,
             kafka=KafkaService(
                 home=state / "kafka",
-                port=int(os.environ.get("CHANGELAKE_KAFKA_PORT", 19092)),
-                controller_port=int(os.environ.get("CHANGELAKE_KAFKA_CONTROLLER_PORT", 19093)),
+                port=port("CHANGELAKE_KAFKA_PORT", "kafka_port", 19092),
+                controller_port=port("CHANGELAKE_KAFKA_CONTROLLER_PORT", "kafka_controller_port", 19093),
             ),
-            mariadb=MariaDBService(home=state / "mariadb", port=int(os.environ.get("CHANGELAKE_MYSQL_PORT", 13306))),
-            postgres=PostgresService(home=state / "postgres", port=int(os.environ.get("CHANGELAKE_POSTGRES_PORT", 15432))),
+            mariadb=MariaDBService(home=state / "mariadb", port=port("CHANGELAKE_MYSQL_PORT", "mysql_port", 13306)),
+            postgres=PostgresService(home=state / "postgres",
+                                     port=port("CHANGELAKE_POSTGRES_PORT", "postgres_port", 15432)),
             rest=IcebergRestService(home=state / "iceberg-rest",
-                                    port=int(os.environ.get("CHANGELAKE_ICEBERG_REST_PORT", 18181))),
+                                    port=port("CHANGELAKE_ICEBERG_REST_PORT", "iceberg_rest_port", 18181)),
         )
 
     @classmethod
@@ -768,7 +788,13 @@ class Services:
                 self.kafka.stop()
             self.mariadb.stop()
             raise
-        ports = {"kafka_port": self.kafka.port, "mysql_port": self.mariadb.port, "catalogs": catalogs}
+        ports: dict[str, object] = {"kafka_port": self.kafka.port, "kafka_controller_port": self.kafka.controller_port,
+                                    "mysql_port": self.mariadb.port}
+        if self.postgres is not None:
+            ports["postgres_port"] = self.postgres.port
+        if self.rest is not None:
+            ports["iceberg_rest_port"] = self.rest.port
+        ports["catalogs"] = catalogs
         (self.state_dir / "services.json").write_text(json.dumps(ports))
 
     def down(self) -> None:
