@@ -126,6 +126,9 @@ class KafkaPipelineSource:
         self._paused: set[TopicPartitionKey] = set()
         self._group_assigned = True  # False from open_group() until the group assigns partitions
         self._in_group = False
+        #: a bounded group run: (low, end) of every partition of the subscription at open_group
+        self._run_ends: dict[TopicPartitionKey, tuple[int, int]] = {}
+        self._stored: Callable[[list[TopicPartitionKey]], Mapping[TopicPartitionKey, int]] | None = None
         self.parse_errors = 0
         self._timeout_s = timeout_s
         self.dead_letter: DeadLetterQueue | None = None
@@ -244,9 +247,15 @@ class KafkaPipelineSource:
         )
         try:
             self._consumer.subscribe(topics, on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke)
+            if opts.bounded_mode is BoundedMode.LATEST_OFFSET:
+                self._stored = start_offsets
+                self._run_ends = self._subscription_ends()
         except KafkaException as exc:
             self.close()
             raise SourceError(f"cannot subscribe to {self._topic_text()}: {exc}") from exc
+        except SourceError:
+            self.close()
+            raise
 
     def close(self) -> None:
         """Close the consumer (idempotent). Group offsets are not committed here."""
@@ -372,12 +381,38 @@ class KafkaPipelineSource:
         """Next offset to read per partition."""
         return dict(self._pos)
 
+    def _subscription_ends(self) -> dict[TopicPartitionKey, tuple[int, int]]:
+        """(low, high) watermarks of every partition of the subscribed topics (or of the topics
+        ``topic-pattern`` matches), now: where a bounded group run ends."""
+        consumer = self._require()
+        out: dict[TopicPartitionKey, tuple[int, int]] = {}
+        for topic, partitions in self._resolve_topics().items():
+            for partition in partitions:
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=self._timeout_s)
+                out[(topic, int(partition))] = (int(low), int(high))
+        return out
+
     def caught_up(self) -> bool:
         """True when every assigned partition has reached the end offset snapshotted at open/refresh
-        (in a group, :meth:`open_group`: at assignment; never before the first assignment)."""
+        (in a group, :meth:`open_group`: at assignment; never before the first assignment).
+
+        A bounded run in a group (``scan.bounded.mode: latest-offset`` with :meth:`open_group`) is
+        caught up only when the whole subscription is: every partition not assigned to this member
+        now must also have reached, in the caller's store (``start_offsets`` of
+        :meth:`open_group`, read fresh), the end it had when this member joined. Otherwise a
+        member whose first assignment is empty, or whose partitions a rebalance moved away, would
+        stop while those partitions are still unread by anyone.
+        """
         if not self._group_assigned:
             return False
-        return all(self._pos.get(tp, 0) >= end for tp, end in self._end.items())
+        if not all(self._pos.get(tp, 0) >= end for tp, end in self._end.items()):
+            return False
+        others = [tp for tp in self._run_ends if tp not in self._end]
+        if not others or self._stored is None:
+            return True
+        stored = self._stored(others)
+        return all(max(int(stored.get(tp, low)), low) >= end
+                   for tp in others for low, end in (self._run_ends[tp],))
 
     def poll(self, max_records: int = 500, timeout_s: float = 1.0) -> list[SourceRecord]:
         """Up to ``max_records`` decoded records, waiting at most ``timeout_s`` seconds.
