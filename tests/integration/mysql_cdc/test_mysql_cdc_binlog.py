@@ -148,12 +148,27 @@ def test_v14_purged_position_is_refused_with_a_clear_error(mysql_params, databas
     assert mysql_params["password"] not in message
 
 
+def _registered_server_ids(params: dict) -> list[int]:
+    from changelake.connectors.mysql_cdc.preflight import used_server_ids
+
+    conn = pymysql.connect(host=params["host"], port=params["port"], user=params["user"], password=params["password"])
+    try:
+        return used_server_ids(conn)
+    finally:
+        conn.close()
+
+
 def test_v15_same_server_id_is_refused_and_a_range_takes_the_next_id(mysql_params, database_factory):
     db = database_factory()
     run_sql(mysql_params, db, "CREATE TABLE t (id INT PRIMARY KEY)")
     first = _open(mysql_params, db, **{"server-id": "5690", "scan.startup.mode": "latest-offset"})
     try:
         first.poll(10, 0.5)
+        # The binlog reader (a worker process by default) registers with the server on its own
+        # time: wait until the server lists it, or the clash below is a race with that start.
+        deadline = time.monotonic() + 30
+        while 5690 not in _registered_server_ids(mysql_params) and time.monotonic() < deadline:
+            first.poll(10, 0.2)
         second = MySqlSource(source_options(mysql_params, db, **{"server-id": "5690", "scan.startup.mode": "latest-offset"}))
         with pytest.raises(ServerIdClashError) as err:
             second.open()
