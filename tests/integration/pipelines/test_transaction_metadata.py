@@ -135,12 +135,19 @@ def _check(bootstrap, db, expected, key_changes=None):
     return records
 
 
+def lake_sink(lake: str, tmp_path) -> dict:
+    """Pipeline 2's Iceberg sink block on a SQLite catalog under ``tmp_path``."""
+    assert lake == "iceberg"
+    (tmp_path / "warehouse").mkdir(exist_ok=True)
+    return {"type": "iceberg", "catalog.properties.type": "sql",
+            "catalog.properties.uri": f"sqlite:///{tmp_path / 'catalog.db'}",
+            "catalog.properties.warehouse": f"file://{tmp_path / 'warehouse'}"}
+
+
 @pytest.mark.parametrize("lake", ["iceberg"])
 def test_transaction_records_match_mysql_transactions_and_pipeline_2_ignores_them(
     database_factory, mysql_exec, mysql_params, kafka_bootstrap, tmp_path, lake
 ):
-    from tests.integration.pipelines.conftest import lake_sink
-
     db = database_factory()
     mysql_exec(db, "CREATE TABLE a (id INT PRIMARY KEY, n INT)", "CREATE TABLE b (id INT PRIMARY KEY, s VARCHAR(20))",
                "CREATE TABLE other (id INT PRIMARY KEY)", "INSERT INTO a VALUES (100, 0)")
