@@ -63,7 +63,7 @@ class Reporter:
             in_snapshot = isinstance(position, Mapping) and position.get("phase") == "snapshot"
         if in_snapshot and not self._estimated and self.defn.source_type == "mysql":
             self._estimated = True
-            from changelake.connectors.mysql_cdc.estimate import snapshot_row_estimate
+            from changelake.connectors.mysql_cdc.snapshot.estimate import snapshot_row_estimate
 
             self.run_progress.snapshot_estimate = snapshot_row_estimate(self.defn.options("source"))
 

@@ -176,22 +176,33 @@ def parse_timestamp(text: str, *, ltz: bool) -> dt.datetime:
     return value.replace(tzinfo=dt.timezone.utc)
 
 
-def float32_shortest(value: float) -> float:
-    """The double whose ``repr`` is the shortest decimal that round-trips through float32.
+_FLT_MAX = 3.4028234663852886e38
+_FLT_ROUND_LIMIT = 3.4028235677973366e38  # FLT_MAX + half an ulp: larger magnitudes overflow
 
-    ``float32_shortest(5.150000095367432) == 5.15``, so MySQL FLOAT 5.15 is written ``5.15``.
+
+def _to_float32(value: float) -> float:
+    if _FLT_MAX < abs(value) < _FLT_ROUND_LIMIT:
+        return math.copysign(_FLT_MAX, value)  # IEEE round-to-nearest gives FLT_MAX; struct refuses
+    return float(struct.unpack("<f", struct.pack("<f", value))[0])
+
+
+def float32_shortest(value: float) -> float:
+    """The double whose ``repr`` is the shortest decimal that reads back as the same float32.
+
+    ``float32_shortest(5.150000095367432) == 5.15`` (as Java's ``Float.toString`` / Debezium), so
+    MySQL FLOAT 5.15 is written ``5.15``. NaN and infinities are returned unchanged; a magnitude
+    beyond float32's range (it cannot come from a FLOAT column) is returned unchanged too.
     """
     if not math.isfinite(value):
         return value
-    try:
-        target = struct.pack("<f", value)
-    except OverflowError:
+    if abs(value) >= _FLT_ROUND_LIMIT:
         return value
+    f32 = _to_float32(value)
     for digits in range(1, 10):
-        candidate = float(f"{value:.{digits}g}")
-        if struct.pack("<f", candidate) == target:
+        candidate = float(f"{f32:.{digits}g}")
+        if abs(candidate) < _FLT_ROUND_LIMIT and _to_float32(candidate) == f32:
             return candidate
-    return float(struct.unpack("<f", target)[0])  # pragma: no cover - 9 digits always round-trip
+    return f32
 
 
 # -- typed values ------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ def mysql_params_from_env(env: Mapping[str, str]) -> dict[str, Any]:
 def read_mysql_table(params: Mapping[str, Any], table: TableId) -> tuple[Any, list[dict[str, Any]]]:
     """All rows of ``table`` as changelake Python values, with its Schema (columns and primary key),
     converted exactly as the snapshot path of Pipeline 1 converts them (``mysql_cdc.snapshot.read_table``)."""
-    from changelake.connectors.mysql_cdc.snapshot import read_table
+    from changelake.connectors.mysql_cdc.snapshot.reader import read_table
 
     table_schema, rows = read_table(dict(params), table)
     return table_schema.schema, rows

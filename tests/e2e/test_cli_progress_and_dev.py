@@ -57,7 +57,7 @@ def test_an_unbounded_run_prints_progress_lines_and_logs_them_in_dagster(tmp_pat
 
 
 def test_the_snapshot_estimate_comes_from_the_server(mysql_params, database_factory):
-    from changelake.connectors.mysql_cdc.estimate import snapshot_row_estimate
+    from changelake.connectors.mysql_cdc.snapshot.estimate import snapshot_row_estimate
 
     db = database_factory()
     conn = pymysql.connect(**mysql_params, database=db, autocommit=True)

@@ -22,7 +22,7 @@ from changelake.connectors.mysql_cdc.options import (
     MySqlSourceOptions,
     ServerIdRange,
     StartupMode,
-    parse_duration,
+    duration_option,
 )
 from changelake.connectors.mysql_cdc.selectors import TableSelectors
 
@@ -190,11 +190,11 @@ def validate_options(raw: Mapping[str, Any]) -> MySqlSourceOptions:
         incremental_snapshot_enabled=_bool(raw, "scan.incremental.snapshot.enabled", False),
         chunk_key_factor_upper_bound=_float(raw, "chunk-key.even-distribution.factor.upper-bound", 1000.0),
         chunk_key_factor_lower_bound=_float(raw, "chunk-key.even-distribution.factor.lower-bound", 0.05),
-        heartbeat_interval=parse_duration(str(raw["heartbeat.interval"]), "heartbeat.interval") if raw.get("heartbeat.interval") is not None else (timedelta(milliseconds=_int(raw, "heartbeat.interval.ms", 0) or 0) if _int(raw, "heartbeat.interval.ms", 0) else MySqlSourceOptions.__dataclass_fields__["heartbeat_interval"].default),  # type: ignore[arg-type]
+        heartbeat_interval=duration_option(str(raw["heartbeat.interval"]), "heartbeat.interval") if raw.get("heartbeat.interval") is not None else (timedelta(milliseconds=_int(raw, "heartbeat.interval.ms", 0) or 0) if _int(raw, "heartbeat.interval.ms", 0) else MySqlSourceOptions.__dataclass_fields__["heartbeat_interval"].default),  # type: ignore[arg-type]
         heartbeat_interval_ms=_int(raw, "heartbeat.interval.ms", 0) or 0,
         provide_transaction_metadata=_bool(raw, "provide.transaction.metadata", False),
         signal_data_collection=str(raw["signal.data.collection"]).strip() or None if raw.get("signal.data.collection") else None,
-        connect_timeout=parse_duration(str(raw["connect.timeout"]), "connect.timeout") if raw.get("connect.timeout") is not None else MySqlSourceOptions.__dataclass_fields__["connect_timeout"].default,  # type: ignore[arg-type]
+        connect_timeout=duration_option(str(raw["connect.timeout"]), "connect.timeout") if raw.get("connect.timeout") is not None else MySqlSourceOptions.__dataclass_fields__["connect_timeout"].default,  # type: ignore[arg-type]
     )
     if opts.port > 65535:
         raise OptionValidationError(f"The value of option 'port' must be <= 65535, but is {opts.port}", option="port")
@@ -213,7 +213,7 @@ def validate_options(raw: Mapping[str, Any]) -> MySqlSourceOptions:
     validate_startup(mode, opts.specific_offset_file, opts.specific_offset_pos, opts.specific_offset_gtid_set,
                      opts.startup_timestamp_millis)
     if opts.specific_offset_gtid_set:
-        from changelake.connectors.mysql_cdc.gtid import parse_gtid_set
+        from changelake.connectors.mysql_cdc.binlog.gtid import parse_gtid_set
 
         parse_gtid_set(opts.specific_offset_gtid_set)
     return opts

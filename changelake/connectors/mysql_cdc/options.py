@@ -17,7 +17,7 @@ from changelake.connectors import options as _options
 from changelake.connectors.errors import OptionValidationError
 from changelake.connectors.mysql_cdc.selectors import TableSelectors
 
-__all__ = ["StartupMode", "ChunkKeyColumn", "METADATA_COLUMNS", "ServerIdRange", "MySqlSourceOptions", "parse_duration", "OPTION_KEYS", "REQUIRED_KEYS"]
+__all__ = ["StartupMode", "ChunkKeyColumn", "METADATA_COLUMNS", "ServerIdRange", "MySqlSourceOptions", "duration_option", "OPTION_KEYS", "REQUIRED_KEYS"]
 
 
 class StartupMode(enum.Enum):
@@ -101,7 +101,7 @@ class ServerIdRange:
         return str(self.start) if self.start == self.end else f"{self.start}-{self.end}"
 
 
-def parse_duration(text: str, option: str) -> timedelta:
+def duration_option(text: str, option: str) -> timedelta:
     """Parse a Flink duration (``30s``, ``500 ms``, ``1min``, ``2h``; a bare number is ms) with
     :func:`changelake.connectors.options.parse_duration`. Raises OptionValidationError naming ``option``."""
     try:

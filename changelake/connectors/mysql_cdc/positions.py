@@ -27,7 +27,7 @@ primary-key values (MySQL text form; bytes as ``{"hex": ...}``) of the last row 
 With ``scan.incremental.snapshot.enabled`` the snapshot progress carries ``marks`` instead of
 ``after_key``: per table, the chunk key columns and the key ranges already emitted, each with the
 high watermark (binlog position) it was read at (see
-:mod:`~changelake.connectors.mysql_cdc.watermarks` for the shape). After the snapshot, until the
+:mod:`~changelake.connectors.mysql_cdc.snapshot.watermarks` for the shape). After the snapshot, until the
 largest high watermark is passed, binlog positions carry the same structure as ``watermarks``
 (binlog events of rows below a chunk's high watermark are not emitted, as Flink CDC's
 ``BinlogSplitReader.shouldEmit``). Both are kept as JSON here and parsed where used.
@@ -89,7 +89,7 @@ class SnapshotProgress:
     tables: tuple[str, ...]
     after_key: tuple[Any, ...] | None = None
     #: incremental snapshot only: ``{"db.t": {"key": [...], "marks": [...]}}`` (JSON, see
-    #: :mod:`~changelake.connectors.mysql_cdc.watermarks`); None for the consistent snapshot.
+    #: :mod:`~changelake.connectors.mysql_cdc.snapshot.watermarks`); None for the consistent snapshot.
     marks: Mapping[str, Any] | None = None
 
 

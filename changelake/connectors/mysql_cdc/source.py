@@ -16,11 +16,11 @@ Example::
 Restart with ``MySqlSource(options, start_position=<last stored event.position>)``: the source
 continues exactly after that event (snapshot progress or binlog transaction + row).
 
-The snapshot is MariaDB's consistent snapshot (:mod:`~changelake.connectors.mysql_cdc.snapshot`),
+The snapshot is MariaDB's consistent snapshot (:mod:`~changelake.connectors.mysql_cdc.snapshot.reader`),
 or with ``scan.incremental.snapshot.enabled`` Flink CDC's incremental snapshot
-(:mod:`~changelake.connectors.mysql_cdc.incremental_snapshot`); after the latter, the binlog is
+(:mod:`~changelake.connectors.mysql_cdc.snapshot.incremental`); after the latter, the binlog is
 filtered by the chunks' high watermarks until the largest one is passed
-(:mod:`~changelake.connectors.mysql_cdc.watermarks`).
+(:mod:`~changelake.connectors.mysql_cdc.snapshot.watermarks`).
 """
 
 from __future__ import annotations
@@ -35,15 +35,15 @@ from changelake.changelog.event import DataChangeEvent
 from changelake.changelog.rowkind import RETRACT, RowKind
 from changelake.changelog.schema import TableId
 from changelake.connectors.errors import OptionValidationError, SourceError
-from changelake.connectors.mysql_cdc.binlog import BinlogReader, Progress, close_quietly, is_connection_loss
+from changelake.connectors.mysql_cdc.binlog.reader import BinlogReader, Progress, close_quietly, is_connection_loss
 from changelake.connectors.mysql_cdc.errors import BinlogPurgedError, ServerIdClashError
 from changelake.changelog.side_records import SideRecord
-from changelake.connectors.mysql_cdc.heartbeat import HeartbeatAction, HeartbeatRecords
-from changelake.connectors.mysql_cdc.transactions import TransactionMonitor
-from changelake.connectors.mysql_cdc.signals import Signal, SignalCaptured, parse_signal, snapshot_tables
+from changelake.connectors.mysql_cdc.binlog.heartbeat import HeartbeatAction, HeartbeatRecords
+from changelake.connectors.mysql_cdc.binlog.transactions import TransactionMonitor
+from changelake.connectors.mysql_cdc.snapshot.signals import Signal, SignalCaptured, parse_signal, snapshot_tables
 from changelake.connectors.mysql_cdc.options import MySqlSourceOptions, StartupMode
 from changelake.connectors.mysql_cdc.positions import BinlogPosition, SnapshotProgress, SourcePosition, binlog_file_index
-from changelake.connectors.mysql_cdc.gtid import earliest_position, gtid_start_position, parse_gtid_set, timestamp_start_file
+from changelake.connectors.mysql_cdc.binlog.gtid import earliest_position, gtid_start_position, parse_gtid_set, timestamp_start_file
 from changelake.connectors.mysql_cdc.metadata import MetadataColumns as _MetadataColumns
 from changelake.connectors.mysql_cdc.preflight import (
     check_binlog_settings,
@@ -53,12 +53,12 @@ from changelake.connectors.mysql_cdc.preflight import (
     read_variables,
     used_server_ids,
 )
-from changelake.connectors.mysql_cdc.schema_tracker import SchemaTracker, TableSchema, list_tables, load_table_schema
-from changelake.connectors.mysql_cdc.reader_process import ProcessBinlogReader, ReaderConfig
+from changelake.connectors.mysql_cdc.schema.tracker import SchemaTracker, TableSchema, list_tables, load_table_schema
+from changelake.connectors.mysql_cdc.binlog.reader_process import ProcessBinlogReader, ReaderConfig
 from changelake.connectors.mysql_cdc.selectors import CapturedTables
-from changelake.connectors.mysql_cdc.incremental_snapshot import IncrementalSnapshotReader, new_progress
-from changelake.connectors.mysql_cdc.snapshot import SnapshotReader, text_connection
-from changelake.connectors.mysql_cdc.watermarks import WatermarkFilter, marks_from_json
+from changelake.connectors.mysql_cdc.snapshot.incremental import IncrementalSnapshotReader, new_progress
+from changelake.connectors.mysql_cdc.snapshot.reader import SnapshotReader, text_connection
+from changelake.connectors.mysql_cdc.snapshot.watermarks import WatermarkFilter, marks_from_json
 
 __all__ = ["MySqlSource"]
 

@@ -41,47 +41,21 @@ import codecs
 import datetime as dt
 import decimal
 import json
-import math
 import re
 import struct
 from typing import Any
 
-from changelake.connectors.mysql_cdc.columns import INTEGER_BITS, MySqlColumn
-from changelake.connectors.mysql_cdc.geometry import geometry_to_json
+from changelake.connectors.mysql_cdc.schema.columns import INTEGER_BITS, MySqlColumn
+from changelake.formats.json_values import float32_shortest
+from changelake.connectors.mysql_cdc.binlog.geometry import geometry_to_json
 
-__all__ = ["convert", "float32_shortest", "parse_time", "EMPTY_SET"]
+__all__ = ["convert", "parse_time", "EMPTY_SET"]
 
 #: mysql-replication's ``none_sources`` marker for an empty SET (which it returns as None).
 EMPTY_SET = "empty set"
 _UTC = dt.timezone.utc
 _TIME_RE = re.compile(r"^(-)?(\d+):(\d{1,2}):(\d{1,2})(?:\.(\d{1,6}))?$")
 _DATETIME_RE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?)?$")
-
-
-_FLT_MAX = 3.4028234663852886e38
-_FLT_ROUND_LIMIT = 3.4028235677973366e38  # FLT_MAX + half an ulp: larger magnitudes overflow
-
-
-def _to_float32(value: float) -> float:
-    if _FLT_MAX < abs(value) < _FLT_ROUND_LIMIT:
-        return math.copysign(_FLT_MAX, value)  # IEEE round-to-nearest gives FLT_MAX; struct refuses
-    return float(struct.unpack("<f", struct.pack("<f", value))[0])
-
-
-def float32_shortest(value: float) -> float:
-    """The float whose repr is the shortest decimal that reads back as the same float32.
-
-    ``float32_shortest(5.150000095367432) == 5.15`` (as Java's ``Float.toString`` / Debezium).
-    NaN and infinities are returned unchanged.
-    """
-    if math.isnan(value) or math.isinf(value):
-        return value
-    f32 = _to_float32(value)
-    for digits in range(1, 10):
-        candidate = float(f"{f32:.{digits}g}")
-        if abs(candidate) < _FLT_ROUND_LIMIT and _to_float32(candidate) == f32:
-            return candidate
-    return f32
 
 
 def parse_time(text: str) -> dt.timedelta:

@@ -16,7 +16,7 @@ import pytest
 from changelake.changelog.event import Op
 from changelake.connectors.mysql_cdc import MySqlSource
 from changelake.connectors.mysql_cdc.errors import RowImageError, StatementFormatError, XaTransactionError
-from changelake.connectors.mysql_cdc.event_policy import EVENT_RULES, Action
+from changelake.connectors.mysql_cdc.binlog.event_policy import EVENT_RULES, Action
 from mysql_cdc_support import drain, run_sql, source_options
 
 pytestmark = pytest.mark.integration

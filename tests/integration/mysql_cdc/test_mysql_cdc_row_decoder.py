@@ -1,4 +1,4 @@
-"""The compiled row decoder (mysql_cdc/row_decoder.py) gives exactly the library path's values.
+"""The compiled row decoder (mysql_cdc/binlog/row_decoder.py) gives exactly the library path's values.
 
 Every rows event of a table with every compiled type (signed/unsigned integers of each width,
 TINYINT(1), YEAR, FLOAT, DOUBLE, DECIMAL of several shapes and signs, CHAR/VARCHAR/TEXT in
@@ -16,10 +16,10 @@ import datetime as dt
 import pymysql
 import pytest
 
-from changelake.connectors.mysql_cdc import _replication_fixes
-from changelake.connectors.mysql_cdc import event_handler as eh
-from changelake.connectors.mysql_cdc import row_decoder
-from changelake.connectors.mysql_cdc.row_decoder import (
+from changelake.connectors.mysql_cdc.binlog import _replication_fixes
+from changelake.connectors.mysql_cdc.binlog import event_handler as eh
+from changelake.connectors.mysql_cdc.binlog import row_decoder
+from changelake.connectors.mysql_cdc.binlog.row_decoder import (
     FramedDeleteRows,
     FramedRows,
     FramedTableMap,
@@ -29,7 +29,7 @@ from changelake.connectors.mysql_cdc.row_decoder import (
     frame_rows,
     rows_bytes,
 )
-from changelake.connectors.mysql_cdc.schema_tracker import SchemaTracker
+from changelake.connectors.mysql_cdc.schema.tracker import SchemaTracker
 
 from mysql_cdc_support import run_sql
 

@@ -14,7 +14,7 @@ import pytest
 
 from changelake.changelog.event import Op
 from changelake.changelog.types import TypeRoot
-from changelake.connectors.mysql_cdc.snapshot import read_table
+from changelake.connectors.mysql_cdc.snapshot.reader import read_table
 
 from mysql_cdc_support import json_row
 

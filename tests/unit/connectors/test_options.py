@@ -31,7 +31,7 @@ def test_parse_duration_errors(text: str, message: str) -> None:
 
 def test_every_connector_parses_durations_alike_with_its_own_message() -> None:
     from changelake.connectors.kafka.sink_options import FLUSH_TIMEOUT
-    from changelake.connectors.mysql_cdc.options import parse_duration as mysql_duration
+    from changelake.connectors.mysql_cdc.options import duration_option as mysql_duration
 
     assert FLUSH_TIMEOUT.parse_value("1 min") == mysql_duration("1min", "k") == timedelta(minutes=1)
     with pytest.raises(OptionValidationError, match="for key 'connect.timeout': expected a duration"):

@@ -14,17 +14,17 @@ import pytest
 
 from changelake.changelog.event import Op
 from changelake.changelog.schema import TableId
-from changelake.connectors.mysql_cdc.compression import CompressedPayloadError, compress, uncompress
+from changelake.connectors.mysql_cdc.binlog.compression import CompressedPayloadError, compress, uncompress
 from changelake.connectors.mysql_cdc.errors import (
     RowImageError,
     StatementFormatError,
     UnsupportedBinlogEventError,
 )
-from changelake.connectors.mysql_cdc.event_handler import EventHandler, missing_columns
-from changelake.connectors.mysql_cdc.event_policy import EVENT_RULES, Action, rule_for
+from changelake.connectors.mysql_cdc.binlog.event_handler import EventHandler, missing_columns
+from changelake.connectors.mysql_cdc.binlog.event_policy import EVENT_RULES, Action, rule_for
 from changelake.connectors.mysql_cdc.positions import BinlogPosition, PreparedXa, SourcePosition
-from changelake.connectors.mysql_cdc.schema_tracker import SchemaTracker
-from changelake.connectors.mysql_cdc.statements import (
+from changelake.connectors.mysql_cdc.schema.tracker import SchemaTracker
+from changelake.connectors.mysql_cdc.schema.statements import (
     StatementKind,
     classify,
     describe,
@@ -34,7 +34,7 @@ from changelake.connectors.mysql_cdc.statements import (
     xa_id,
     xid_key,
 )
-from changelake.connectors.mysql_cdc.xa import HeldChange, XaBook
+from changelake.connectors.mysql_cdc.binlog.xa import HeldChange, XaBook
 
 REFUSALS = "tests/integration/mysql_cdc/test_mysql_cdc_refusals.py"
 DELIVERED_BY = {  # DELIVER code -> where the real server feeds it through the reader

@@ -5,7 +5,7 @@ import pytest
 
 from changelake.connectors.errors import SourceError
 from changelake.connectors.mysql_cdc.factory import validate_options
-from changelake.connectors.mysql_cdc.heartbeat import HeartbeatAction
+from changelake.connectors.mysql_cdc.binlog.heartbeat import HeartbeatAction
 
 BASE = {"hostname": "h", "username": "u", "password": "p", "tables": "db.t"}
 

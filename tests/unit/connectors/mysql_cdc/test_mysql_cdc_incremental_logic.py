@@ -14,9 +14,9 @@ from changelake.changelog.event import DataChangeEvent, Op
 from changelake.changelog.schema import TableId
 from changelake.connectors.errors import OptionValidationError
 from changelake.connectors.mysql_cdc import validate_options
-from changelake.connectors.mysql_cdc.chunks import Chunk, ChunkSplitter, distribution_factor
+from changelake.connectors.mysql_cdc.snapshot.chunks import Chunk, ChunkSplitter, distribution_factor
 from changelake.connectors.mysql_cdc.positions import BinlogPosition, SourcePosition
-from changelake.connectors.mysql_cdc.watermarks import (
+from changelake.connectors.mysql_cdc.snapshot.watermarks import (
     ChunkMark,
     TableMarks,
     WatermarkFilter,

@@ -9,7 +9,7 @@ import pytest
 
 from changelake.changelog.schema import TableId
 from changelake.connectors.errors import SourceError
-from changelake.connectors.mysql_cdc.binlog import parse_truncate
+from changelake.connectors.mysql_cdc.binlog.reader import parse_truncate
 from changelake.connectors.mysql_cdc.errors import BinlogPurgedError, BinlogSettingsError, ServerIdClashError
 from changelake.connectors.mysql_cdc.options import ServerIdRange
 from changelake.connectors.mysql_cdc.positions import (
@@ -20,7 +20,7 @@ from changelake.connectors.mysql_cdc.positions import (
     binlog_file_index,
 )
 from changelake.connectors.mysql_cdc.preflight import check_binlog_settings, choose_server_id
-from changelake.connectors.mysql_cdc.schema_tracker import SchemaTracker
+from changelake.connectors.mysql_cdc.schema.tracker import SchemaTracker
 
 GOOD = {"log_bin": "ON", "binlog_format": "ROW", "binlog_row_image": "FULL", "binlog_row_metadata": "FULL",
         "version": "10.11.6-MariaDB-log"}
@@ -122,8 +122,8 @@ def _col(type_code, name, **kw):
 
 
 def test_table_map_schema_uses_binlog_metadata_and_integer_width_hint():
-    from changelake.connectors.mysql_cdc.columns import MySqlColumn
-    from changelake.connectors.mysql_cdc.schema_tracker import TableSchema
+    from changelake.connectors.mysql_cdc.schema.columns import MySqlColumn
+    from changelake.connectors.mysql_cdc.schema.tracker import TableSchema
 
     hint = TableSchema(TableId("c", "t"), (MySqlColumn("id", "int", nullable=False), MySqlColumn("flag", "tinyint", width=1)), ("id",))
     tracker = SchemaTracker(lambda table_id: hint)

@@ -10,7 +10,7 @@ from changelake.changelog.schema import TableId
 from changelake.connectors.errors import OptionValidationError
 from changelake.connectors.mysql_cdc.factory import validate_options
 from changelake.connectors.mysql_cdc.selectors import CapturedTables, TableSelectors
-from changelake.connectors.mysql_cdc.signals import Signal, SignalCaptured, parse_signal, snapshot_tables
+from changelake.connectors.mysql_cdc.snapshot.signals import Signal, SignalCaptured, parse_signal, snapshot_tables
 
 SIG = TableId("ops", "sig")
 

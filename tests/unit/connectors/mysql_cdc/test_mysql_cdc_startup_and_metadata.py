@@ -12,14 +12,14 @@ from changelake.changelog.event import DataChangeEvent, Op
 from changelake.changelog.schema import Column, Schema, TableId
 from changelake.changelog.types import DataType, TypeRoot
 from changelake.connectors.errors import OptionValidationError
-from changelake.connectors.mysql_cdc.columns import MySqlColumn
+from changelake.connectors.mysql_cdc.schema.columns import MySqlColumn
 from changelake.connectors.mysql_cdc.errors import MissingPrivilegeError, RowImageError
-from changelake.connectors.mysql_cdc.event_handler import _full_bitmap, _values, missing_columns
-from changelake.connectors.mysql_cdc.gtid import Gtid, parse_gtid_set
+from changelake.connectors.mysql_cdc.binlog.event_handler import _full_bitmap, _values, missing_columns
+from changelake.connectors.mysql_cdc.binlog.gtid import Gtid, parse_gtid_set
 from changelake.connectors.mysql_cdc.metadata import MetadataColumns
 from changelake.connectors.mysql_cdc.options import ChunkKeyColumn
 from changelake.connectors.mysql_cdc.preflight import required_privileges
-from changelake.connectors.mysql_cdc.reader_process import _last_progress_only
+from changelake.connectors.mysql_cdc.binlog.reader_process import _last_progress_only
 from changelake.connectors.mysql_cdc.selectors import CapturedTables, TableSelectors
 
 

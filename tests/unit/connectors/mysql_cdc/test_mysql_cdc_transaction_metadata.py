@@ -12,8 +12,8 @@ from changelake.connectors.errors import SourceError
 from changelake.connectors.kafka.side_topics import side_record, side_record_kind
 from changelake.connectors.kafka.sink_options import KafkaSinkOptions
 from changelake.connectors.mysql_cdc.factory import validate_options
-from changelake.connectors.mysql_cdc.heartbeat import HeartbeatRecords
-from changelake.connectors.mysql_cdc.transactions import TransactionMonitor, transaction_id
+from changelake.connectors.mysql_cdc.binlog.heartbeat import HeartbeatRecords
+from changelake.connectors.mysql_cdc.binlog.transactions import TransactionMonitor, transaction_id
 from changelake.formats import create_format
 
 BASE = {"hostname": "h", "username": "u", "password": "p", "tables": "db.t"}

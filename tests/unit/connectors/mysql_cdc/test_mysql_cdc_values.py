@@ -9,10 +9,11 @@ from decimal import Decimal
 import pytest
 
 from changelake.changelog.types import TypeRoot
-from changelake.connectors.mysql_cdc._replication_fixes import FRACTION_BYTES, decode_time2
-from changelake.connectors.mysql_cdc.columns import MySqlColumn, column_from_information_schema, parse_labels, to_data_type
-from changelake.connectors.mysql_cdc.geometry import geometry_to_json
-from changelake.connectors.mysql_cdc.values import EMPTY_SET, convert, float32_shortest, parse_time
+from changelake.connectors.mysql_cdc.binlog._replication_fixes import FRACTION_BYTES, decode_time2
+from changelake.connectors.mysql_cdc.schema.columns import MySqlColumn, column_from_information_schema, parse_labels, to_data_type
+from changelake.connectors.mysql_cdc.binlog.geometry import geometry_to_json
+from changelake.connectors.mysql_cdc.values import EMPTY_SET, convert, parse_time
+from changelake.formats.json_values import float32_shortest
 
 UTC = dt.timezone.utc
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from changelake.connectors.mysql_cdc.statements import StatementKind, classify, savepoint_action
+from changelake.connectors.mysql_cdc.schema.statements import StatementKind, classify, savepoint_action
 
 
 @pytest.mark.parametrize(

@@ -1,20 +1,20 @@
 """Decode one binlog connection's events into change events, positions and refusals.
 
 :class:`EventHandler` is the per-connection state machine of the binlog reader (the thread and
-reconnects live in :mod:`~changelake.connectors.mysql_cdc.binlog`). It is fed the
+reconnects live in :mod:`~changelake.connectors.mysql_cdc.binlog.reader`). It is fed the
 mysql-replication events of one connection in order and hands out, through ``put``:
 
 * ``("event", DataChangeEvent)`` - a change of a captured table, its ``position`` the position
   *after* it (transaction start + rows emitted, plus prepared XA transactions);
 * ``("progress", Progress)`` - the position moved past events without changes.
 
-Each event type is handled as :data:`~changelake.connectors.mysql_cdc.event_policy.EVENT_RULES`
+Each event type is handled as :data:`~changelake.connectors.mysql_cdc.binlog.event_policy.EVENT_RULES`
 says; refusals raise :class:`~changelake.connectors.mysql_cdc.errors.BinlogEventError`
 subclasses naming the event type, binlog file:position and table.
 
 Start: a handler resumes at ``start`` (a :class:`SourcePosition`). When prepared XA transactions
 are pending, the connection starts earlier, at the first of them (:meth:`physical_start`); up to
-``start`` only those groups are read (into the :class:`~changelake.connectors.mysql_cdc.xa.XaBook`),
+``start`` only those groups are read (into the :class:`~changelake.connectors.mysql_cdc.binlog.xa.XaBook`),
 everything else there was handed out before and is skipped.
 """
 
@@ -29,18 +29,18 @@ from typing import Any, Callable
 from changelake.changelog.event import DROP_TABLE, DataChangeEvent, Op
 from changelake.changelog.schema import TableId
 from changelake.connectors.errors import SourceError
-from changelake.connectors.mysql_cdc import _replication_fixes
+from changelake.connectors.mysql_cdc.binlog import _replication_fixes
 from changelake.connectors.mysql_cdc.errors import (
     RowImageError,
     StatementFormatError,
     UnsupportedBinlogEventError,
     XaTransactionError,
 )
-from changelake.connectors.mysql_cdc.event_policy import Action, rule_for
+from changelake.connectors.mysql_cdc.binlog.event_policy import Action, rule_for
 from changelake.connectors.mysql_cdc.positions import BinlogPosition, PreparedXa, SourcePosition, TransactionTracker, binlog_file_index
-from changelake.connectors.mysql_cdc.row_decoder import FramedDeleteRows, FramedRows, FramedUpdateRows, FramedWriteRows, decoder_for, rows_bytes
-from changelake.connectors.mysql_cdc.schema_tracker import SchemaTracker, TableSchema
-from changelake.connectors.mysql_cdc.statements import (
+from changelake.connectors.mysql_cdc.binlog.row_decoder import FramedDeleteRows, FramedRows, FramedUpdateRows, FramedWriteRows, decoder_for, rows_bytes
+from changelake.connectors.mysql_cdc.schema.tracker import SchemaTracker, TableSchema
+from changelake.connectors.mysql_cdc.schema.statements import (
     StatementKind,
     classify,
     describe,
@@ -52,7 +52,7 @@ from changelake.connectors.mysql_cdc.statements import (
     xid_key,
 )
 from changelake.connectors.mysql_cdc.values import convert
-from changelake.connectors.mysql_cdc.xa import HeldChange, XaBook
+from changelake.connectors.mysql_cdc.binlog.xa import HeldChange, XaBook
 
 __all__ = ["EventHandler", "Progress", "missing_columns", "parse_truncate", "parse_drop_tables"]
 
@@ -144,7 +144,7 @@ class _Lib:
         from pymysqlreplication.event import QueryEvent, XAPrepareEvent, XidEvent
         from pymysqlreplication.row_event import RowsEvent, TableMapEvent, WriteRowsEvent
 
-        from changelake.connectors.mysql_cdc.row_decoder import FramedRows, FramedTableMap, FramedWriteRows
+        from changelake.connectors.mysql_cdc.binlog.row_decoder import FramedRows, FramedTableMap, FramedWriteRows
 
         self.QueryEvent, self.XAPrepareEvent, self.XidEvent = QueryEvent, XAPrepareEvent, XidEvent
         # rows events framed by row_decoder.frame_rows count as the library's (isinstance with a tuple)
@@ -307,7 +307,7 @@ class EventHandler:
         if code == 0xA2:  # MariaDB GTID
             flags = int(getattr(ev, "flags", 0) or 0)
             self._begin(start_pos, explicit=not flags & _FL_STANDALONE, xa=bool(flags & _FL_PREPARED_XA))
-            self._gtid = _gtid_text(ev)  # transaction metadata: the id (changelake.connectors.mysql_cdc.transactions)
+            self._gtid = _gtid_text(ev)  # transaction metadata: the id (changelake.connectors.mysql_cdc.binlog.transactions)
             if not flags & (_FL_STANDALONE | _FL_TRANSACTIONAL | _FL_PREPARED_XA) and self._held is None:
                 # a mixed group: MariaDB logs its rolled-back rows too, then ROLLBACK [TO sp]
                 self._held = []

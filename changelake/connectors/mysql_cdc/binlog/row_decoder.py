@@ -29,11 +29,12 @@ import decimal
 import struct
 from typing import Any, Callable
 
-from changelake.connectors.mysql_cdc import _replication_fixes
-from changelake.connectors.mysql_cdc._replication_fixes import FRACTION_BYTES, decode_time2
-from changelake.connectors.mysql_cdc.columns import MySqlColumn
-from changelake.connectors.mysql_cdc.geometry import geometry_to_json
-from changelake.connectors.mysql_cdc.values import _decimal, _set, float32_shortest, python_codec
+from changelake.connectors.mysql_cdc.binlog import _replication_fixes
+from changelake.connectors.mysql_cdc.binlog._replication_fixes import FRACTION_BYTES, decode_time2
+from changelake.connectors.mysql_cdc.schema.columns import MySqlColumn
+from changelake.connectors.mysql_cdc.binlog.geometry import geometry_to_json
+from changelake.connectors.mysql_cdc.values import _decimal, _set, python_codec
+from changelake.formats.json_values import float32_shortest
 
 __all__ = ["FramedRows", "FramedTableMap", "RowDecoder", "decoder_for", "frame_rows", "framed_classes", "install_framer", "rows_bytes"]
 

@@ -1,6 +1,6 @@
 """Incremental snapshot (``scan.incremental.snapshot.enabled``): Flink CDC's chunk + watermark algorithm.
 
-Each captured table is split into key-range chunks (:mod:`~changelake.connectors.mysql_cdc.chunks`).
+Each captured table is split into key-range chunks (:mod:`~changelake.connectors.mysql_cdc.snapshot.chunks`).
 A chunk is read without locks or a long transaction, as Flink CDC's ``MySqlSnapshotSplitReadTask``:
 
 1. low watermark ``lw`` = ``SHOW MASTER STATUS``;
@@ -19,7 +19,7 @@ and ``server-id``: the work waits on the server) and emitted in key order; at mo
 ``chunk.size * parallelism`` rows whatever the table size (:attr:`IncrementalSnapshotReader.peak_buffered_rows`).
 
 The binlog phase then starts at the smallest ``hw`` and emits a change only after the ``hw`` of
-the chunk its row falls in (:class:`~changelake.connectors.mysql_cdc.watermarks.WatermarkFilter`).
+the chunk its row falls in (:class:`~changelake.connectors.mysql_cdc.snapshot.watermarks.WatermarkFilter`).
 
 Restart: every event's position carries the tables still to read and, per table, the key ranges
 already emitted with their ``hw`` (one mark per chunk, adjacent chunks with one ``hw`` merged, plus
@@ -49,15 +49,15 @@ import pymysql.cursors
 from changelake.changelog.event import DataChangeEvent, Op
 from changelake.changelog.schema import TableId
 from changelake.connectors.errors import SourceError
-from changelake.connectors.mysql_cdc import _replication_fixes
-from changelake.connectors.mysql_cdc.binlog import BinlogReader, Progress, close_quietly, is_connection_loss
-from changelake.connectors.mysql_cdc.chunks import INTEGRAL_KINDS, SPLITTABLE_KINDS, Chunk, ChunkSplitter
+from changelake.connectors.mysql_cdc.binlog import _replication_fixes
+from changelake.connectors.mysql_cdc.binlog.reader import BinlogReader, Progress, close_quietly, is_connection_loss
+from changelake.connectors.mysql_cdc.snapshot.chunks import INTEGRAL_KINDS, SPLITTABLE_KINDS, Chunk, ChunkSplitter
 from changelake.connectors.mysql_cdc.errors import SnapshotInterruptedError
 from changelake.connectors.mysql_cdc.positions import BinlogPosition, SnapshotProgress
-from changelake.connectors.mysql_cdc.schema_tracker import SchemaTracker, TableSchema, load_table_schema
-from changelake.connectors.mysql_cdc.snapshot import quote, select_list, text_connection
+from changelake.connectors.mysql_cdc.schema.tracker import SchemaTracker, TableSchema, load_table_schema
+from changelake.connectors.mysql_cdc.snapshot.reader import quote, select_list, text_connection
 from changelake.connectors.mysql_cdc.values import convert
-from changelake.connectors.mysql_cdc.watermarks import ChunkMark, TableMarks, WatermarkFilter, encode_value, hw_reached, marks_from_json
+from changelake.connectors.mysql_cdc.snapshot.watermarks import ChunkMark, TableMarks, WatermarkFilter, encode_value, hw_reached, marks_from_json
 
 __all__ = ["IncrementalSnapshotReader", "ChunkResult", "master_status", "new_progress"]
 
@@ -90,7 +90,7 @@ class ChunkResult:
 
 
 class _TableQueries:
-    """:class:`~changelake.connectors.mysql_cdc.chunks.ChunkQueries` on one connection."""
+    """:class:`~changelake.connectors.mysql_cdc.snapshot.chunks.ChunkQueries` on one connection."""
 
     def __init__(self, conn: Any, table: TableSchema, column: str) -> None:
         self._conn, self._table, self._col = conn, table, table.column(column)
@@ -152,7 +152,7 @@ class _Slot:
 class IncrementalSnapshotReader:
     """Reads the captured tables chunk by chunk with watermarks (see module doc).
 
-    Same interface as :class:`~changelake.connectors.mysql_cdc.snapshot.SnapshotReader`
+    Same interface as :class:`~changelake.connectors.mysql_cdc.snapshot.reader.SnapshotReader`
     (``open``/``read``/``done``/``close``/``tables_read``/``binlog_position``), plus
     :meth:`binlog_filter` for the binlog phase.
 

@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 
 from changelake.changelog.schema import Column, Schema, TableId
 from changelake.connectors.errors import SourceError
-from changelake.connectors.mysql_cdc.columns import (
+from changelake.connectors.mysql_cdc.schema.columns import (
     INTEGER_BITS,
     MySqlColumn,
     column_from_information_schema,
@@ -250,7 +250,7 @@ class SchemaTracker:
         """Build (and remember under its binlog table id) the schema of a TableMapEvent.
 
         Cached by the event's body bytes (``event.cache_key``, set by the table-map cache of
-        :mod:`~changelake.connectors.mysql_cdc._replication_fixes`) or, without them, by a
+        :mod:`~changelake.connectors.mysql_cdc.binlog._replication_fixes`) or, without them, by a
         signature of its parsed columns; the cache is dropped with the hints after a DDL.
         """
         key = getattr(event, "cache_key", None)

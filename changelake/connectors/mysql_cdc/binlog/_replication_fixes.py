@@ -59,7 +59,7 @@ import datetime as dt
 import struct
 from typing import Any
 
-from changelake.connectors.mysql_cdc.compression import uncompress
+from changelake.connectors.mysql_cdc.binlog.compression import uncompress
 from changelake.connectors.mysql_cdc.values import python_codec
 
 __all__ = ["apply", "cached_table_map", "decode_time2", "event_classes", "fast_rows_classes", "FRACTION_BYTES"]

@@ -17,8 +17,8 @@ from typing import Any, Callable
 
 from changelake.changelog.side_records import HeartbeatRecord
 from changelake.connectors.errors import SourceError
-from changelake.connectors.mysql_cdc.binlog import close_quietly
-from changelake.connectors.mysql_cdc.snapshot import text_connection
+from changelake.connectors.mysql_cdc.binlog.reader import close_quietly
+from changelake.connectors.mysql_cdc.snapshot.reader import text_connection
 
 __all__ = ["HeartbeatAction", "HeartbeatRecords"]
 

@@ -2,7 +2,7 @@
 
 A :class:`MySqlColumn` is built either from ``information_schema.COLUMNS`` (snapshot path, see
 :func:`column_from_information_schema`) or from a binlog table-map event with FULL metadata
-(binlog path, :mod:`changelake.connectors.mysql_cdc.schema_tracker`). Both feed the same
+(binlog path, :mod:`changelake.connectors.mysql_cdc.schema.tracker`). Both feed the same
 :func:`to_data_type`, which maps types as Flink CDC's MySQL pipeline connector does
 (``MySqlTypeUtils``): DATETIME -> TIMESTAMP(p), TIMESTAMP -> TIMESTAMP_LTZ(p), BIGINT UNSIGNED ->
 DECIMAL(20, 0), other unsigned integers widened, TINYINT(1) and BIT(1) -> BOOLEAN, BIT(n) ->

@@ -6,9 +6,9 @@ in ``SHOW SLAVE HOSTS`` (the server-id clash check relies on that) and wakes up 
 heartbeat to notice :meth:`BinlogReader.close`. Decoded items go through a bounded queue to
 :meth:`BinlogReader.take`, which returns within its timeout.
 
-Every event reaches :class:`~changelake.connectors.mysql_cdc.event_handler.EventHandler`
+Every event reaches :class:`~changelake.connectors.mysql_cdc.binlog.event_handler.EventHandler`
 (nothing is filtered inside mysql-replication) and is handled as
-:mod:`~changelake.connectors.mysql_cdc.event_policy` says: delivered, deliberately ignored, or
+:mod:`~changelake.connectors.mysql_cdc.binlog.event_policy` says: delivered, deliberately ignored, or
 refused with a named error. Positions follow :mod:`~changelake.connectors.mysql_cdc.positions`.
 
 Connection loss (server restart, network, a read silent for ``read_timeout_s``) is retried with
@@ -18,7 +18,7 @@ XA groups), so nothing is lost or repeated. Past that time :meth:`BinlogReader.t
 :class:`~changelake.connectors.mysql_cdc.errors.BinlogConnectionLostError`. mysql-replication's
 own silent reconnect is disabled (it resumes in the middle of a transaction, after its table maps).
 
-Query text is classified by :mod:`~changelake.connectors.mysql_cdc.statements` and never logged,
+Query text is classified by :mod:`~changelake.connectors.mysql_cdc.schema.statements` and never logged,
 published or put into an error (account statements may carry passwords).
 """
 
@@ -32,12 +32,13 @@ from typing import Any, Callable
 
 from changelake.changelog.schema import TableId
 from changelake.connectors.errors import SourceError
-from changelake.connectors.mysql_cdc import _replication_fixes, row_decoder
-from changelake.connectors.mysql_cdc.compression import CompressedPayloadError
+from changelake.connectors.mysql_cdc.binlog import _replication_fixes
+from changelake.connectors.mysql_cdc.binlog import row_decoder
+from changelake.connectors.mysql_cdc.binlog.compression import CompressedPayloadError
 from changelake.connectors.mysql_cdc.errors import BinlogConnectionLostError, UnsupportedBinlogEventError
-from changelake.connectors.mysql_cdc.event_handler import EventHandler, Progress, missing_columns, parse_truncate
+from changelake.connectors.mysql_cdc.binlog.event_handler import EventHandler, Progress, missing_columns, parse_truncate
 from changelake.connectors.mysql_cdc.positions import BinlogPosition, SourcePosition
-from changelake.connectors.mysql_cdc.schema_tracker import SchemaTracker
+from changelake.connectors.mysql_cdc.schema.tracker import SchemaTracker
 
 __all__ = ["BinlogReader", "Progress", "parse_truncate", "missing_columns", "is_connection_loss", "close_quietly"]
 

@@ -1,6 +1,6 @@
 """What the binlog reader does with each binlog event type: the one list, in one place.
 
-Every event the server sends reaches :class:`~changelake.connectors.mysql_cdc.binlog.BinlogReader`
+Every event the server sends reaches :class:`~changelake.connectors.mysql_cdc.binlog.reader.BinlogReader`
 (nothing is filtered inside mysql-replication) and is looked up here by its type code (the byte
 in the event header; MySQL's ``binlog_event.h`` and MariaDB's ``log_event.h``):
 

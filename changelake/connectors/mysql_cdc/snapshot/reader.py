@@ -18,7 +18,7 @@ both as ``r`` and as ``c``. This is the at-least-once-per-key behaviour of Flink
 without primary key is read in one pass and restarted from its beginning after a restart.
 
 This is the default. ``scan.incremental.snapshot.enabled`` = true reads Flink CDC's way instead
-(:mod:`~changelake.connectors.mysql_cdc.incremental_snapshot`): chunks at low/high watermarks,
+(:mod:`~changelake.connectors.mysql_cdc.snapshot.incremental`): chunks at low/high watermarks,
 in parallel, exact across restarts too, on any server with a binlog.
 """
 
@@ -34,10 +34,10 @@ import pymysql.cursors
 from changelake.changelog.event import DataChangeEvent, Op
 from changelake.changelog.schema import TableId
 from changelake.connectors.errors import SourceError
-from changelake.connectors.mysql_cdc.binlog import close_quietly, is_connection_loss
+from changelake.connectors.mysql_cdc.binlog.reader import close_quietly, is_connection_loss
 from changelake.connectors.mysql_cdc.errors import SnapshotInterruptedError
 from changelake.connectors.mysql_cdc.positions import BinlogPosition, SnapshotProgress, SourcePosition
-from changelake.connectors.mysql_cdc.schema_tracker import TableSchema, load_table_schema
+from changelake.connectors.mysql_cdc.schema.tracker import TableSchema, load_table_schema
 from changelake.connectors.mysql_cdc.values import convert
 
 __all__ = ["SnapshotReader", "text_connection", "quote", "select_list", "read_table"]

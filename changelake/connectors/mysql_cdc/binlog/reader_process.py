@@ -1,6 +1,6 @@
 """The binlog reader in a worker process: decoding runs beside the writer instead of sharing its GIL.
 
-:class:`ProcessBinlogReader` has the interface of :class:`~changelake.connectors.mysql_cdc.binlog.BinlogReader`
+:class:`ProcessBinlogReader` has the interface of :class:`~changelake.connectors.mysql_cdc.binlog.reader.BinlogReader`
 (``start``, ``take``, ``close``, ``connections``) and runs an unchanged ``BinlogReader`` (same
 event policy, positions, reconnects, refusals) in a child process started with ``spawn``. The
 child sends what its ``take()`` returns, in batches, through a pipe; items are pickled once per
@@ -74,9 +74,9 @@ def _die_with_parent(interval_s: float = 0.1) -> None:  # pragma: no cover - run
 
 def _child_main(conn: Any, cfg: ReaderConfig) -> None:  # pragma: no cover - runs in the child
     _die_with_parent()
-    from changelake.connectors.mysql_cdc.binlog import BinlogReader
-    from changelake.connectors.mysql_cdc.schema_tracker import SchemaTracker, TableSchema, load_table_schema
-    from changelake.connectors.mysql_cdc.snapshot import text_connection
+    from changelake.connectors.mysql_cdc.binlog.reader import BinlogReader
+    from changelake.connectors.mysql_cdc.schema.tracker import SchemaTracker, TableSchema, load_table_schema
+    from changelake.connectors.mysql_cdc.snapshot.reader import text_connection
 
     state: dict[str, Any] = {"conn": None}
 

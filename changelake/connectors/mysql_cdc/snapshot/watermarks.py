@@ -157,7 +157,7 @@ class TableMarks:
         return self.marks[i] if i < len(self.marks) else None
 
     def resume_start(self) -> tuple[tuple[Any, ...] | None, bool]:
-        """Where reading continues: (start, inclusive) as :class:`~changelake.connectors.mysql_cdc.chunks.Chunk`
+        """Where reading continues: (start, inclusive) as :class:`~changelake.connectors.mysql_cdc.snapshot.chunks.Chunk`
         takes it; (None, True) for a table not started."""
         if not self.marks:
             return None, True

@@ -5,7 +5,7 @@ with an ``XA_PREPARE_LOG_EVENT``) and its outcome later, in a group of its own (
 ``XA ROLLBACK`` query). :class:`XaBook` keeps the prepared changes per XID: they are published at
 ``XA COMMIT`` and dropped at ``XA ROLLBACK``. Where each prepared group starts is part of the
 stored position (:class:`~changelake.connectors.mysql_cdc.positions.PreparedXa`), so a restart
-re-reads it; see :mod:`~changelake.connectors.mysql_cdc.binlog`.
+re-reads it; see :mod:`~changelake.connectors.mysql_cdc.binlog.reader`.
 """
 
 from __future__ import annotations

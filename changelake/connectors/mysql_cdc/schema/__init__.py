@@ -1,0 +1,1 @@
+"""Table schemas: the schema tracker, MySQL column types, DDL statements."""

@@ -1,0 +1,1 @@
+"""Snapshots: the lock-free snapshot reader, the incremental chunked snapshot (chunks, watermarks), row estimates, signals."""
