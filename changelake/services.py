@@ -50,7 +50,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import ClassVar, Sequence
 
 from changelake.errors import ChangelakeError
 from changelake.state_dir import default_state_dir  # re-exported: callers of the services module use it
@@ -192,8 +192,37 @@ def fetch_maven_jars(pom_path: Path, libs: Path, what: str, jars: str) -> Path:
 # --------------------------------------------------------------------------------------------
 
 
+class _LocalServer:
+    """What the local servers share: a ``home`` folder with their pid file and log, a TCP ``port``
+    on 127.0.0.1; healthy = the recorded process is alive and the port accepts connections."""
+
+    home: Path
+    port: int
+    _PID_NAME: ClassVar[str]
+    _LOG_NAME: ClassVar[str]
+
+    @property
+    def pid_file(self) -> Path:
+        return self.home / self._PID_NAME
+
+    @property
+    def log_file(self) -> Path:
+        return self.home / self._LOG_NAME
+
+    def is_healthy(self) -> bool:
+        return _pid_alive(self.pid_file) is not None and _port_open(self.port)
+
+    def stop(self) -> None:
+        _stop_pid(self.pid_file)
+
+
+def _jar_cache(libs_dir: Path | None, env_var: str, name: str) -> Path:
+    """``libs_dir``, else ``$env_var``, else ``~/.cache/changelake/<name>``: where Maven's jars are kept."""
+    return libs_dir or Path(os.environ.get(env_var, Path.home() / ".cache" / "changelake" / name))
+
+
 @dataclass
-class KafkaService:
+class KafkaService(_LocalServer):
     """One Apache Kafka node (broker + KRaft controller) on 127.0.0.1.
 
     Attributes:
@@ -202,6 +231,9 @@ class KafkaService:
         controller_port: the KRaft controller listener port.
         libs_dir: where the broker jars are cached (shared by every broker).
     """
+
+    _PID_NAME: ClassVar[str] = "kafka.pid"
+    _LOG_NAME: ClassVar[str] = "kafka.log"
 
     home: Path
     port: int = 19092
@@ -213,18 +245,8 @@ class KafkaService:
     def bootstrap_servers(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    @property
-    def pid_file(self) -> Path:
-        return self.home / "kafka.pid"
-
-    @property
-    def log_file(self) -> Path:
-        return self.home / "kafka.log"
-
     def _libs(self) -> Path:
-        return self.libs_dir or Path(
-            os.environ.get("CHANGELAKE_KAFKA_LIBS", Path.home() / ".cache" / "changelake" / "kafka-libs")
-        )
+        return _jar_cache(self.libs_dir, "CHANGELAKE_KAFKA_LIBS", "kafka-libs")
 
     def fetch_jars(self) -> Path:
         """Fetch the broker jars with Maven into the cache (once; safe across concurrent callers).
@@ -233,9 +255,6 @@ class KafkaService:
             ServiceError: Maven is missing or cannot reach Maven Central.
         """
         return fetch_maven_jars(KAFKA_POM, self._libs(), "Kafka", "the broker jars")
-
-    def is_healthy(self) -> bool:
-        return _pid_alive(self.pid_file) is not None and _port_open(self.port)
 
     def start(self, timeout_s: float = 90.0) -> None:
         """Start the broker unless a healthy one runs; wait until it serves metadata."""
@@ -324,9 +343,6 @@ class KafkaService:
         except Exception:
             return False
 
-    def stop(self) -> None:
-        _stop_pid(self.pid_file)
-
 
 # --------------------------------------------------------------------------------------------
 # MariaDB
@@ -334,7 +350,7 @@ class KafkaService:
 
 
 @dataclass
-class MariaDBService:
+class MariaDBService(_LocalServer):
     """A MariaDB server with row-based binlog, own data directory, on 127.0.0.1.
 
     Attributes:
@@ -343,6 +359,9 @@ class MariaDBService:
         user: the account created for changelake (all privileges, incl. replication).
     """
 
+    _PID_NAME: ClassVar[str] = "mariadb.pid"
+    _LOG_NAME: ClassVar[str] = "error.log"
+
     home: Path
     port: int = 13306
     user: str = "changelake"
@@ -350,16 +369,8 @@ class MariaDBService:
     extra_args: tuple[str, ...] = ()
 
     @property
-    def pid_file(self) -> Path:
-        return self.home / "mariadb.pid"
-
-    @property
     def socket_path(self) -> Path:
         return self.home / "mysqld.sock"
-
-    @property
-    def log_file(self) -> Path:
-        return self.home / "error.log"
 
     @property
     def password(self) -> str:
@@ -370,9 +381,6 @@ class MariaDBService:
             path.write_text(secrets.token_urlsafe(18))
             path.chmod(0o600)
         return path.read_text().strip()
-
-    def is_healthy(self) -> bool:
-        return _pid_alive(self.pid_file) is not None and _port_open(self.port)
 
     @staticmethod
     def _binary(*names: str) -> str | None:
@@ -472,9 +480,6 @@ class MariaDBService:
         finally:
             conn.close()
 
-    def stop(self) -> None:
-        _stop_pid(self.pid_file)
-
 
 # --------------------------------------------------------------------------------------------
 # Shared catalogs (several writers of one lake)
@@ -490,7 +495,7 @@ def _postgres_bin(name: str) -> str | None:
 
 
 @dataclass
-class PostgresService:
+class PostgresService(_LocalServer):
     """A PostgreSQL server on 127.0.0.1 with its own data directory (pyiceberg's SQL catalog).
 
     Attributes:
@@ -499,24 +504,16 @@ class PostgresService:
         user: the superuser (no password: trust authentication on 127.0.0.1 and the socket only).
     """
 
+    _PID_NAME: ClassVar[str] = "postgres.pid"
+    _LOG_NAME: ClassVar[str] = "postgres.log"
+
     home: Path
     port: int = 15432
     user: str = "postgres"
 
-    @property
-    def pid_file(self) -> Path:
-        return self.home / "postgres.pid"
-
-    @property
-    def log_file(self) -> Path:
-        return self.home / "postgres.log"
-
     def url(self, database: str = "postgres") -> str:
         """The SQLAlchemy URL of ``database`` (pyiceberg's ``catalog.properties.uri``)."""
         return f"postgresql+psycopg2://{self.user}@127.0.0.1:{self.port}/{database}"
-
-    def is_healthy(self) -> bool:
-        return _pid_alive(self.pid_file) is not None and _port_open(self.port)
 
     def _as_owner(self) -> list[str]:
         # PostgreSQL refuses to run as root: run it as the account Debian's package creates.
@@ -584,12 +581,10 @@ class PostgresService:
             conn.close()
         return self.url(name)
 
-    def stop(self) -> None:
-        _stop_pid(self.pid_file)
 
 
 @dataclass
-class IcebergRestService:
+class IcebergRestService(_LocalServer):
     """Apache Iceberg's REST catalog on 127.0.0.1 over a JdbcCatalog (SQLite file in ``home``).
 
     Attributes:
@@ -597,6 +592,9 @@ class IcebergRestService:
         port: HTTP port.
         libs_dir: where the jars are cached (default ``~/.cache/changelake/iceberg-rest-libs``).
     """
+
+    _PID_NAME: ClassVar[str] = "rest.pid"
+    _LOG_NAME: ClassVar[str] = "rest.log"
 
     home: Path
     port: int = 18181
@@ -612,21 +610,8 @@ class IcebergRestService:
     def warehouse(self) -> str:
         return f"file://{self.home / 'warehouse'}"
 
-    @property
-    def pid_file(self) -> Path:
-        return self.home / "rest.pid"
-
-    @property
-    def log_file(self) -> Path:
-        return self.home / "rest.log"
-
     def _libs(self) -> Path:
-        return self.libs_dir or Path(
-            os.environ.get("CHANGELAKE_ICEBERG_REST_LIBS", Path.home() / ".cache" / "changelake" / "iceberg-rest-libs")
-        )
-
-    def is_healthy(self) -> bool:
-        return _pid_alive(self.pid_file) is not None and _port_open(self.port)
+        return _jar_cache(self.libs_dir, "CHANGELAKE_ICEBERG_REST_LIBS", "iceberg-rest-libs")
 
     def start(self, timeout_s: float = 90.0) -> None:
         """Start the REST catalog unless a healthy one runs; wait until it answers ``/v1/config``.
@@ -668,9 +653,6 @@ class IcebergRestService:
                 return bool(response.status == 200)
         except OSError:
             return False
-
-    def stop(self) -> None:
-        _stop_pid(self.pid_file)
 
 
 # --------------------------------------------------------------------------------------------

@@ -128,9 +128,11 @@ def test_lineage_launch_materialize_queue_and_clean_stop_in_the_browser(dev, pag
     page.reload()
     page.get_by_text("Success").first.wait_for()
     shot(page, "03-pipeline-1-bounded-run")
-    # A one-op job starts in-process: seconds, not tens of seconds, from enqueue to step start.
-    times = {e["eventType"]: float(e["timestamp"]) / 1000 for e in reversed(server.run_logs(run1)) if e.get("eventType")}
-    assert times["STEP_START"] - times["RUN_ENQUEUED"] < 10, times
+    # A one-op job runs its step in the run's own process (no step subprocess to start); how long
+    # that takes is the machine's business, not this test's.
+    messages = [e.get("message") or "" for e in server.run_logs(run1)]
+    assert any(m.startswith("Executing steps in process") for m in messages), messages
+    assert not any("multiprocess executor" in m for m in messages), messages
 
     # 3. Materialize one lake table from its asset page; its checks pass.
     page.goto(f"{server.url}/assets/lake/p2_{db}/{db}/a")

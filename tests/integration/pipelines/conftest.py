@@ -8,6 +8,7 @@ import pymysql
 import pytest
 
 from changelake.pipeline.definition import parse_pipeline
+from lake_blocks import lake_sink  # beside this file (pytest puts it on sys.path)
 
 
 @pytest.fixture
@@ -34,20 +35,6 @@ LAKES = ("iceberg", "paimon")
 def lake(request):
     """The lake sink type of Pipeline 2: every test using ``pipeline_pair`` runs once per lake."""
     return request.param
-
-
-def lake_sink(lake: str, tmp_path) -> dict:
-    """Pipeline 2's sink block for ``lake`` on a catalog under ``tmp_path``."""
-    if lake == "paimon":
-        return {"type": "paimon", "catalog.properties.metastore": "filesystem",
-                "catalog.properties.warehouse": str(tmp_path / "paimon"), "commit.user": "it",
-                "table.properties.deletion-vectors.enabled": True}
-    (tmp_path / "warehouse").mkdir(exist_ok=True)
-    return {
-        "type": "iceberg", "catalog.properties.type": "sql",
-        "catalog.properties.uri": f"sqlite:///{tmp_path / 'catalog.db'}",
-        "catalog.properties.warehouse": f"file://{tmp_path / 'warehouse'}",
-    }
 
 
 @pytest.fixture

@@ -24,6 +24,7 @@ from changelake.changelog import TableId
 from changelake.pipeline.definition import parse_pipeline
 from changelake.pipeline.runner import run_pipeline
 from changelake.pipeline.verify import verify_lake_table
+from lake_blocks import lake_sink
 
 pytestmark = pytest.mark.integration
 
@@ -133,15 +134,6 @@ def _check(bootstrap, db, expected, key_changes=None):
             assert sorted(set(per_table[(gtid, table)])) == list(range(1, n + 1))
     assert set(orders) == {g for g, _ in expected}
     return records
-
-
-def lake_sink(lake: str, tmp_path) -> dict:
-    """Pipeline 2's Iceberg sink block on a SQLite catalog under ``tmp_path``."""
-    assert lake == "iceberg"
-    (tmp_path / "warehouse").mkdir(exist_ok=True)
-    return {"type": "iceberg", "catalog.properties.type": "sql",
-            "catalog.properties.uri": f"sqlite:///{tmp_path / 'catalog.db'}",
-            "catalog.properties.warehouse": f"file://{tmp_path / 'warehouse'}"}
 
 
 @pytest.mark.parametrize("lake", ["iceberg"])
