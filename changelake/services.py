@@ -404,6 +404,8 @@ class MariaDBService(_LocalServer):
         _require_port_free(self.port, "MariaDB", "CHANGELAKE_MYSQL_PORT")
         self.home.mkdir(parents=True, exist_ok=True)
         datadir = self.home / "data"
+        tmpdir = self.home / "tmp"  # its own: servers bootstrapping at once never meet in /tmp
+        tmpdir.mkdir(exist_ok=True)
         if not (datadir / "mysql").exists():
             init = subprocess.run(
                 [
@@ -413,13 +415,16 @@ class MariaDBService(_LocalServer):
                     "--user=root",
                     "--auth-root-authentication-method=socket",
                     "--skip-test-db",
+                    f"--tmpdir={tmpdir}",  # passed on to the bootstrap server
                 ],
                 capture_output=True,
                 text=True,
             )
             if init.returncode != 0:
                 shutil.rmtree(datadir, ignore_errors=True)
-                raise ServiceError(f"MariaDB: initialising the data directory failed: {init.stderr.strip()[-300:]}")
+                errors = [line for line in (init.stderr + init.stdout).splitlines() if "ERROR" in line]
+                raise ServiceError("MariaDB: initialising the data directory failed: "
+                                   + ("; ".join(errors[:3]) or init.stderr.strip()[-300:]))
         args = [
             mariadbd,
             "--no-defaults",
@@ -427,6 +432,7 @@ class MariaDBService(_LocalServer):
             f"--port={self.port}",
             "--bind-address=127.0.0.1",
             f"--socket={self.socket_path}",
+            f"--tmpdir={tmpdir}",
             f"--pid-file={self.home / 'mariadbd.pid'}",
             f"--log-error={self.log_file}",
             "--user=root",

@@ -72,4 +72,35 @@ def load_pipelines() -> list[tuple[Path, PipelineDefinition]]:
             )
         seen[key] = path
         out.append((path, structure))
+    _refuse_shared_lake_tables(out)
     return out
+
+
+def _refuse_shared_lake_tables(pipelines: list[tuple[Path, PipelineDefinition]]) -> None:
+    """Two pipelines writing one lake table would interleave their commits, each with its own
+    checkpoint (Kafka offsets against a binlog position): refuse, naming both files and the table.
+
+    The same lake = the same sink type with the same ``catalog.*`` and ``namespace`` options as
+    written (``${VAR}`` references unresolved); tables as :func:`~changelake.pipeline.lake_tables.lake_tables`
+    lists them (after ``route``).
+
+    Raises:
+        OptionValidationError: two files' pipelines write the same lake table.
+    """
+    from changelake.pipeline.lake_tables import is_lake, lake_tables
+
+    owner: dict[tuple[object, ...], Path] = {}
+    for path, structure in pipelines:
+        if not is_lake(structure):
+            continue
+        lake = (structure.sink_type, tuple(sorted(
+            (k, str(v)) for k, v in structure.sink.items() if k.startswith("catalog.") or k == "namespace")))
+        for table in lake_tables(structure):
+            first = owner.setdefault((lake, str(table)), path)
+            if first != path:
+                raise OptionValidationError(
+                    f"pipeline files {first} and {path} both write lake table {table} of the same "
+                    f"{structure.sink_type} catalog; each lake table must have one writing pipeline (give one of "
+                    "them another catalog, 'namespace' or route, or move one file out of the pipelines folder)",
+                    option="sink",
+                )

@@ -1,0 +1,48 @@
+"""The pipelines folder: unique names, and one writing pipeline per lake table."""
+
+from __future__ import annotations
+
+import pytest
+
+from changelake.connectors.errors import OptionValidationError
+from changelake.pipeline.files import load_pipelines
+
+ICEBERG = """
+sink:
+  type: iceberg
+  catalog.properties.type: sql
+  catalog.properties.uri: ${ICEBERG_CATALOG_URI}
+  catalog.properties.warehouse: ${ICEBERG_WAREHOUSE}
+"""
+
+
+def _write(folder, name: str, source: str, sink: str = ICEBERG) -> None:
+    (folder / f"{name}.yaml").write_text(f"pipeline:\n  name: {name}\n{source}{sink}")
+
+
+FROM_KAFKA = "source:\n  type: kafka\n  properties.bootstrap.servers: k:9092\n  topic: shop.orders;shop.items\n"
+FROM_MYSQL = ("source:\n  type: mysql\n  hostname: h\n  port: 3306\n  username: u\n  password: p\n"
+              "  tables: shop.orders\n")
+
+
+def test_two_pipelines_writing_one_lake_table_are_refused_by_name(tmp_path, monkeypatch):
+    monkeypatch.setenv("CHANGELAKE_PIPELINES_DIR", str(tmp_path))
+    monkeypatch.setenv("CHANGELAKE_STATE_DIR", str(tmp_path / "state"))
+    _write(tmp_path, "kafka-to-lake", FROM_KAFKA)
+    _write(tmp_path, "mysql-to-lake", FROM_MYSQL)
+    with pytest.raises(OptionValidationError, match=r"kafka-to-lake.yaml and .*mysql-to-lake.yaml both write lake "
+                                                    r"table shop.orders"):
+        load_pipelines()
+
+
+@pytest.mark.parametrize("other", [
+    ICEBERG.replace("${ICEBERG_CATALOG_URI}", "${OTHER_CATALOG_URI}"),   # another catalog
+    ICEBERG + "  namespace: mirror\n",                                   # another namespace
+    "sink:\n  type: kafka\n  properties.bootstrap.servers: k:9092\n",    # not a lake
+])
+def test_pipelines_on_other_lakes_or_namespaces_load(tmp_path, monkeypatch, other):
+    monkeypatch.setenv("CHANGELAKE_PIPELINES_DIR", str(tmp_path))
+    monkeypatch.setenv("CHANGELAKE_STATE_DIR", str(tmp_path / "state"))
+    _write(tmp_path, "kafka-to-lake", FROM_KAFKA)
+    _write(tmp_path, "mysql-to-lake", FROM_MYSQL, other)
+    assert [s.name for _, s in load_pipelines()] == ["kafka-to-lake", "mysql-to-lake"]
