@@ -50,7 +50,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Sequence
+from typing import Callable, ClassVar, Sequence
 
 from changelake.errors import ChangelakeError
 from changelake.state_dir import default_state_dir  # re-exported: callers of the services module use it
@@ -215,6 +215,30 @@ class _LocalServer:
     def stop(self) -> None:
         _stop_pid(self.pid_file)
 
+    def _launch(self, args: list[str], what: str, ready: Callable[[], bool], timeout_s: float,
+                output: Path | None = None, poll_s: float = 0.5) -> None:
+        """Start ``args`` in its own session with its output appended to ``output`` (default the
+        log file), record its pid, and wait until ``ready()``.
+
+        Raises:
+            ServiceError: the process exited first, or was not ready within ``timeout_s`` seconds
+                (then it is stopped); the message ends with the log's last lines.
+        """
+        with open(output or self.log_file, "ab") as out:
+            proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)
+        self.pid_file.write_text(str(proc.pid))
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                self.pid_file.unlink(missing_ok=True)
+                raise ServiceError(f"{what} exited at start (code {proc.returncode}): {_tail(self.log_file)}")
+            if ready():
+                return
+            time.sleep(poll_s)
+        self.stop()
+        raise ServiceError(f"{what} did not become ready within {timeout_s:.0f} s: {_tail(self.log_file)}")
+
 
 def _jar_cache(libs_dir: Path | None, env_var: str, name: str) -> Path:
     """``libs_dir``, else ``$env_var``, else ``~/.cache/changelake/<name>``: where Maven's jars are kept."""
@@ -312,25 +336,8 @@ class KafkaService(_LocalServer):
             )
             if fmt.returncode != 0:
                 raise ServiceError(f"Kafka: formatting the KRaft storage failed: {fmt.stderr.strip()[-300:]}")
-        with open(self.log_file, "ab") as log:
-            proc = subprocess.Popen(
-                java + ["kafka.Kafka", str(props)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        self.pid_file.write_text(str(proc.pid))
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                self.pid_file.unlink(missing_ok=True)
-                raise ServiceError(f"Kafka exited at start (code {proc.returncode}): {_tail(self.log_file)}")
-            if _port_open(self.port) and self._serves_metadata():
-                return
-            time.sleep(0.5)
-        self.stop()
-        raise ServiceError(f"Kafka did not become ready within {timeout_s:.0f} s: {_tail(self.log_file)}")
+        self._launch(java + ["kafka.Kafka", str(props)], "Kafka",
+                     lambda: _port_open(self.port) and self._serves_metadata(), timeout_s)
 
     def _serves_metadata(self) -> bool:
         from confluent_kafka.admin import AdminClient
@@ -451,23 +458,17 @@ class MariaDBService(_LocalServer):
             *self.extra_args,  # later arguments win: tests use this to start a misconfigured server
         ]
         (self.home / "binlog").mkdir(exist_ok=True)
-        with open(self.home / "mariadbd.out", "ab") as out:
-            proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-        self.pid_file.write_text(str(proc.pid))
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                self.pid_file.unlink(missing_ok=True)
-                raise ServiceError(f"MariaDB exited at start (code {proc.returncode}): {_tail(self.log_file)}")
-            if self.socket_path.exists() and _port_open(self.port):
-                try:
-                    self._ensure_user()
-                    return
-                except Exception:
-                    pass
-            time.sleep(0.3)
-        self.stop()
-        raise ServiceError(f"MariaDB did not become ready within {timeout_s:.0f} s: {_tail(self.log_file)}")
+        self._launch(args, "MariaDB", self._accepts_connections, timeout_s, output=self.home / "mariadbd.out",
+                     poll_s=0.3)
+
+    def _accepts_connections(self) -> bool:
+        if not (self.socket_path.exists() and _port_open(self.port)):
+            return False
+        try:
+            self._ensure_user()
+            return True
+        except Exception:  # noqa: BLE001 - still starting: asked again
+            return False
 
     def _ensure_user(self) -> None:
         import pymysql
@@ -555,20 +556,7 @@ class PostgresService(_LocalServer):
             postgres, "-D", str(data), "-p", str(self.port), "-c", "listen_addresses=127.0.0.1",
             "-c", f"unix_socket_directories={self.home}", "-c", "max_connections=200", "-c", "fsync=off",
         ]
-        with open(self.log_file, "ab") as log:
-            proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    start_new_session=True)
-        self.pid_file.write_text(str(proc.pid))
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                self.pid_file.unlink(missing_ok=True)
-                raise ServiceError(f"PostgreSQL exited at start (code {proc.returncode}): {_tail(self.log_file)}")
-            if _port_open(self.port):
-                return
-            time.sleep(0.3)
-        self.stop()
-        raise ServiceError(f"PostgreSQL did not become ready within {timeout_s:.0f} s: {_tail(self.log_file)}")
+        self._launch(args, "PostgreSQL", lambda: _port_open(self.port), timeout_s, poll_s=0.3)
 
     def create_database(self, name: str) -> str:
         """Create database ``name`` (a plain identifier) unless it exists; returns its URL."""
@@ -636,20 +624,7 @@ class IcebergRestService(_LocalServer):
             "catalog-impl=org.apache.iceberg.jdbc.JdbcCatalog", f"uri=jdbc:sqlite:{self.home / 'catalog.db'}",
             "jdbc.schema-version=V1", f"warehouse={self.warehouse}",
         ]
-        with open(self.log_file, "ab") as log:
-            proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    start_new_session=True)
-        self.pid_file.write_text(str(proc.pid))
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                self.pid_file.unlink(missing_ok=True)
-                raise ServiceError(f"Iceberg REST catalog exited at start (code {proc.returncode}): {_tail(self.log_file)}")
-            if _port_open(self.port) and self._answers():
-                return
-            time.sleep(0.5)
-        self.stop()
-        raise ServiceError(f"Iceberg REST catalog did not become ready within {timeout_s:.0f} s: {_tail(self.log_file)}")
+        self._launch(args, "Iceberg REST catalog", lambda: _port_open(self.port) and self._answers(), timeout_s)
 
     def _answers(self) -> bool:
         import urllib.request
