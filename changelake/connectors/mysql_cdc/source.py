@@ -547,14 +547,17 @@ class MySqlSource:
         """Signals that arrived while the snapshot runs: ``stop-snapshot`` stops it (for its
         tables); an ``execute-snapshot`` waits (the signal table's is re-read when streaming
         resumes, a Kafka one stays un-acked); ``log`` is logged."""
-        if self._signal_watch is not None:
-            for kind, item in self._signal_watch.take(1000, 0.0):
+        for _ in range(20):  # drain what the watcher has read (bounded per poll)
+            if self._signal_watch is None:
+                break
+            items = self._signal_watch.take(1000, 0.0)
+            for kind, item in items:
                 if kind == "event" and item.table == self._signal_table:
                     signal = parse_signal(item)
                     if signal is not None and signal.type == "stop-snapshot":
                         self._stop_snapshot(signal)
-                    if self._signal_watch is None:  # the snapshot is over
-                        return
+            if len(items) < 1000:
+                break
         channel = self._kafka_signals
         while channel is not None and self._snapshot is not None and not self._snapshot.done:
             head = channel.peek()

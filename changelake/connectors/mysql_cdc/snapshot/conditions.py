@@ -113,6 +113,10 @@ def parse_conditions(signal_id: str, data: Mapping[str, Any], tables: Iterable[s
         AdditionalConditionError: an entry is not an object with two strings, names a table the
             signal does not snapshot, or its filter is refused by the parser.
     """
+    if data.get("additional-condition") is not None:  # Debezium 1.x/2.0's single filter, since replaced
+        raise AdditionalConditionError(signal_id, "?", str(data["additional-condition"]),
+                                       "Debezium's deprecated 'additional-condition' is not supported; use "
+                                       "'additional-conditions': [{\"data-collection\": \"db.table\", \"filter\": ...}]")
     raw = data.get("additional-conditions")
     if raw is None:
         return {}

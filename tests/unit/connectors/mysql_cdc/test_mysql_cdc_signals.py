@@ -131,6 +131,8 @@ def test_parse_conditions_per_table_and_where_clause():
         parse_conditions("s", {"additional-conditions": [{"data-collection": "db.x", "filter": "id > 1"}]}, ["db.t"])
     with pytest.raises(AdditionalConditionError, match="each entry"):
         parse_conditions("s", {"additional-conditions": ["id > 1"]}, ["db.t"])
+    with pytest.raises(AdditionalConditionError, match="deprecated 'additional-condition'"):
+        parse_conditions("s", {"additional-condition": "id > 1"}, ["db.t"])
     with pytest.raises(AdditionalConditionError, match="must be a list"):
         parse_conditions("s", {"additional-conditions": "id > 1"}, ["db.t"])
 
