@@ -218,3 +218,48 @@ def test_kafka_signal_with_additional_conditions_exactly_once_across_kill_9(
     expected = {i for i in range(1, n + 1) if i > n - 5000 or i % 10 == 7}
     assert set(reads) == expected  # only the matching rows
     assert set(reads.values()) == {1}  # each exactly once across the kill -9s and the later runs
+
+
+@pytest.mark.parametrize("lake", ["iceberg"])
+def test_signal_table_snapshot_with_a_filter_stopped_from_kafka(
+    database_factory, mysql_exec, mysql_params, kafka_bootstrap, pipeline_pair, lake
+):
+    """The other way round: the signal table starts a filtered snapshot (with the incremental
+    snapshot option on, which a signalled snapshot does not use), a Kafka ``stop-snapshot`` naming
+    no table stops it; streaming goes on and later runs do not resume it."""
+    db = database_factory()
+    n = 50_000
+    mysql_exec(db, "CREATE TABLE t (id INT PRIMARY KEY, n INT)", f"INSERT INTO t SELECT seq, seq % 10 FROM seq_1_to_{n}",
+               SIGNAL_TABLE)
+    p1, _ = pipeline_pair(db, ["t"])
+    topic = f"{p1.name}-signal"
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    raw = _source(p1, mysql_params, db, **{"tables": f"{db}.t", "signal.data.collection": f"{db}.sig",
+                                           "signal.enabled.channels": "kafka,source",
+                                           "signal.kafka.bootstrap.servers": kafka_bootstrap,
+                                           "scan.incremental.snapshot.enabled": "true",
+                                           "scan.incremental.snapshot.chunk.size": "20"})
+    run_pipeline(parse_pipeline(raw, env={}), until_caught_up=True)  # latest-offset: no snapshot
+    mysql_exec(db, "INSERT INTO sig VALUES ('snap-1', 'execute-snapshot', "
+                   f"'{{\"data-collections\": [\"{db}.t\"], \"additional-conditions\": "
+                   f"[{{\"data-collection\": \"{db}.t\", \"filter\": \"n = 3\"}}]}}')")
+    phases: list[str] = []
+
+    def on_batch(batch: dict) -> None:
+        phase = (batch["position"] or {}).get("phase")
+        if phase == "snapshot" and "snapshot" not in phases:
+            _produce(kafka_bootstrap, topic, p1.name, {"type": "stop-snapshot", "data": {"type": "incremental"}})
+        phases.append(phase)
+
+    run_pipeline(parse_pipeline(raw, env={}), until_caught_up=True, batch_size=100, on_batch=on_batch)
+    assert "snapshot" in phases
+    mysql_exec(db, "INSERT INTO t VALUES (0, 3)")
+    run_pipeline(parse_pipeline(raw, env={}), until_caught_up=True)  # streams; nothing is snapshotted again
+
+    records = _records(kafka_bootstrap, f"{db}.t")
+    reads = _reads(records)
+    matching = [i for i in range(1, n + 1) if i % 10 == 3]
+    assert 0 < len(reads) < len(matching)  # stopped part-way
+    assert sorted(reads) == matching[:len(reads)] and set(reads.values()) == {1}  # filtered, in key order, once
+    assert [(r["op"], r["after"]["id"]) for r in records if r["op"] != "r"] == [("c", 0)]
