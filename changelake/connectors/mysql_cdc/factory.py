@@ -130,6 +130,24 @@ def validate_metadata_list(text: str | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
+#: Debezium's signaling channels this source reads (Debezium also has jmx and file).
+SIGNAL_CHANNELS = ("source", "kafka")
+
+
+def _signal_channels(text: Any) -> tuple[str, ...]:
+    """``signal.enabled.channels`` (Debezium's: comma-separated channel names; default ``source``)."""
+    if text is None or not str(text).strip():
+        return ("source",)
+    names = tuple(dict.fromkeys(n.strip().lower() for n in str(text).split(",") if n.strip()))
+    unknown = [n for n in names if n not in SIGNAL_CHANNELS]
+    if unknown:
+        raise OptionValidationError(
+            f"Invalid value for option 'signal.enabled.channels': {unknown} (supported channels: "
+            f"{', '.join(SIGNAL_CHANNELS)}; Debezium's jmx and file channels are not available here), but was: {text}",
+            option="signal.enabled.channels")
+    return names
+
+
 def validate_options(raw: Mapping[str, Any]) -> MySqlSourceOptions:
     """Turn raw option strings into typed options.
 
@@ -194,6 +212,11 @@ def validate_options(raw: Mapping[str, Any]) -> MySqlSourceOptions:
         heartbeat_interval_ms=_int(raw, "heartbeat.interval.ms", 0) or 0,
         provide_transaction_metadata=_bool(raw, "provide.transaction.metadata", False),
         signal_data_collection=str(raw["signal.data.collection"]).strip() or None if raw.get("signal.data.collection") else None,
+        signal_enabled_channels=_signal_channels(raw.get("signal.enabled.channels")),
+        signal_kafka_topic=str(raw["signal.kafka.topic"]).strip() or None if raw.get("signal.kafka.topic") else None,
+        signal_kafka_bootstrap_servers=str(raw["signal.kafka.bootstrap.servers"]).strip() or None if raw.get("signal.kafka.bootstrap.servers") else None,
+        signal_kafka_group_id=str(raw.get("signal.kafka.groupId") or "kafka-signal"),
+        signal_kafka_poll_timeout_ms=_int(raw, "signal.kafka.poll.timeout.ms", 0, 100) or 0,
         connect_timeout=duration_option(str(raw["connect.timeout"]), "connect.timeout") if raw.get("connect.timeout") is not None else MySqlSourceOptions.__dataclass_fields__["connect_timeout"].default,  # type: ignore[arg-type]
     )
     if opts.port > 65535:
@@ -204,6 +227,10 @@ def validate_options(raw: Mapping[str, Any]) -> MySqlSourceOptions:
         raise OptionValidationError(
             f"The value of option 'signal.data.collection' must be 'database.table', but is '{opts.signal_data_collection}'",
             option="signal.data.collection")
+    if "kafka" in opts.signal_enabled_channels and not opts.signal_kafka_bootstrap_servers:
+        raise OptionValidationError(
+            "The option 'signal.kafka.bootstrap.servers' is required when 'signal.enabled.channels' includes 'kafka'",
+            option="signal.kafka.bootstrap.servers")
     if opts.chunk_key_factor_lower_bound > opts.chunk_key_factor_upper_bound:
         raise OptionValidationError(
             f"The value of option 'chunk-key.even-distribution.factor.lower-bound' ({opts.chunk_key_factor_lower_bound}) "
@@ -222,7 +249,7 @@ def validate_options(raw: Mapping[str, Any]) -> MySqlSourceOptions:
 def _build_source(options: MySqlSourceOptions, context: ConnectorContext) -> "MySqlSource":
     from changelake.connectors.mysql_cdc.source import MySqlSource
 
-    return MySqlSource(options, context.start_position)
+    return MySqlSource(options, context.start_position, pipeline=context.pipeline)
 
 
 #: The ``mysql`` source factory (registered in :mod:`changelake.connectors.registry`).

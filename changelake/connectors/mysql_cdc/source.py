@@ -40,6 +40,8 @@ from changelake.connectors.mysql_cdc.errors import BinlogPurgedError, ServerIdCl
 from changelake.changelog.side_records import SideRecord
 from changelake.connectors.mysql_cdc.binlog.heartbeat import HeartbeatAction, HeartbeatRecords
 from changelake.connectors.mysql_cdc.binlog.transactions import TransactionMonitor
+from changelake.connectors.mysql_cdc.snapshot.conditions import AdditionalConditionError, parse_conditions, where_clause
+from changelake.connectors.mysql_cdc.snapshot.kafka_signals import KafkaSignalChannel
 from changelake.connectors.mysql_cdc.snapshot.signals import Signal, SignalCaptured, parse_signal, snapshot_tables
 from changelake.connectors.mysql_cdc.options import MySqlSourceOptions, StartupMode
 from changelake.connectors.mysql_cdc.positions import BinlogPosition, SnapshotProgress, SourcePosition, binlog_file_index
@@ -84,7 +86,8 @@ class MySqlSource:
     #: row kinds this source produces (Flink's ChangelogMode.all()).
     changelog_mode: frozenset[RowKind] = RETRACT
 
-    def __init__(self, options: MySqlSourceOptions, start_position: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, options: MySqlSourceOptions, start_position: Mapping[str, Any] | None = None, *,
+                 pipeline: str | None = None) -> None:
         self.options = options
         self._start = SourcePosition.from_dict(start_position) if start_position else None
         tables = start_position.get("tables") if start_position else None
@@ -106,7 +109,27 @@ class MySqlSource:
         self._known_ids: set[TableId] = set()
         self._captured = CapturedTables(options.tables, options.tables_exclude)
         #: Debezium's signal.data.collection: its rows are read from the binlog too (signals.py)
-        self._signal_table = TableId.parse(options.signal_data_collection) if options.signal_data_collection else None
+        self._signal_table = (TableId.parse(options.signal_data_collection)
+                              if options.signal_data_collection and "source" in options.signal_enabled_channels else None)
+        #: a running ad-hoc (signalled) snapshot: {"id": signal id, "conditions": {db.t: [filter, ...]}};
+        #: part of the position while it runs, so that a restart resumes it with its filters
+        raw_adhoc = start_position.get("adhoc_snapshot") if start_position else None
+        self._adhoc: dict[str, Any] | None = (dict(raw_adhoc) if isinstance(raw_adhoc, Mapping) and self._start is not None
+                                              and self._start.snapshot is not None else None)
+        #: while an ad-hoc snapshot runs: a binlog reader from the signal point that looks for stop-snapshot rows
+        self._signal_watch: BinlogReader | ProcessBinlogReader | None = None
+        #: Debezium's Kafka signaling channel; its next offset is part of the position (``signal_offset``)
+        self._kafka_signals: KafkaSignalChannel | None = None
+        if "kafka" in options.signal_enabled_channels:
+            if not pipeline:
+                raise OptionValidationError("the Kafka signaling channel needs the pipeline name (the signal records' key)",
+                                            option="signal.enabled.channels")
+            stored = start_position.get("signal_offset") if start_position else None
+            assert options.signal_kafka_bootstrap_servers is not None  # validate_options
+            self._kafka_signals = KafkaSignalChannel(
+                options.signal_kafka_bootstrap_servers, options.signal_kafka_topic or f"{pipeline}-signal",
+                options.signal_kafka_group_id, pipeline, int(stored) if isinstance(stored, int) else None,
+                options.signal_kafka_poll_timeout_ms / 1000.0)
         self._reader_captured = (SignalCaptured(self._captured, self._signal_table) if self._signal_table is not None
                                  else self._captured)
         self._resume_after_snapshot: SourcePosition | None = None
@@ -145,6 +168,10 @@ class MySqlSource:
         tx = self._tx_monitor.state() if self._tx_monitor is not None else None
         if tx is not None:  # an open transaction's counts, so that a restart's END counts every event
             out["transaction"] = tx
+        if self._kafka_signals is not None and self._kafka_signals.offset is not None:
+            out["signal_offset"] = self._kafka_signals.offset
+        if self._adhoc is not None and self._position.snapshot is not None:
+            out["adhoc_snapshot"] = self._adhoc
         return out
 
     def take_side_records(self) -> list[SideRecord]:
@@ -204,6 +231,8 @@ class MySqlSource:
                          user=self.options.username)
         own = int(variables["server_id"]) if variables.get("server_id") else None
         self._server_id = self._choose_server_id(own)
+        if self._kafka_signals is not None:
+            self._kafka_signals.open()
 
         start = self._start
         stored_tables = self._stored_tables
@@ -217,7 +246,11 @@ class MySqlSource:
                                             progress.marks)
             if start.xa_prepared:  # a newly-added-table snapshot interrupted: keep the prepared XA groups
                 self._resume_after_snapshot = replace(start, snapshot=None)
+            if self._adhoc is not None:  # an ad-hoc snapshot interrupted: it resumes with its filters
+                log.info("resuming the ad-hoc snapshot of signal %r: %s", self._adhoc.get("id"), list(progress.tables))
             self._start_snapshot(progress, start.binlog)
+            if self._adhoc is not None:
+                self._watch_signals(start.binlog)
         elif start is not None:
             self._check_binlog_exists(start.binlog)
             for prepared in start.xa_prepared:
@@ -267,6 +300,9 @@ class MySqlSource:
 
     def close(self) -> None:
         """Stop reading and close every connection (idempotent)."""
+        self._stop_watching()
+        if self._kafka_signals is not None:
+            self._kafka_signals.close()
         if self._reader is not None:
             self._reader.close()
             self._reader = None
@@ -297,7 +333,8 @@ class MySqlSource:
                 or an undecodable value.
         """
         if self._snapshot is not None:
-            events = self._snapshot.read(max_events)
+            self._signals_during_snapshot()
+            events = self._snapshot.read(max_events) if not self._snapshot.done else []
             resume = self._resume_after_snapshot
             if events:
                 self._position = SourcePosition.from_dict(events[-1].position)
@@ -329,6 +366,8 @@ class MySqlSource:
                 self._known.update(self._snapshot.tables_read)
                 self._snapshot.close()
                 self._snapshot = None
+                self._stop_watching()
+                self._adhoc = None
                 if resume is not None:
                     self._resume_after_snapshot = None
                     resume = replace(resume, snapshot=None, watermarks=watermarks)
@@ -346,6 +385,9 @@ class MySqlSource:
             return []
         if self._heartbeat is not None:
             self._heartbeat.maybe_run()  # Debezium's heartbeat.action.query, while streaming
+        if self._kafka_signals is not None and self._kafka_signal_while_streaming():
+            self._after_poll()
+            return []  # an execute-snapshot from Kafka starts here: its rows come with the next polls
         if self._filter is not None:
             filtered = self._poll_filtered(max_events, timeout_s)
             self._after_poll()
@@ -355,11 +397,11 @@ class MySqlSource:
         last_event: DataChangeEvent | None = None
         monitor = self._tx_monitor
         signal_table = self._signal_table
-        snapshot_now: tuple[Signal, list[str]] | None = None
+        snapshot_now: tuple[Signal, list[str], dict[str, list[str]]] | None = None
         for kind, item in self._reader.take(max_events, timeout_s):
             if kind == "event":
                 if signal_table is not None and item.table == signal_table:
-                    snapshot_now = self._on_signal(item)
+                    snapshot_now = self._on_signal_row(item)
                     if not self._captured(item.table):  # not a change event of this pipeline
                         last_event = item  # the position passes the signal row
                         if snapshot_now is not None:
@@ -398,7 +440,7 @@ class MySqlSource:
         for kind, item in self._reader.take(max_events, timeout_s):
             if kind == "event":
                 if self._signal_table is not None and item.table == self._signal_table:
-                    self._on_signal(item)  # logged; execute-snapshot waits for the filter to end
+                    self._on_signal_row(item)  # logged; execute-snapshot waits for the filter to end
                     if not self._captured(item.table):
                         self._position = replace(SourcePosition.from_dict(item.position),
                                                  watermarks=flt.to_json() if flt.active else None)
@@ -429,12 +471,14 @@ class MySqlSource:
             self._filter = None
         return self._metadata.apply(out) if self._metadata and out else out
 
-    def _on_signal(self, event: DataChangeEvent) -> tuple[Signal, list[str]] | None:
-        """Act on a row of ``signal.data.collection``: (signal, tables) when an ``execute-snapshot``
-        is to start right after it, else None (other signals are logged)."""
+    def _on_signal_row(self, event: DataChangeEvent) -> tuple[Signal, list[str], dict[str, list[str]]] | None:
+        """A row of ``signal.data.collection`` read while streaming: see :meth:`_on_signal`."""
         signal = parse_signal(event)
-        if signal is None:
-            return None
+        return self._on_signal(signal) if signal is not None else None
+
+    def _on_signal(self, signal: Signal) -> tuple[Signal, list[str], dict[str, list[str]]] | None:
+        """Act on a signal read while streaming: (signal, tables, additional conditions) when an
+        ``execute-snapshot`` is to start right after it, else None (other signals are logged)."""
         if signal.type == "execute-snapshot":
             kind = str(signal.data.get("type", "incremental")).lower()
             if kind not in ("incremental", "blocking"):
@@ -446,30 +490,134 @@ class MySqlSource:
                             "snapshot by its chunk high watermarks; signal again once that is done", signal.id)
                 return None
             tables = snapshot_tables(signal, self._tables)
-            return (signal, tables) if tables else None
+            if not tables:
+                return None
+            try:
+                conditions = parse_conditions(signal.id, signal.data, tables)
+                for name, texts in conditions.items():  # refuse a bad filter now, not when the snapshot reads
+                    self._ctl = _alive(self._ctl, self.options.connection_kwargs())
+                    schema = load_table_schema(self._ctl, TableId.parse(name))
+                    where_clause(texts, [c.name for c in schema.columns], signal_id=signal.id, table=name)
+            except AdditionalConditionError as exc:
+                log.error("%s; the signal is ignored", exc)
+                return None
+            return signal, tables, conditions
         if signal.type == "stop-snapshot":
-            log.warning("signal %r: stop-snapshot: no snapshot is in progress (streaming pauses while an "
-                        "execute-snapshot runs, so it is read only afterwards); ignored", signal.id)
+            log.warning("signal %r: stop-snapshot: no ad-hoc snapshot is in progress; ignored", signal.id)
         elif signal.type == "log":
             log.info("signal %r: %s", signal.id, signal.data.get("message", ""))
         else:
             log.warning("signal %r: unknown signal type %r; ignored", signal.id, signal.type)
         return None
 
-    def _start_signal_snapshot(self, signal: Signal, tables: list[str]) -> None:
-        """Debezium's execute-snapshot: stop streaming right after the signal row, snapshot
-        ``tables`` (chunked by primary key, progress in the stored position), then stream on from
-        the signal row without any filter: every change after it is replayed on top of the snapshot
-        rows, so an upserting consumer ends equal to MySQL (deletes included). A ``kill -9`` during
-        the snapshot resumes it from the stored progress; the signal is not read again."""
+    def _start_signal_snapshot(self, signal: Signal, tables: list[str], conditions: dict[str, list[str]]) -> None:
+        """Debezium's execute-snapshot: stop streaming right after the signal, snapshot ``tables``
+        (chunked by primary key, only rows matching ``conditions``, progress in the stored
+        position), then stream on from the signal without any filter: every change after it is
+        replayed on top of the snapshot rows, so an upserting consumer ends equal to MySQL (deletes
+        included). A ``kill -9`` during the snapshot resumes it from the stored progress; the signal
+        is not read again. While it runs, the signal table is watched for ``stop-snapshot``."""
         assert self._position is not None and self._reader is not None
         at = self._position
-        log.info("signal %r: execute-snapshot of %s at %s; streaming resumes there afterwards", signal.id, tables, at.binlog)
+        log.info("signal %r: execute-snapshot of %s%s at %s; streaming resumes there afterwards", signal.id, tables,
+                 f" with additional-conditions {conditions}" if conditions else "", at.binlog)
         self._reader.close()
         self._reader = None
         self._target = None
         self._resume_after_snapshot = at
-        self._start_snapshot(SnapshotProgress(tuple(tables)), at.binlog)
+        self._adhoc = {"id": signal.id, "conditions": conditions}
+        self._start_snapshot(SnapshotProgress(tuple(tables)), at.binlog, conditions)
+        self._watch_signals(at.binlog)
+
+    def _watch_signals(self, at: BinlogPosition) -> None:
+        """While an ad-hoc snapshot runs (streaming is paused): a binlog reader from ``at`` (the
+        signal point) that only looks for signal rows, so that ``stop-snapshot`` is acted on during
+        the snapshot, in binlog order. Its events are dropped: streaming re-reads them afterwards."""
+        if self._signal_table is None or self._signal_watch is not None:
+            return
+        self._signal_watch = self._make_reader(SourcePosition(at))
+        self._signal_watch.start()
+
+    def _stop_watching(self) -> None:
+        if self._signal_watch is not None:
+            self._signal_watch.close()
+            self._signal_watch = None
+
+    def _signals_during_snapshot(self) -> None:
+        """Signals that arrived while the snapshot runs: ``stop-snapshot`` stops it (for its
+        tables); an ``execute-snapshot`` waits (the signal table's is re-read when streaming
+        resumes, a Kafka one stays un-acked); ``log`` is logged."""
+        for _ in range(20):  # drain what the watcher has read (bounded per poll)
+            if self._signal_watch is None:
+                break
+            items = self._signal_watch.take(1000, 0.0)
+            for kind, item in items:
+                if kind == "event" and item.table == self._signal_table:
+                    signal = parse_signal(item)
+                    if signal is not None and signal.type == "stop-snapshot":
+                        self._stop_snapshot(signal)
+            if len(items) < 1000:
+                break
+        channel = self._kafka_signals
+        while channel is not None and self._snapshot is not None and not self._snapshot.done:
+            head = channel.peek()
+            if head is None:
+                return
+            signal = head[1]
+            if signal is None:
+                channel.ack()
+            elif signal.type == "stop-snapshot":
+                self._stop_snapshot(signal)
+                channel.ack()
+            elif signal.type == "log":
+                log.info("signal %r: %s", signal.id, signal.data.get("message", ""))
+                channel.ack()
+            else:  # acted on when streaming resumes (the stored offset stays before it)
+                return
+
+    def _stop_snapshot(self, signal: Signal) -> None:
+        """Debezium's ``stop-snapshot``: the running ad-hoc snapshot stops for the named tables
+        (``data-collections``, names or regular expressions; all when none are named); rows
+        already emitted stay, and the stored progress no longer lists the stopped tables."""
+        snap = self._snapshot
+        kind = str(signal.data.get("type", "incremental")).lower()
+        if snap is None or self._adhoc is None or not isinstance(snap, SnapshotReader):
+            log.warning("signal %r: stop-snapshot: no ad-hoc snapshot is in progress; ignored", signal.id)
+            return
+        if kind != "incremental":
+            log.warning("signal %r: stop-snapshot of type %r is not supported (incremental); ignored", signal.id, kind)
+            return
+        running = [TableId.parse(t) for t in snap.progress.tables]
+        names = signal.data.get("data-collections")
+        chosen = snapshot_tables(signal, running) if isinstance(names, list) and names else [str(t) for t in running]
+        dropped = snap.stop_tables(chosen)
+        log.info("signal %r: stop-snapshot: the ad-hoc snapshot of signal %r stops for %s%s", signal.id,
+                 self._adhoc.get("id"), dropped or "no table (none of them is still being read)",
+                 "" if snap.progress.tables else "; streaming resumes at the snapshot's signal point")
+        if self._position is not None and self._position.snapshot is not None:
+            self._position = replace(self._position, snapshot=snap.progress)
+
+    def _kafka_signal_while_streaming(self) -> bool:
+        """Act on Kafka signals while streaming; True when an execute-snapshot has just started."""
+        channel = self._kafka_signals
+        assert channel is not None
+        while True:
+            head = channel.peek()
+            if head is None:
+                return False
+            signal = head[1]
+            if signal is None:
+                channel.ack()
+                continue
+            if signal.type == "execute-snapshot" and self._position is not None and self._reader is not None:
+                found = self._on_signal(signal)
+                channel.ack()  # the position after this poll carries the offset past the signal
+                if found is not None:
+                    self._start_signal_snapshot(*found)
+                    return True
+                continue
+            self._on_signal(signal)
+            channel.ack()
 
     def _after_poll(self) -> None:
         """Collect this poll's transaction records and, when due, a heartbeat record."""
@@ -491,6 +639,8 @@ class MySqlSource:
             return True
         if self._snapshot is not None or self._reader is None:
             return False
+        if self._kafka_signals is not None and not self._kafka_signals.caught_up():
+            return False  # a signal sent before this check is acted on before the run may stop
         if self._target is None:
             try:
                 end = self._master_status()
@@ -576,8 +726,13 @@ class MySqlSource:
         ids = [self._server_id] + [i for i in self.options.server_id.ids() if i != self._server_id and i not in used]
         return ids[:max(1, n)]
 
-    def _start_snapshot(self, progress: SnapshotProgress, binlog_pos: BinlogPosition | None) -> None:
+    def _start_snapshot(self, progress: SnapshotProgress, binlog_pos: BinlogPosition | None,
+                        conditions: Mapping[str, list[str]] | None = None) -> None:
         o = self.options
+        if conditions is None and self._adhoc is not None:
+            raw = self._adhoc.get("conditions")
+            conditions = ({str(k): [str(x) for x in v] for k, v in raw.items() if isinstance(v, list)}
+                          if isinstance(raw, Mapping) else None)
         if progress.marks is not None:  # incremental (a stored incremental snapshot resumes as one)
             ids = self._free_server_ids(o.snapshot_parallelism())
             self._snapshot = IncrementalSnapshotReader(
@@ -597,7 +752,7 @@ class MySqlSource:
         self._snapshot = SnapshotReader(
             o.connection_kwargs(), progress, o.chunk_size, o.snapshot_fetch_size, binlog_pos,
             chunk_key_column=o.chunk_key_column, include_comments=o.include_comments_enabled,
-            tinyint1_as_boolean=o.treat_tinyint1_as_boolean,
+            tinyint1_as_boolean=o.treat_tinyint1_as_boolean, conditions=conditions,
         )
         pos = self._snapshot.open()
         self._position = SourcePosition(pos, progress)
@@ -613,6 +768,15 @@ class MySqlSource:
         of the pipeline frees the ``server-id`` for the relaunch."""
         pos = start.binlog if isinstance(start, SourcePosition) else start
         begin = start if isinstance(start, SourcePosition) else SourcePosition(start)
+        reader = self._make_reader(begin, min_ts_ms)
+        self._reader = reader
+        self._filter = WatermarkFilter(marks_from_json(begin.watermarks)) if begin.watermarks else None
+        reader.start()
+        if self._position is None or self._position.snapshot is not None:
+            self._position = begin if isinstance(start, SourcePosition) else SourcePosition(pos)
+
+    def _make_reader(self, begin: SourcePosition, min_ts_ms: int = 0) -> BinlogReader | ProcessBinlogReader:
+        """A binlog reader (not started) from ``begin``: see :meth:`_start_binlog`."""
         conn_kwargs = self.options.connection_kwargs()
         assert self._server_id is not None
         reader: BinlogReader | ProcessBinlogReader
@@ -624,6 +788,7 @@ class MySqlSource:
             ))
         else:
             # The hints loader runs in the reader thread; give it its own connection.
+            close_quietly(self._hint_conn)
             self._hint_conn = text_connection(conn_kwargs)
 
             def thread_hints(table_id: TableId) -> TableSchema | None:
@@ -639,11 +804,7 @@ class MySqlSource:
                 heartbeat_s=self.options.heartbeat_interval.total_seconds(),
                 connect_timeout_s=self.options.connect_timeout.total_seconds(), min_ts_ms=min_ts_ms,
             )
-        self._reader = reader
-        self._filter = WatermarkFilter(marks_from_json(begin.watermarks)) if begin.watermarks else None
-        reader.start()
-        if self._position is None or self._position.snapshot is not None:
-            self._position = begin if isinstance(start, SourcePosition) else SourcePosition(pos)
+        return reader
 
 
 def _alive(conn: Any, conn_kwargs: dict[str, Any]) -> Any:

@@ -25,7 +25,7 @@ in parallel, exact across restarts too, on any server with a binlog.
 from __future__ import annotations
 
 import decimal
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import pymysql
 import pymysql.converters
@@ -38,6 +38,7 @@ from changelake.connectors.mysql_cdc.binlog.reader import close_quietly, is_conn
 from changelake.connectors.mysql_cdc.errors import SnapshotInterruptedError
 from changelake.connectors.mysql_cdc.positions import BinlogPosition, SnapshotProgress, SourcePosition
 from changelake.connectors.mysql_cdc.schema.tracker import TableSchema, load_table_schema
+from changelake.connectors.mysql_cdc.snapshot.conditions import where_clause
 from changelake.connectors.mysql_cdc.values import convert
 
 __all__ = ["SnapshotReader", "text_connection", "quote", "select_list", "read_table"]
@@ -123,10 +124,14 @@ class SnapshotReader:
             being the chunk-size-th value; NULLs in the first range).
         include_comments: ``include-comments.enabled``.
         tinyint1_as_boolean: ``treat-tinyint1-as-boolean.enabled``.
+        conditions: Debezium's ``additional-conditions`` of an ad-hoc snapshot: ``db.table`` ->
+            filter texts; only rows matching all of a table's filters are read (each filter is
+            parsed and re-rendered by :mod:`~changelake.connectors.mysql_cdc.snapshot.conditions`).
 
     Raises (from :meth:`open`):
         SourceError: a configured chunk key column is not in its table, or is nullable in a table
             with a primary key.
+        AdditionalConditionError: a filter of ``conditions`` is not a plain condition over its table's columns.
     """
 
     def __init__(
@@ -140,8 +145,12 @@ class SnapshotReader:
         chunk_key_column: Callable[[TableId], str | None] = lambda _t: None,
         include_comments: bool = False,
         tinyint1_as_boolean: bool = True,
+        conditions: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         self._connection = connection
+        self._conditions = dict(conditions or {})
+        #: ``db.table`` -> the re-rendered filter (``(...) AND (...)``), set by open()
+        self._where: dict[str, str] = {}
         self._chunk_key_column = chunk_key_column
         self._schema_options = {"include_comments": include_comments, "tinyint1_as_boolean": tinyint1_as_boolean}
         self._keys: dict[str, tuple[tuple[str, ...], bool]] = {}
@@ -188,7 +197,26 @@ class SnapshotReader:
             table = load_table_schema(self._conn, TableId.parse(name), **self._schema_options)
             self._schemas[name] = table
             self._keys[name] = self._order_key(table)
+            if self._conditions.get(name):
+                # every query here runs with a parameter list: a literal % is written %% for PyMySQL
+                self._where[name] = where_clause(self._conditions[name], [c.name for c in table.columns],
+                                                 table=name).replace("%", "%%")
         return self.binlog_position
+
+    def stop_tables(self, names: Sequence[str]) -> list[str]:
+        """Debezium's ``stop-snapshot``: drop ``names`` (``db.table``) from the tables still to
+        read (the one in progress too); rows already returned stay. Returns the tables dropped."""
+        dropped = [t for t in self.progress.tables if t in names]
+        if not dropped:
+            return []
+        first = self.progress.tables[0]
+        rest = tuple(t for t in self.progress.tables if t not in names)
+        if first in dropped:
+            self._rows = None
+            self.progress = SnapshotProgress(rest, None)
+        else:
+            self.progress = SnapshotProgress(rest, self.progress.after_key)
+        return dropped
 
     def _order_key(self, table: TableSchema) -> tuple[tuple[str, ...], bool]:
         """(columns the table is read in order of, ranged): ranged means a non-unique chunk key."""
@@ -223,6 +251,9 @@ class SnapshotReader:
         name = f"{quote(table.table_id.database or '')}.{quote(table.table_id.table)}"
         q = quote(column)
         start = f"{q} > %s" if after is not None else f"{q} IS NOT NULL"
+        cond = self._where.get(str(table.table_id))
+        if cond:
+            start = f"{start} AND {cond}"
         params: list[Any] = [_key_param(table, column, after)] if after is not None else []
         with self._conn.cursor() as cur:
             cur.execute(f"SELECT MAX(k) FROM (SELECT {q} AS k FROM {name} WHERE {start} ORDER BY {q} "
@@ -233,9 +264,10 @@ class SnapshotReader:
         if boundary is None and after is not None:
             return
         if boundary is None:
-            where, params = f"{q} IS NULL", []
+            where, params = f"{q} IS NULL" + (f" AND {cond}" if cond else ""), []
         else:
-            where = (f"({q} IS NULL OR {q} <= %s)" if after is None else f"{start} AND {q} <= %s")
+            where = (f"({q} IS NULL OR {q} <= %s)" + (f" AND {cond}" if cond else "") if after is None
+                     else f"{start} AND {q} <= %s")
             params = params + [_key_param(table, column, boundary)]
         yield from self._stream(table, f"SELECT {select_list(table)} FROM {name} WHERE {where}", params)
 
@@ -246,6 +278,7 @@ class SnapshotReader:
             return
         sql = f"SELECT {select_list(table)} FROM {quote(table.table_id.database or '')}.{quote(table.table_id.table)}"
         params: list[Any] = []
+        wheres = [self._where[str(table.table_id)]] if self._where.get(str(table.table_id)) else []
         if pk:
             if after_key is not None:
                 # (k1, k2) > (v1, v2) spelled out so that the index is used on every server
@@ -254,7 +287,10 @@ class SnapshotReader:
                     terms = [f"{quote(pk[j])} = %s" for j in range(i)] + [f"{quote(pk[i])} > %s"]
                     params += [_key_param(table, pk[j], after_key[j]) for j in range(i + 1)]
                     ors.append("(" + " AND ".join(terms) + ")")
-                sql += " WHERE " + " OR ".join(ors)
+                wheres.insert(0, "(" + " OR ".join(ors) + ")")
+        if wheres:
+            sql += " WHERE " + " AND ".join(wheres)
+        if pk:
             sql += " ORDER BY " + ", ".join(quote(k) for k in pk) + f" LIMIT {int(self._chunk)}"
         yield from self._stream(table, sql, params)
 

@@ -11,7 +11,10 @@ As Debezium's source signaling channel: a table in MySQL (``signal.data.collecti
 ``execute-snapshot`` snapshots the named captured tables again (``r`` events); see
 :meth:`changelake.connectors.mysql_cdc.source.MySqlSource` for how the snapshot joins the binlog.
 ``data-collections`` entries are ``db.table`` names or regular expressions over them (Debezium's); tables
-that are not captured are skipped with a warning, as Debezium does.
+that are not captured are skipped with a warning, as Debezium does. ``additional-conditions`` are parsed by
+:mod:`~changelake.connectors.mysql_cdc.snapshot.conditions`; ``stop-snapshot`` stops a running ad-hoc
+snapshot for the tables it names (all when none). Signals may also come from Kafka
+(:mod:`~changelake.connectors.mysql_cdc.snapshot.kafka_signals`).
 """
 
 from __future__ import annotations
