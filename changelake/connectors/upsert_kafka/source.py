@@ -64,6 +64,7 @@ from changelake.connectors.upsert_kafka.options import (
     ChangelogModeOption,
     NullKeyMode,
     UpsertKafkaOptions,
+    ValueFieldsInclude,
 )
 from changelake.formats.errors import DecodeError
 
@@ -76,6 +77,9 @@ TP = tuple[str, int]
 def _not_open(data: bytes) -> list[Mapping[str, Any]]:
     raise ConnectorError("the upsert-kafka source is not open; call open() first")
 
+
+#: a format's batch decoder: the values of each message, None where it must be decoded alone
+_BatchDecoder = Callable[[list[bytes | None]], list[dict[str, Any] | None]]
 
 #: length prefix of the key bytes in a state value (see UpsertKafkaSource._decode_state)
 _STATE_KEY_LEN = struct.Struct(">I")
@@ -92,6 +96,12 @@ class UpsertKafkaSource:
         commit_state_every_poll: commit the store at the end of each poll (default True); when
             False the caller calls :meth:`commit_state` once it has handled the rows.
         metrics: a :class:`SourceMetrics` to update (a new one when None).
+        batch_decode: decode each poll's keys and values in one call per format where the format
+            has a batch decoder (``json``: ``JsonFormat.decode_values_many``), and the previous row
+            of an update through it too (default True). The changelog, the state and every error
+            are the same as record by record (False): a record the batch decoder does not take
+            with certainty is decoded alone, so a corrupt one raises the same DecodeError with its
+            topic, partition and offset, or is dropped by ``ignore-parse-errors``.
 
     Emitted rows carry ``metadata`` ``{"topic", "partition", "offset", "timestamp"}`` (timestamp in
     ms since epoch) of the record that caused them.
@@ -105,6 +115,7 @@ class UpsertKafkaSource:
         store: KeyStateStore | None = None,
         commit_state_every_poll: bool = True,
         metrics: SourceMetrics | None = None,
+        batch_decode: bool = True,
     ) -> None:
         self.options = options
         self.schema = schema
@@ -125,6 +136,15 @@ class UpsertKafkaSource:
         self._value_format: Any = None
         self._decode_key: Callable[[bytes], list[Mapping[str, Any]]] = _not_open
         self._decode_value: Callable[[bytes], list[Mapping[str, Any]]] = _not_open
+        self._decode_keys: _BatchDecoder | None = None
+        self._decode_values: _BatchDecoder | None = None
+        self._decode_one_value: Callable[[bytes], dict[str, Any] | None] | None = None
+        #: decode a poll's keys and values in one call each where the format can (json)
+        self.batch_decode = batch_decode
+        # a json value row holds every table column in table order: it is the table row
+        self._value_row_is_table_row = (
+            options.value_fields_include is ValueFieldsInclude.ALL and self.layout.value_schema.names == schema.names
+        )
         self._current_key: tuple[bytes, Mapping[str, Any]] | None = None
         self._positions: dict[TP, int] = {}
         self._ends: dict[TP, int] | None = None
@@ -179,6 +199,10 @@ class UpsertKafkaSource:
         )
         self._decode_key = self._values_decoder(self._key_format)
         self._decode_value = self._values_decoder(self._value_format)
+        if self.batch_decode:
+            self._decode_keys = getattr(self._key_format, "decode_values_many", None)
+            self._decode_values = getattr(self._value_format, "decode_values_many", None)
+            self._decode_one_value = getattr(self._value_format, "decode_one_value", None)
         identity = self._identity()
         stored = self.store.get_meta("identity")
         if stored is None:
@@ -304,11 +328,17 @@ class UpsertKafkaSource:
         if self.is_bounded_end_reached():
             return []
         messages = consumer.consume(max_records, timeout_s)
+        keys = [msg.key() for msg in messages]
+        values = [msg.value() for msg in messages]
+        # one decode call per format for the whole poll (None entries: decoded record by record)
+        key_rows = self._decode_keys(keys) if self._decode_keys is not None else None
+        value_rows = self._decode_values(values) if self._decode_values is not None else None
         out: list[ChangelogRow] = []
         nbytes = 0
         n_records = 0
         last_ts: int | None = None
-        for msg in messages:
+        ends = self._ends
+        for i, msg in enumerate(messages):
             err = msg.error()
             tp: TP = (str(msg.topic()), int(msg.partition() or 0))
             offset = int(msg.offset() or 0)
@@ -318,16 +348,20 @@ class UpsertKafkaSource:
                     self._check_end(consumer, tp, offset)
                     continue
                 raise SourceError(f"Kafka error on topic {tp[0]!r} partition {tp[1]}: {err.str()}")
-            if self._ends is not None and (tp in self._done or offset >= self._ends.get(tp, 0)):
+            if ends is not None and (tp in self._done or offset >= ends.get(tp, 0)):
                 self._check_end(consumer, tp, offset)
                 continue
+            key, value = keys[i], values[i]
             n_records += 1
-            nbytes += len(msg.key() or b"") + len(msg.value() or b"")
+            nbytes += (0 if key is None else len(key)) + (0 if value is None else len(value))
             ts_type, ts = msg.timestamp()
             last_ts = ts if ts_type and ts > 0 else None
-            out.extend(self._process(msg, tp, offset, last_ts))
+            out.extend(self._process(
+                key, value, tp, offset, last_ts,
+                None if key_rows is None else key_rows[i], None if value_rows is None else value_rows[i],
+            ))
             self._advance(tp, offset + 1)
-            if self._ends is not None and offset + 1 >= self._ends.get(tp, 0):
+            if ends is not None and offset + 1 >= ends.get(tp, 0):
                 self._check_end(consumer, tp, offset + 1)
         self.metrics.record_fetch(n_records, nbytes, last_ts)
         # the emit lag is that of the last row with a timestamp: record only that one
@@ -353,9 +387,19 @@ class UpsertKafkaSource:
             self._done.add(tp)
             consumer.pause([TopicPartition(*tp)])
 
-    def _process(self, msg: Any, tp: TP, offset: int, ts: int | None) -> list[ChangelogRow]:
+    def _process(
+        self,
+        key: bytes | None,
+        value: bytes | None,
+        tp: TP,
+        offset: int,
+        ts: int | None,
+        key_row: dict[str, Any] | None = None,
+        value_row: dict[str, Any] | None = None,
+    ) -> list[ChangelogRow]:
+        """The changelog rows of one record. ``key_row`` / ``value_row``: the record's key and
+        value as the batch decoder gave them (None: decode them here, record by record)."""
         topic, partition = tp
-        key, value = msg.key(), msg.value()
         if key is None:
             if self.options.scan_null_key_mode is NullKeyMode.SKIP:
                 self.null_key_records += 1
@@ -364,31 +408,41 @@ class UpsertKafkaSource:
                 f"record with a null key at topic {topic!r} partition {partition} offset {offset}: upsert-kafka "
                 "needs keyed records (set 'scan.null-key.mode' = 'skip' to skip and count such records)"
             )
+        value_rows: list[Mapping[str, Any]] | None
         try:
-            key_rows = self._decode_key(key)
-            value_rows = None if value is None else self._decode_value(value)
+            key_rows = self._decode_key(key) if key_row is None else [key_row]
+            if value is None:
+                value_rows = None
+            elif value_row is None:
+                value_rows = self._decode_value(value)
+            else:
+                value_rows = [value_row]
         except DecodeError as exc:
             raise exc.at(topic=topic, partition=partition, offset=offset)
         if not key_rows or (value_rows is not None and not value_rows):
             return []  # skipped by the format's ignore-parse-errors
-        key_row = key_rows[0]
+        first_key = key_rows[0]
         layout = self.layout
-        state_key = encode_key(layout.key_tuple_from_key_row(key_row))
+        state_key = encode_key(layout.key_tuple_from_key_row(first_key))
         meta = {"topic": topic, "partition": partition, "offset": offset, "timestamp": ts}
-        if value_rows is None:
-            row = ChangelogRow(RowKind.DELETE, layout.table_row(key_row, None), None, meta)
+        if value is None or value_rows is None:
+            row = ChangelogRow(RowKind.DELETE, layout.table_row(first_key, None), None, meta)
             return self.normalizer.process(row, state_key)
         if len(value_rows) == 1:
-            # the state keeps the record's own key and value bytes (see _decode_state)
-            row = ChangelogRow(RowKind.UPDATE_AFTER, layout.table_row(key_row, value_rows[0]), None, meta)
-            self._current_key = (key, key_row)
+            # the state keeps the record's own key and value bytes (see _decode_state); a batch-
+            # decoded value row of every column is a fresh dict in table order: the row itself
+            values_ = (
+                value_row if value_row is not None and self._value_row_is_table_row
+                else layout.table_row(first_key, value_rows[0])
+            )
+            self._current_key = (key, first_key)
             try:
-                return self.normalizer.process_encoded(row, state_key, _STATE_KEY_LEN.pack(len(key)) + key + value)
+                return self.normalizer.upsert_encoded(values_, state_key, _STATE_KEY_LEN.pack(len(key)) + key + value, None, meta)
             finally:
                 self._current_key = None
         out: list[ChangelogRow] = []
         for vr in value_rows:
-            row = ChangelogRow(RowKind.UPDATE_AFTER, layout.table_row(key_row, vr), None, meta)
+            row = ChangelogRow(RowKind.UPDATE_AFTER, layout.table_row(first_key, vr), None, meta)
             out.extend(self.normalizer.process(row, state_key))
         return out
 
@@ -414,7 +468,8 @@ class UpsertKafkaSource:
         try:
             # the record being processed usually has the same key bytes: reuse its decoded key
             key_rows = [current[1]] if current is not None and current[0] == key else self._decode_key(key)
-            value_rows = self._decode_value(value)
+            fast = None if self._decode_one_value is None else self._decode_one_value(value)
+            value_rows = self._decode_value(value) if fast is None else [fast]
         except DecodeError as exc:
             raise KeyStateError(
                 f"a row in the key state no longer decodes ({exc}); delete the key-state directory to rebuild "
