@@ -49,7 +49,7 @@ from typing import Any, Callable, Mapping
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from changelake.changelog.errors import KeyStateError
-from changelake.changelog.normalize import ChangelogNormalize
+from changelake.changelog.normalize import ENCODED_STATE_MARK, ChangelogNormalize
 from changelake.changelog.row import ChangelogRow
 from changelake.changelog.rowkind import RowKind
 from changelake.changelog.schema import Schema
@@ -59,6 +59,7 @@ from changelake.connectors.kafka_common import unavailable_error, with_logger
 from changelake.connectors.metrics import SourceMetrics
 from changelake.connectors.upsert_kafka import formats_bridge
 from changelake.connectors.upsert_kafka.layout import RowLayout
+from changelake.connectors.upsert_kafka.prefetch import PrefetchedReads
 from changelake.connectors.upsert_kafka.options import (
     BoundedMode,
     ChangelogModeOption,
@@ -124,9 +125,13 @@ class UpsertKafkaSource:
         self.store: KeyStateStore = store if store is not None else MemoryKeyStateStore()
         self.commit_state_every_poll = commit_state_every_poll
         self.metrics = metrics or SourceMetrics()
+        # the normalizer reads through the poll's prefetched reads (see _prefetch_previous)
+        self._reads = PrefetchedReads(self.store)
+        #: previous rows decoded ahead for this poll, by their state encoding (see _decode_state)
+        self._previous_rows: dict[bytes, dict[str, Any]] = {}
         self.normalizer = ChangelogNormalize(
             schema,
-            self.store,
+            self._reads,
             generate_update_before=options.scan_changelog_mode is ChangelogModeOption.RETRACT,
             decode_state=self._decode_state,
         )
@@ -333,36 +338,65 @@ class UpsertKafkaSource:
         # one decode call per format for the whole poll (None entries: decoded record by record)
         key_rows = self._decode_keys(keys) if self._decode_keys is not None else None
         value_rows = self._decode_values(values) if self._decode_values is not None else None
+        # the state key of each batch-decoded key (None: computed in _process)
+        state_keys = None if key_rows is None else self.layout.state_keys(key_rows)
         out: list[ChangelogRow] = []
         nbytes = 0
         n_records = 0
         last_ts: int | None = None
         ends = self._ends
-        for i, msg in enumerate(messages):
-            err = msg.error()
-            tp: TP = (str(msg.topic()), int(msg.partition() or 0))
-            offset = int(msg.offset() or 0)
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    self._advance(tp, offset)
+        upsert = self.normalizer.upsert_encoded
+        pack = _STATE_KEY_LEN.pack
+        lean = value_rows is not None and state_keys is not None and self._value_row_is_table_row
+        advanced: dict[TP, int] = {}  # next offset per partition, applied (also on error) at the end
+        try:
+            if lean:
+                self._prefetch_previous(state_keys, keys, values, value_rows)  # type: ignore[arg-type]
+            for i, msg in enumerate(messages):
+                err = msg.error()
+                tp: TP = (str(msg.topic()), int(msg.partition() or 0))
+                offset = int(msg.offset() or 0)
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        self._advance(tp, offset)
+                        self._check_end(consumer, tp, offset)
+                        continue
+                    raise SourceError(f"Kafka error on topic {tp[0]!r} partition {tp[1]}: {err.str()}")
+                if ends is not None and (tp in self._done or offset >= ends.get(tp, 0)):
                     self._check_end(consumer, tp, offset)
                     continue
-                raise SourceError(f"Kafka error on topic {tp[0]!r} partition {tp[1]}: {err.str()}")
-            if ends is not None and (tp in self._done or offset >= ends.get(tp, 0)):
-                self._check_end(consumer, tp, offset)
-                continue
-            key, value = keys[i], values[i]
-            n_records += 1
-            nbytes += (0 if key is None else len(key)) + (0 if value is None else len(value))
-            ts_type, ts = msg.timestamp()
-            last_ts = ts if ts_type and ts > 0 else None
-            out.extend(self._process(
-                key, value, tp, offset, last_ts,
-                None if key_rows is None else key_rows[i], None if value_rows is None else value_rows[i],
-            ))
-            self._advance(tp, offset + 1)
-            if ends is not None and offset + 1 >= ends.get(tp, 0):
-                self._check_end(consumer, tp, offset + 1)
+                key, value = keys[i], values[i]
+                n_records += 1
+                ts_type, ts = msg.timestamp()
+                last_ts = ts if ts_type and ts > 0 else None
+                if lean and key is not None and value is not None and (vr := value_rows[i]) is not None:  # type: ignore[index]
+                    # the common record, as _process: a key and a value decoded by the batch; the
+                    # value row is the table row (json, ALL)
+                    nbytes += len(key) + len(value)
+                    sk = state_keys[i]  # type: ignore[index]
+                    if sk is not None:
+                        self._current_key = (key, key_rows[i])  # type: ignore[index,assignment]
+                        meta = {"topic": tp[0], "partition": tp[1], "offset": offset, "timestamp": last_ts}
+                        out.extend(upsert(vr, sk, pack(len(key)) + key + value, None, meta))
+                        advanced[tp] = offset + 1
+                        if ends is not None and offset + 1 >= ends.get(tp, 0):
+                            self._check_end(consumer, tp, offset + 1)
+                        continue
+                else:
+                    nbytes += (0 if key is None else len(key)) + (0 if value is None else len(value))
+                out.extend(self._process(
+                    key, value, tp, offset, last_ts,
+                    None if key_rows is None else key_rows[i], None if value_rows is None else value_rows[i],
+                ))
+                advanced[tp] = offset + 1
+                if ends is not None and offset + 1 >= ends.get(tp, 0):
+                    self._check_end(consumer, tp, offset + 1)
+        finally:
+            self._current_key = None
+            self._reads.clear()
+            self._previous_rows.clear()
+            for tp, next_offset in advanced.items():
+                self._advance(tp, next_offset)
         self.metrics.record_fetch(n_records, nbytes, last_ts)
         # the emit lag is that of the last row with a timestamp: record only that one
         for row in reversed(out):
@@ -446,6 +480,47 @@ class UpsertKafkaSource:
             out.extend(self.normalizer.process(row, state_key))
         return out
 
+    def _prefetch_previous(
+        self,
+        state_keys: list[bytes | None],
+        keys: list[bytes | None],
+        values: list[bytes | None],
+        value_rows: list[dict[str, Any] | None],
+    ) -> None:
+        """Read the stored row of each key of the poll (:class:`PrefetchedReads`) and decode, in
+        one batch-decoder call, the ones the normalizer will decode: written by this source with
+        the same key bytes as the record, and either the record is a tombstone (``-D`` carries the
+        previous row) or its value bytes differ (an update to compare). The decoded rows wait in
+        ``_previous_rows`` for :meth:`_decode_state`; a row the batch decoder does not take is
+        decoded there as before (which raises KeyStateError for one that no longer decodes)."""
+        decode_values = self._decode_values
+        if decode_values is None:
+            return
+        prefetch = self._reads.prefetch
+        mark = ENCODED_STATE_MARK
+        unpack = _STATE_KEY_LEN.unpack_from
+        wanted: list[bytes] = []
+        wanted_values: list[bytes | None] = []
+        for sk, key, value, value_row in zip(state_keys, keys, values, value_rows):
+            if sk is None or key is None:
+                continue
+            raw = prefetch(sk)
+            if raw is None or raw[:1] != mark:
+                continue
+            (key_len,) = unpack(raw, 1)
+            if raw[5 : 5 + key_len] != key:
+                continue  # other key bytes: _decode_state decodes the stored key too
+            stored_value = raw[5 + key_len :]
+            if value is not None and (value_row is None or stored_value == value):
+                continue  # decoded alone, or equal bytes: nothing to decode
+            wanted.append(raw[1:])
+            wanted_values.append(stored_value)
+        if wanted:
+            rows = self._previous_rows
+            for encoded, row in zip(wanted, decode_values(wanted_values)):
+                if row is not None:
+                    rows[encoded] = row
+
     def _values_decoder(self, fmt: Any) -> Callable[[bytes], list[Mapping[str, Any]]]:
         """``data -> [row values]`` of a format: its ``decode_to_values`` (json) when it has one,
         else the values of ``decode``'s rows."""
@@ -462,6 +537,9 @@ class UpsertKafkaSource:
         """The table row of a state value written by :meth:`_process`: a 4-byte big-endian key
         length, the record's key bytes, then its value bytes (decoded with the key and value
         formats, as when the record was read). Raises KeyStateError if they no longer decode."""
+        ahead = self._previous_rows.pop(data, None)
+        if ahead is not None:
+            return ahead  # decoded with the poll's batch (see _prefetch_previous)
         (key_len,) = _STATE_KEY_LEN.unpack_from(data)
         key, value = data[4 : 4 + key_len], data[4 + key_len :]
         current = self._current_key
