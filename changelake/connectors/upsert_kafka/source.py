@@ -17,6 +17,15 @@ Semantics are Flink's upsert-kafka source followed by its ChangelogNormalize
   format's ``ignore-parse-errors`` is on (the record is then dropped);
 * ``scan.changelog-mode = retract`` also emits ``-U(previous row)`` before each ``+U``.
 
+Decoding is batched per poll where the format allows (``json``): the poll's keys and values are
+decoded with one call each (``JsonFormat.decode_values_many``), the key state of every key of the
+poll is read ahead (:class:`~changelake.connectors.upsert_kafka.prefetch.PrefetchedReads`) and
+the previous rows an update compares or a tombstone emits are decoded with one more call. A
+record the batch decoder does not take with certainty (malformed, an array, a value that does
+not convert, ...) is decoded alone, as with ``batch_decode=False``: the changelog, the key state,
+the positions and every error (DecodeError with topic, partition and offset, or the record
+dropped by ``ignore-parse-errors``) are the same.
+
 Key state: the last full row per key lives in a :class:`~changelake.changelog.state.KeyStateStore`
 together with the next offset per partition (metadata ``offset:<topic>:<partition>``), committed
 after every :meth:`UpsertKafkaSource.poll` (or by :meth:`UpsertKafkaSource.commit_state`). With a
