@@ -13,6 +13,12 @@ sink itself (not timed). Then it reads the whole topic:
   row or a tombstone of an unknown key);
 * Java ``org.apache.kafka.tools.ConsumerPerformance --messages N`` on the same topic.
 
+With ``--rounds R`` (default 3) the runs repeat R times, ours and Java's interleaved (who goes
+first alternates), and the ratio printed last is the median over rounds of ours / the same
+round's Java: on a shared machine the load moves between runs. ``--record-path`` adds a run with
+``batch_decode=False`` (the record-by-record decode the batch path falls back to), to see the
+batch decode's gain in the same run.
+
 Rates: records read from Kafka per second and changelog rows emitted per second, from the first
 ``poll()`` until the bounded end is reached (``open()`` not timed). For the Java tool the table
 shows ``fetch.nMsg.sec`` (which leaves out its group join/rebalance time, as ours leaves out
@@ -26,6 +32,7 @@ read per second, 1 MB = 2^20 bytes as in Kafka's tools.
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import tempfile
 import time
@@ -86,14 +93,15 @@ def fill_topic(kafka: KafkaService, args: argparse.Namespace) -> tuple[str, Coun
     return topic, Counter(row.kind.short_string for row in rows), expected_changelog(rows)
 
 
-def run_source(kafka: KafkaService, topic: str, store: KeyStateStore, args: argparse.Namespace) -> dict[str, float]:
+def run_source(kafka: KafkaService, topic: str, store: KeyStateStore, args: argparse.Namespace,
+               batch_decode: bool = True) -> dict[str, float]:
     """Read ``topic`` to its end with the upsert-kafka source; returns seconds, records read,
     bytes read and changelog rows emitted (also per kind, keys ``+I``/``+U``/``-D``/``-U``)."""
     options = upsert_options(kafka.bootstrap_servers, topic, **{
         "scan.bounded.mode": "latest-offset", "scan.changelog-mode": args.changelog_mode,
     })
     kinds: Counter[str] = Counter()
-    with create_source(options, SCHEMA, store=store) as source:
+    with create_source(options, SCHEMA, store=store, batch_decode=batch_decode) as source:
         step = max(1, args.records // 10)
         next_report = step
         start = time.perf_counter()
@@ -130,6 +138,11 @@ def run_java_consumer(kafka: KafkaService, topic: str, records: int) -> dict[str
     return summary
 
 
+def _java_round(kafka: KafkaService, topic: str, args: argparse.Namespace, rnd: int) -> dict[str, str]:
+    progress(f"Kafka ConsumerPerformance (round {rnd}): {args.records:,} messages of {topic}")
+    return run_java_consumer(kafka, topic, args.records)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=500_000, help="records in the topic (default 500k)")
@@ -140,39 +153,55 @@ def main() -> None:
     ap.add_argument("--max-records", type=int, default=500, help="poll(max_records=...) (default 500, the source's)")
     ap.add_argument("--changelog-mode", default="upsert", choices=["upsert", "retract"], help="scan.changelog-mode")
     ap.add_argument("--skip-java", action="store_true", help="do not run Kafka's ConsumerPerformance")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of ours vs ConsumerPerformance (default 3)")
+    ap.add_argument("--record-path", action="store_true", help="also run the memory store with batch_decode=False")
     args = ap.parse_args()
     stores = [s.strip() for s in args.stores.split(",") if s.strip()]
     if unknown := set(stores) - {"memory", "sqlite"}:
         ap.error(f"unknown store(s) {sorted(unknown)}; choose from memory, sqlite")
 
+    runs = [(name, True) for name in stores] + ([("memory", False)] if args.record_path else [])
     results: list[list[object]] = []
+    ratios: dict[str, list[float]] = {}
+    java: dict[str, str] = {}
     with kafka_broker() as kafka, tempfile.TemporaryDirectory(prefix="changelake-bench-state-") as state_dir:
         topic, written, expected = fill_topic(kafka, args)
-        for name in stores:
-            store = MemoryKeyStateStore() if name == "memory" else SqliteKeyStateStore(Path(state_dir) / topic)
-            try:
-                r = run_source(kafka, topic, store, args)
-            finally:
-                store.close()
-            if r["records"] != args.records:
-                raise RuntimeError(f"the source read {r['records']} records, expected {args.records}")
-            want = {k: expected[k] for k in ("+I", "+U", "-D")}
-            if args.changelog_mode == "retract":
-                want["-U"] = want["+U"]  # retract: -U(previous row) before each +U
-            got = {k: int(r.get(k, 0)) for k in want}
-            if got != want:
-                raise RuntimeError(f"the {name} source emitted {got}, expected {want}")
-            kinds = " ".join(f"{k}{int(r.get(k, 0)):,}" for k in ("+I", "-U", "+U", "-D") if r.get(k))
-            results.append([f"upsert-kafka source, {name} state", int(r["records"]), int(r["rows"]), kinds,
-                            r["records"] / r["seconds"], r["rows"] / r["seconds"], r["bytes"] / MIB / r["seconds"],
-                            r["seconds"]])
-        java: dict[str, str] = {}
-        if not args.skip_java:
-            progress(f"Kafka ConsumerPerformance: {args.records:,} messages of {topic}")
-            java = run_java_consumer(kafka, topic, args.records)
-            fetch_rate = float(java["fetch.nMsg.sec"])
-            results.append(["Java ConsumerPerformance (fetch)", args.records, "", "", fetch_rate, "",
-                            float(java["fetch.MB.sec"]), float(java["fetch.time.ms"]) / 1000.0])
+        for rnd in range(1, args.rounds + 1):
+            round_results: list[list[object]] = []
+            java_first = not args.skip_java and rnd % 2 == 0
+            if java_first:
+                java = _java_round(kafka, topic, args, rnd)
+            for name, batch in runs:
+                label = f"upsert-kafka source, {name} state" + ("" if batch else ", record by record")
+                path = Path(state_dir) / f"{topic}-{rnd}-{name}-{batch}"
+                store = MemoryKeyStateStore() if name == "memory" else SqliteKeyStateStore(path)
+                try:
+                    r = run_source(kafka, topic, store, args, batch_decode=batch)
+                finally:
+                    store.close()
+                if r["records"] != args.records:
+                    raise RuntimeError(f"the source read {r['records']} records, expected {args.records}")
+                want = {k: expected[k] for k in ("+I", "+U", "-D")}
+                if args.changelog_mode == "retract":
+                    want["-U"] = want["+U"]  # retract: -U(previous row) before each +U
+                got = {k: int(r.get(k, 0)) for k in want}
+                if got != want:
+                    raise RuntimeError(f"the {label} emitted {got}, expected {want}")
+                kinds = " ".join(f"{k}{int(r.get(k, 0)):,}" for k in ("+I", "-U", "+U", "-D") if r.get(k))
+                round_results.append([f"{label} (round {rnd})", int(r["records"]), int(r["rows"]), kinds,
+                                      r["records"] / r["seconds"], r["rows"] / r["seconds"],
+                                      r["bytes"] / MIB / r["seconds"], r["seconds"]])
+            if not args.skip_java and not java_first:
+                java = _java_round(kafka, topic, args, rnd)
+            if java:
+                fetch_rate = float(java["fetch.nMsg.sec"])
+                for line in round_results:
+                    ratio = float(line[4]) / fetch_rate  # type: ignore[arg-type]
+                    line.append(ratio)
+                    ratios.setdefault(str(line[0]).rsplit(" (round", 1)[0], []).append(ratio)
+                round_results.append([f"Java ConsumerPerformance (fetch) (round {rnd})", args.records, "", "", fetch_rate, "",
+                                      float(java["fetch.MB.sec"]), float(java["fetch.time.ms"]) / 1000.0, 1.0])
+            results.extend(round_results)
 
     print()
     print(f"upsert-kafka source: {args.records:,} records over {args.keys:,} keys "
@@ -181,12 +210,13 @@ def main() -> None:
     headers = ["run", "records", "changelog", "by kind", "records/s", "changelog/s", "MB/s", "seconds"]
     if java:
         headers.append("ours/Java")
-        for line in results:
-            line.append(float(line[4]) / fetch_rate)  # type: ignore[arg-type]
     print_table(headers, results)
     if java:
-        print(f"Java ConsumerPerformance overall (with group join): {float(java['nMsg.sec']):,.0f} records/s, "
+        print(f"Java ConsumerPerformance overall (with group join, last round): {float(java['nMsg.sec']):,.0f} records/s, "
               f"rebalance {java['rebalance.time.ms']} ms")
+        for label, values in ratios.items():
+            print(f"{label} / ConsumerPerformance fetch of the same round: median {statistics.median(values):.3f}x "
+                  f"(rounds: {', '.join(f'{v:.3f}' for v in values)})")
     print(f"machine: {machine_note()}")
 
 

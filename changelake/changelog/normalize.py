@@ -31,7 +31,7 @@ from typing import Any, Callable, Mapping
 from changelake.changelog.errors import KeyStateError, SchemaError
 from changelake.changelog.row import ChangelogRow
 from changelake.changelog.rowkind import RETRACT, UPSERT, RowKind
-from changelake.changelog.schema import Schema
+from changelake.changelog.schema import Schema, TableId
 from changelake.changelog.state import KeyStateStore, decode_values, encode_key, encode_values
 from changelake.changelog.types import TypeRoot
 
@@ -147,22 +147,41 @@ class ChangelogNormalize:
         """
         if not row.kind.is_accumulate:
             return self.process(row, key)
+        return self.upsert_encoded(dict(row.values), key, encoded, row.table, row.metadata)
+
+    def upsert_encoded(
+        self,
+        values: dict[str, Any],
+        key: bytes,
+        encoded: bytes,
+        table: TableId | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> list[ChangelogRow]:
+        """:meth:`process_encoded` of the upsert ``ChangelogRow(+U, values, table, metadata)``
+        without building it (a source's hot path): the same rows, which take ``values`` itself
+        (not a copy; the caller hands over a fresh dict) and ``metadata`` (``{}`` when None).
+
+        Args:
+            values: the full row; must equal ``decode_state(encoded)``.
+            key: the row's state key.
+            encoded: the row's encoding.
+        """
+        meta: Mapping[str, Any] = {} if metadata is None else metadata
         store = self.store
         state = ENCODED_STATE_MARK + encoded
         prev_raw = store.get(key)
-        new_values = dict(row.values)
         if prev_raw is None:
             store.put(key, state)
-            return [ChangelogRow(RowKind.INSERT, new_values, row.table, row.metadata)]
+            return [ChangelogRow(RowKind.INSERT, values, table, meta)]
         if prev_raw == state and self._equal_bytes_equal_rows:
             return []
         prev = self._decode(prev_raw)
-        if prev == new_values:
+        if prev == values:
             return []
         store.put(key, state)
         if self.generate_update_before:
             return [
-                ChangelogRow(RowKind.UPDATE_BEFORE, prev, row.table, row.metadata),
-                ChangelogRow(RowKind.UPDATE_AFTER, new_values, row.table, row.metadata),
+                ChangelogRow(RowKind.UPDATE_BEFORE, prev, table, meta),
+                ChangelogRow(RowKind.UPDATE_AFTER, values, table, meta),
             ]
-        return [ChangelogRow(RowKind.UPDATE_AFTER, new_values, row.table, row.metadata)]
+        return [ChangelogRow(RowKind.UPDATE_AFTER, values, table, meta)]

@@ -13,15 +13,21 @@ Example::
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 import math
+import re
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from json.encoder import encode_basestring
 from typing import Any, Callable, Mapping, Sequence
+
+import msgspec
 
 from changelake.changelog.row import ChangelogRow
 from changelake.changelog.rowkind import INSERT_ONLY, RowKind
 from changelake.changelog.schema import Schema
+from changelake.changelog.types import DataType, TypeRoot
 from changelake.formats.base import Format
 from changelake.formats.errors import DecodeError, EncodeError, FormatOptionError
 from changelake.formats.json_values import (
@@ -95,10 +101,81 @@ _TEXT: dict[type, Callable[[Any], str]] = {
 }
 
 
+_NONE = type(None)
+#: the timestamp text :func:`~changelake.formats.json_values.parse_timestamp` hands to
+#: ``datetime.fromisoformat`` (a narrower, ASCII-only spelling of its shape test)
+_CANONICAL_TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d{1,9})?", re.ASCII)
+
+
+def _batch_decoder_for(dtype: DataType) -> Callable[[list[Any]], list[Any] | None] | None:
+    """The batch step of one column for :meth:`_ObjectCodec.decode_values_many`: ``values ->
+    converted values``, equal to the column converter's (``json_decoder_for``) value by value, or
+    None when a value is not of the kinds it takes or the step raises (the caller then converts
+    value by value). None for types without one."""
+    root = dtype.root
+    if dtype.is_string:
+
+        def strings(raw: list[Any]) -> list[Any] | None:
+            return raw if set(map(type, raw)) <= {str, _NONE} else None
+
+        return strings
+    if dtype.is_integer:
+        lo, hi = _INT_RANGES[root]
+
+        def integers(raw: list[Any]) -> list[Any] | None:
+            kinds = set(map(type, raw))
+            if not kinds <= {int, _NONE}:
+                return None
+            present = raw if _NONE not in kinds else [x for x in raw if x is not None]
+            return raw if not present or (lo <= min(present) and max(present) <= hi) else None
+
+        return integers
+    if root is TypeRoot.DECIMAL:
+        scale = dtype.scale or 0
+        precision = dtype.precision if dtype.precision is not None else 38
+        exp = Decimal(1).scaleb(-scale)
+
+        def decimals(raw: list[Any]) -> list[Any] | None:
+            # as _quantize_fast under the thread's context: ROUND_HALF_UP to the scale, refused
+            # past the precision (a context of that precision signals it on quantize); msgspec
+            # gives only finite Decimals
+            current = decimal.getcontext()
+            if current.prec < precision or not set(map(type, raw)) <= {Decimal, int, _NONE}:
+                return None
+            ctx = current.copy()
+            ctx.prec = precision
+            ctx.rounding = ROUND_HALF_UP
+            ctx.traps[decimal.InvalidOperation] = True
+            quantize = ctx.quantize
+            try:
+                return [None if v is None else quantize(v, exp) for v in raw]
+            except ArithmeticError:
+                return None
+
+        return decimals
+    if root in (TypeRoot.TIMESTAMP, TypeRoot.TIMESTAMP_LTZ):
+        ltz = root is TypeRoot.TIMESTAMP_LTZ
+        canonical = _CANONICAL_TIMESTAMP.fullmatch
+        fromisoformat = dt.datetime.fromisoformat
+        utc = dt.timezone.utc
+
+        def timestamps(raw: list[Any]) -> list[Any] | None:
+            if not set(map(type, raw)) <= {str, _NONE} or not all(v is None or canonical(v) for v in raw):
+                return None
+            try:
+                out = [None if v is None else fromisoformat(v) for v in raw]
+            except ValueError:
+                return None
+            return [None if v is None else v.replace(tzinfo=utc) for v in out] if ltz else out
+
+        return timestamps
+    return None
+
+
 class _ObjectCodec:
     """The per-column converters of one schema (built once, see :func:`_codec_for`)."""
 
-    __slots__ = ("schema", "format", "encoders", "decoders", "text_columns")
+    __slots__ = ("schema", "format", "encoders", "decoders", "text_columns", "names", "batch_decoders")
 
     def __init__(self, schema: Schema, format: str, timestamp_format: TimestampFormat) -> None:
         self.schema = schema
@@ -110,6 +187,9 @@ class _ObjectCodec:
         ]
         #: (column, decoder, type) in schema order
         self.decoders = [(c.name, json_decoder_for(c.type, c.name, format=format), c.type) for c in schema.columns]
+        self.names = [c.name for c in schema.columns]
+        #: per column, the batch step of :meth:`decode_values_many` (or None)
+        self.batch_decoders = [_batch_decoder_for(c.type) for c in schema.columns]
         #: (column, '"column":', encoder) in schema order
         self.text_columns = [(name, encode_basestring(name) + ":", enc) for name, enc in self.encoders]
 
@@ -133,6 +213,48 @@ class _ObjectCodec:
                     obj[name], dtype, f"{path}.{name}" if path else name, format=format or self.format
                 )
         return values
+
+    def decode_values_many(self, objs: Sequence[Any], fail_on_missing_field: bool) -> list[dict[str, Any] | None]:
+        """:meth:`decode_values` of each of ``objs`` (parsed by :data:`_BATCH_PARSER`: numbers with
+        a fraction as finite ``Decimal``), column by column: a column whose values all have the
+        column's plain Python type is converted by one batch step (``int`` in range and ``str``
+        as given, DECIMAL by one context's ``quantize``, timestamp text of the canonical shape by
+        ``datetime.fromisoformat``: what the column's converter does for such values), any other
+        value by the column's converter. Same values as ``decode_values``; an entry is None where
+        that one is not certain to give them without an error: not a dict (an array, or None for a
+        message the caller could not parse), a missing field with ``fail_on_missing_field``, a
+        value the converter refuses (the caller then decodes that message row by row, which raises
+        the exact error)."""
+        n = len(objs)
+        bad: set[int] = set()
+        rows: list[Any] = list(objs)
+        for i, obj in enumerate(rows):
+            if type(obj) is not dict:
+                bad.add(i)
+                rows[i] = {}
+        columns: list[list[Any]] = []
+        for (name, dec, _dtype), batch in zip(self.decoders, self.batch_decoders):
+            raw = [obj.get(name) for obj in rows]
+            if fail_on_missing_field:
+                bad.update(i for i, obj in enumerate(rows) if name not in obj)
+            col = None if batch is None else batch(raw)
+            if col is None:
+                try:
+                    col = list(map(dec, raw))
+                except DecodeError:
+                    col = []
+                    for i, v in enumerate(raw):
+                        try:
+                            col.append(dec(v))
+                        except DecodeError:
+                            bad.add(i)
+                            col.append(None)
+            columns.append(col)
+        names = self.names
+        out: list[dict[str, Any] | None] = [dict(zip(names, t)) for t in zip(*columns)] if columns else [{} for _ in range(n)]
+        for i in bad:
+            out[i] = None
+        return out
 
     def encode_text(self, values: Mapping[str, Any], ignore_null_fields: bool) -> bytes | None:
         """``dumps(encode_object(values, ...))`` without the intermediate object; None when a
@@ -303,6 +425,13 @@ def decode_object(
     return _codec_for(schema, format).decode_values(obj, fail_on_missing_field, format, path)
 
 
+#: msgspec's JSON parser with numbers that have a fraction or an exponent as ``Decimal`` (exact),
+#: as :func:`~changelake.formats.json_values.loads`: where it parses a text it gives the same
+#: values; it refuses the few texts only the stdlib parser reads (``NaN``/``Infinity``, a BOM,
+#: UTF-16/32, lone surrogates), which then take the row-by-row path.
+_BATCH_PARSER = msgspec.json.Decoder(float_hook=Decimal)
+
+
 class JsonFormat(Format):
     """Flink's ``json`` format (insert-only). See the module docstring."""
 
@@ -362,6 +491,58 @@ class JsonFormat(Format):
         """The values of the rows :meth:`decode` returns (one dict per JSON object), without
         building the rows. Raises DecodeError as :meth:`decode`."""
         return self._decode_guarded(self._decode_values, data)
+
+    def decode_values_many(self, datas: Sequence[bytes | None]) -> list[dict[str, Any] | None]:
+        """The values of each message that holds one JSON object, for a batch (a poll of an upsert
+        topic): every message parsed by msgspec (compiled; numbers with a fraction as ``Decimal``,
+        as :func:`~changelake.formats.json_values.loads`), then converted column by column
+        (:meth:`_ObjectCodec.decode_values_many`).
+
+        An entry equals ``decode_to_values(data)[0]`` where it is not None. It is None for a
+        message this path does not decode with certainty: null or empty, not one object, text
+        msgspec refuses (malformed, or what only the stdlib parser reads: ``NaN``, a BOM, UTF-16,
+        lone surrogates), a missing field with ``fail-on-missing-field``, a value that does not
+        convert. For those the caller calls :meth:`decode_to_values`, which returns the rows, ``[]``
+        (``ignore-parse-errors``) or raises the DecodeError, exactly as without this method.
+        Without a schema every entry is None."""
+        codec = self._codec
+        if codec is None:
+            return [None] * len(datas)
+        parse = _BATCH_PARSER.decode
+        present = [d for d in datas if d]  # null and empty messages: decoded alone ([] or an error)
+        try:
+            parsed: list[Any] = list(map(parse, present))
+        except msgspec.DecodeError:
+            parsed = []
+            for data in present:
+                try:
+                    parsed.append(parse(data))
+                except msgspec.DecodeError:
+                    parsed.append(None)
+        if len(present) == len(datas):
+            objs = parsed
+        else:
+            it = iter(parsed)
+            objs = [next(it) if d else None for d in datas]
+        return codec.decode_values_many(objs, self.options.fail_on_missing_field)
+
+    def decode_one_value(self, data: bytes | None) -> dict[str, Any] | None:
+        """:meth:`decode_values_many` of one message (parsed by msgspec, converted row-wise by the
+        column converters): ``decode_to_values(data)[0]`` where not None, None where that one
+        must decide (see :meth:`decode_values_many`)."""
+        codec = self._codec
+        if codec is None or not data:
+            return None
+        try:
+            obj = _BATCH_PARSER.decode(data)
+        except msgspec.DecodeError:
+            return None
+        if type(obj) is not dict:
+            return None
+        try:
+            return codec.decode_values(obj, self.options.fail_on_missing_field)
+        except DecodeError:
+            return None
 
     def _decode_values(self, data: bytes) -> list[dict[str, Any]]:
         try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from changelake.changelog.schema import Column, Schema
+from changelake.changelog.state import encode_key
 from changelake.connectors.upsert_kafka.options import UpsertKafkaOptions, ValueFieldsInclude
 
 __all__ = ["RowLayout"]
@@ -55,6 +56,15 @@ class RowLayout:
     def key_tuple_from_key_row(self, key_row: Mapping[str, Any]) -> tuple[Any, ...]:
         """The PK tuple (PK order) of a decoded key row."""
         return tuple(key_row.get(n) for n in self._key_names)
+
+    def state_keys(self, key_rows: list[dict[str, Any] | None]) -> list[bytes | None]:
+        """:func:`~changelake.changelog.state.encode_key` of the PK tuple of each decoded key row
+        (None stays None), for a batch."""
+        names = self._key_names
+        if len(names) == 1:
+            (name,) = names
+            return [None if r is None else encode_key((r.get(name),)) for r in key_rows]
+        return [None if r is None else encode_key(tuple(r.get(n) for n in names)) for r in key_rows]
 
     def table_row(self, key_row: Mapping[str, Any], value_row: Mapping[str, Any] | None) -> dict[str, Any]:
         """Merge a decoded key row and value row (None for a tombstone) into a table row in

@@ -17,6 +17,15 @@ Semantics are Flink's upsert-kafka source followed by its ChangelogNormalize
   format's ``ignore-parse-errors`` is on (the record is then dropped);
 * ``scan.changelog-mode = retract`` also emits ``-U(previous row)`` before each ``+U``.
 
+Decoding is batched per poll where the format allows (``json``): the poll's keys and values are
+decoded with one call each (``JsonFormat.decode_values_many``), the key state of every key of the
+poll is read ahead (:class:`~changelake.connectors.upsert_kafka.prefetch.PrefetchedReads`) and
+the previous rows an update compares or a tombstone emits are decoded with one more call. A
+record the batch decoder does not take with certainty (malformed, an array, a value that does
+not convert, ...) is decoded alone, as with ``batch_decode=False``: the changelog, the key state,
+the positions and every error (DecodeError with topic, partition and offset, or the record
+dropped by ``ignore-parse-errors``) are the same.
+
 Key state: the last full row per key lives in a :class:`~changelake.changelog.state.KeyStateStore`
 together with the next offset per partition (metadata ``offset:<topic>:<partition>``), committed
 after every :meth:`UpsertKafkaSource.poll` (or by :meth:`UpsertKafkaSource.commit_state`). With a
@@ -49,7 +58,7 @@ from typing import Any, Callable, Mapping
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from changelake.changelog.errors import KeyStateError
-from changelake.changelog.normalize import ChangelogNormalize
+from changelake.changelog.normalize import ENCODED_STATE_MARK, ChangelogNormalize
 from changelake.changelog.row import ChangelogRow
 from changelake.changelog.rowkind import RowKind
 from changelake.changelog.schema import Schema
@@ -59,11 +68,13 @@ from changelake.connectors.kafka_common import unavailable_error, with_logger
 from changelake.connectors.metrics import SourceMetrics
 from changelake.connectors.upsert_kafka import formats_bridge
 from changelake.connectors.upsert_kafka.layout import RowLayout
+from changelake.connectors.upsert_kafka.prefetch import PrefetchedReads
 from changelake.connectors.upsert_kafka.options import (
     BoundedMode,
     ChangelogModeOption,
     NullKeyMode,
     UpsertKafkaOptions,
+    ValueFieldsInclude,
 )
 from changelake.formats.errors import DecodeError
 
@@ -76,6 +87,9 @@ TP = tuple[str, int]
 def _not_open(data: bytes) -> list[Mapping[str, Any]]:
     raise ConnectorError("the upsert-kafka source is not open; call open() first")
 
+
+#: a format's batch decoder: the values of each message, None where it must be decoded alone
+_BatchDecoder = Callable[[list[bytes | None]], list[dict[str, Any] | None]]
 
 #: length prefix of the key bytes in a state value (see UpsertKafkaSource._decode_state)
 _STATE_KEY_LEN = struct.Struct(">I")
@@ -92,6 +106,12 @@ class UpsertKafkaSource:
         commit_state_every_poll: commit the store at the end of each poll (default True); when
             False the caller calls :meth:`commit_state` once it has handled the rows.
         metrics: a :class:`SourceMetrics` to update (a new one when None).
+        batch_decode: decode each poll's keys and values in one call per format where the format
+            has a batch decoder (``json``: ``JsonFormat.decode_values_many``), and the previous row
+            of an update through it too (default True). The changelog, the state and every error
+            are the same as record by record (False): a record the batch decoder does not take
+            with certainty is decoded alone, so a corrupt one raises the same DecodeError with its
+            topic, partition and offset, or is dropped by ``ignore-parse-errors``.
 
     Emitted rows carry ``metadata`` ``{"topic", "partition", "offset", "timestamp"}`` (timestamp in
     ms since epoch) of the record that caused them.
@@ -105,6 +125,7 @@ class UpsertKafkaSource:
         store: KeyStateStore | None = None,
         commit_state_every_poll: bool = True,
         metrics: SourceMetrics | None = None,
+        batch_decode: bool = True,
     ) -> None:
         self.options = options
         self.schema = schema
@@ -113,9 +134,13 @@ class UpsertKafkaSource:
         self.store: KeyStateStore = store if store is not None else MemoryKeyStateStore()
         self.commit_state_every_poll = commit_state_every_poll
         self.metrics = metrics or SourceMetrics()
+        # the normalizer reads through the poll's prefetched reads (see _prefetch_previous)
+        self._reads = PrefetchedReads(self.store)
+        #: previous rows decoded ahead for this poll, by their state encoding (see _decode_state)
+        self._previous_rows: dict[bytes, dict[str, Any]] = {}
         self.normalizer = ChangelogNormalize(
             schema,
-            self.store,
+            self._reads,
             generate_update_before=options.scan_changelog_mode is ChangelogModeOption.RETRACT,
             decode_state=self._decode_state,
         )
@@ -125,6 +150,15 @@ class UpsertKafkaSource:
         self._value_format: Any = None
         self._decode_key: Callable[[bytes], list[Mapping[str, Any]]] = _not_open
         self._decode_value: Callable[[bytes], list[Mapping[str, Any]]] = _not_open
+        self._decode_keys: _BatchDecoder | None = None
+        self._decode_values: _BatchDecoder | None = None
+        self._decode_one_value: Callable[[bytes], dict[str, Any] | None] | None = None
+        #: decode a poll's keys and values in one call each where the format can (json)
+        self.batch_decode = batch_decode
+        # a json value row holds every table column in table order: it is the table row
+        self._value_row_is_table_row = (
+            options.value_fields_include is ValueFieldsInclude.ALL and self.layout.value_schema.names == schema.names
+        )
         self._current_key: tuple[bytes, Mapping[str, Any]] | None = None
         self._positions: dict[TP, int] = {}
         self._ends: dict[TP, int] | None = None
@@ -179,6 +213,10 @@ class UpsertKafkaSource:
         )
         self._decode_key = self._values_decoder(self._key_format)
         self._decode_value = self._values_decoder(self._value_format)
+        if self.batch_decode:
+            self._decode_keys = getattr(self._key_format, "decode_values_many", None)
+            self._decode_values = getattr(self._value_format, "decode_values_many", None)
+            self._decode_one_value = getattr(self._value_format, "decode_one_value", None)
         identity = self._identity()
         stored = self.store.get_meta("identity")
         if stored is None:
@@ -304,31 +342,70 @@ class UpsertKafkaSource:
         if self.is_bounded_end_reached():
             return []
         messages = consumer.consume(max_records, timeout_s)
+        keys = [msg.key() for msg in messages]
+        values = [msg.value() for msg in messages]
+        # one decode call per format for the whole poll (None entries: decoded record by record)
+        key_rows = self._decode_keys(keys) if self._decode_keys is not None else None
+        value_rows = self._decode_values(values) if self._decode_values is not None else None
+        # the state key of each batch-decoded key (None: computed in _process)
+        state_keys = None if key_rows is None else self.layout.state_keys(key_rows)
         out: list[ChangelogRow] = []
         nbytes = 0
         n_records = 0
         last_ts: int | None = None
-        for msg in messages:
-            err = msg.error()
-            tp: TP = (str(msg.topic()), int(msg.partition() or 0))
-            offset = int(msg.offset() or 0)
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    self._advance(tp, offset)
+        ends = self._ends
+        upsert = self.normalizer.upsert_encoded
+        pack = _STATE_KEY_LEN.pack
+        lean = value_rows is not None and state_keys is not None and self._value_row_is_table_row
+        advanced: dict[TP, int] = {}  # next offset per partition, applied (also on error) at the end
+        try:
+            if lean:
+                self._prefetch_previous(state_keys, keys, values, value_rows)  # type: ignore[arg-type]
+            for i, msg in enumerate(messages):
+                err = msg.error()
+                tp: TP = (str(msg.topic()), int(msg.partition() or 0))
+                offset = int(msg.offset() or 0)
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        self._advance(tp, offset)
+                        self._check_end(consumer, tp, offset)
+                        continue
+                    raise SourceError(f"Kafka error on topic {tp[0]!r} partition {tp[1]}: {err.str()}")
+                if ends is not None and (tp in self._done or offset >= ends.get(tp, 0)):
                     self._check_end(consumer, tp, offset)
                     continue
-                raise SourceError(f"Kafka error on topic {tp[0]!r} partition {tp[1]}: {err.str()}")
-            if self._ends is not None and (tp in self._done or offset >= self._ends.get(tp, 0)):
-                self._check_end(consumer, tp, offset)
-                continue
-            n_records += 1
-            nbytes += len(msg.key() or b"") + len(msg.value() or b"")
-            ts_type, ts = msg.timestamp()
-            last_ts = ts if ts_type and ts > 0 else None
-            out.extend(self._process(msg, tp, offset, last_ts))
-            self._advance(tp, offset + 1)
-            if self._ends is not None and offset + 1 >= self._ends.get(tp, 0):
-                self._check_end(consumer, tp, offset + 1)
+                key, value = keys[i], values[i]
+                n_records += 1
+                ts_type, ts = msg.timestamp()
+                last_ts = ts if ts_type and ts > 0 else None
+                if lean and key is not None and value is not None and (vr := value_rows[i]) is not None:  # type: ignore[index]
+                    # the common record, as _process: a key and a value decoded by the batch; the
+                    # value row is the table row (json, ALL)
+                    nbytes += len(key) + len(value)
+                    sk = state_keys[i]  # type: ignore[index]
+                    if sk is not None:
+                        self._current_key = (key, key_rows[i])  # type: ignore[index,assignment]
+                        meta = {"topic": tp[0], "partition": tp[1], "offset": offset, "timestamp": last_ts}
+                        out.extend(upsert(vr, sk, pack(len(key)) + key + value, None, meta))
+                        advanced[tp] = offset + 1
+                        if ends is not None and offset + 1 >= ends.get(tp, 0):
+                            self._check_end(consumer, tp, offset + 1)
+                        continue
+                else:
+                    nbytes += (0 if key is None else len(key)) + (0 if value is None else len(value))
+                out.extend(self._process(
+                    key, value, tp, offset, last_ts,
+                    None if key_rows is None else key_rows[i], None if value_rows is None else value_rows[i],
+                ))
+                advanced[tp] = offset + 1
+                if ends is not None and offset + 1 >= ends.get(tp, 0):
+                    self._check_end(consumer, tp, offset + 1)
+        finally:
+            self._current_key = None
+            self._reads.clear()
+            self._previous_rows.clear()
+            for tp, next_offset in advanced.items():
+                self._advance(tp, next_offset)
         self.metrics.record_fetch(n_records, nbytes, last_ts)
         # the emit lag is that of the last row with a timestamp: record only that one
         for row in reversed(out):
@@ -353,9 +430,19 @@ class UpsertKafkaSource:
             self._done.add(tp)
             consumer.pause([TopicPartition(*tp)])
 
-    def _process(self, msg: Any, tp: TP, offset: int, ts: int | None) -> list[ChangelogRow]:
+    def _process(
+        self,
+        key: bytes | None,
+        value: bytes | None,
+        tp: TP,
+        offset: int,
+        ts: int | None,
+        key_row: dict[str, Any] | None = None,
+        value_row: dict[str, Any] | None = None,
+    ) -> list[ChangelogRow]:
+        """The changelog rows of one record. ``key_row`` / ``value_row``: the record's key and
+        value as the batch decoder gave them (None: decode them here, record by record)."""
         topic, partition = tp
-        key, value = msg.key(), msg.value()
         if key is None:
             if self.options.scan_null_key_mode is NullKeyMode.SKIP:
                 self.null_key_records += 1
@@ -364,33 +451,84 @@ class UpsertKafkaSource:
                 f"record with a null key at topic {topic!r} partition {partition} offset {offset}: upsert-kafka "
                 "needs keyed records (set 'scan.null-key.mode' = 'skip' to skip and count such records)"
             )
+        value_rows: list[Mapping[str, Any]] | None
         try:
-            key_rows = self._decode_key(key)
-            value_rows = None if value is None else self._decode_value(value)
+            key_rows = self._decode_key(key) if key_row is None else [key_row]
+            if value is None:
+                value_rows = None
+            elif value_row is None:
+                value_rows = self._decode_value(value)
+            else:
+                value_rows = [value_row]
         except DecodeError as exc:
             raise exc.at(topic=topic, partition=partition, offset=offset)
         if not key_rows or (value_rows is not None and not value_rows):
             return []  # skipped by the format's ignore-parse-errors
-        key_row = key_rows[0]
+        first_key = key_rows[0]
         layout = self.layout
-        state_key = encode_key(layout.key_tuple_from_key_row(key_row))
+        state_key = encode_key(layout.key_tuple_from_key_row(first_key))
         meta = {"topic": topic, "partition": partition, "offset": offset, "timestamp": ts}
-        if value_rows is None:
-            row = ChangelogRow(RowKind.DELETE, layout.table_row(key_row, None), None, meta)
+        if value is None or value_rows is None:
+            row = ChangelogRow(RowKind.DELETE, layout.table_row(first_key, None), None, meta)
             return self.normalizer.process(row, state_key)
         if len(value_rows) == 1:
-            # the state keeps the record's own key and value bytes (see _decode_state)
-            row = ChangelogRow(RowKind.UPDATE_AFTER, layout.table_row(key_row, value_rows[0]), None, meta)
-            self._current_key = (key, key_row)
+            # the state keeps the record's own key and value bytes (see _decode_state); a batch-
+            # decoded value row of every column is a fresh dict in table order: the row itself
+            values_ = (
+                value_row if value_row is not None and self._value_row_is_table_row
+                else layout.table_row(first_key, value_rows[0])
+            )
+            self._current_key = (key, first_key)
             try:
-                return self.normalizer.process_encoded(row, state_key, _STATE_KEY_LEN.pack(len(key)) + key + value)
+                return self.normalizer.upsert_encoded(values_, state_key, _STATE_KEY_LEN.pack(len(key)) + key + value, None, meta)
             finally:
                 self._current_key = None
         out: list[ChangelogRow] = []
         for vr in value_rows:
-            row = ChangelogRow(RowKind.UPDATE_AFTER, layout.table_row(key_row, vr), None, meta)
+            row = ChangelogRow(RowKind.UPDATE_AFTER, layout.table_row(first_key, vr), None, meta)
             out.extend(self.normalizer.process(row, state_key))
         return out
+
+    def _prefetch_previous(
+        self,
+        state_keys: list[bytes | None],
+        keys: list[bytes | None],
+        values: list[bytes | None],
+        value_rows: list[dict[str, Any] | None],
+    ) -> None:
+        """Read the stored row of each key of the poll (:class:`PrefetchedReads`) and decode, in
+        one batch-decoder call, the ones the normalizer will decode: written by this source with
+        the same key bytes as the record, and either the record is a tombstone (``-D`` carries the
+        previous row) or its value bytes differ (an update to compare). The decoded rows wait in
+        ``_previous_rows`` for :meth:`_decode_state`; a row the batch decoder does not take is
+        decoded there as before (which raises KeyStateError for one that no longer decodes)."""
+        decode_values = self._decode_values
+        if decode_values is None:
+            return
+        prefetch = self._reads.prefetch
+        mark = ENCODED_STATE_MARK
+        unpack = _STATE_KEY_LEN.unpack_from
+        wanted: list[bytes] = []
+        wanted_values: list[bytes | None] = []
+        for sk, key, value, value_row in zip(state_keys, keys, values, value_rows):
+            if sk is None or key is None:
+                continue
+            raw = prefetch(sk)
+            if raw is None or raw[:1] != mark:
+                continue
+            (key_len,) = unpack(raw, 1)
+            if raw[5 : 5 + key_len] != key:
+                continue  # other key bytes: _decode_state decodes the stored key too
+            stored_value = raw[5 + key_len :]
+            if value is not None and (value_row is None or stored_value == value):
+                continue  # decoded alone, or equal bytes: nothing to decode
+            wanted.append(raw[1:])
+            wanted_values.append(stored_value)
+        if wanted:
+            rows = self._previous_rows
+            for encoded, row in zip(wanted, decode_values(wanted_values)):
+                if row is not None:
+                    rows[encoded] = row
 
     def _values_decoder(self, fmt: Any) -> Callable[[bytes], list[Mapping[str, Any]]]:
         """``data -> [row values]`` of a format: its ``decode_to_values`` (json) when it has one,
@@ -408,13 +546,17 @@ class UpsertKafkaSource:
         """The table row of a state value written by :meth:`_process`: a 4-byte big-endian key
         length, the record's key bytes, then its value bytes (decoded with the key and value
         formats, as when the record was read). Raises KeyStateError if they no longer decode."""
+        ahead = self._previous_rows.pop(data, None)
+        if ahead is not None:
+            return ahead  # decoded with the poll's batch (see _prefetch_previous)
         (key_len,) = _STATE_KEY_LEN.unpack_from(data)
         key, value = data[4 : 4 + key_len], data[4 + key_len :]
         current = self._current_key
         try:
             # the record being processed usually has the same key bytes: reuse its decoded key
             key_rows = [current[1]] if current is not None and current[0] == key else self._decode_key(key)
-            value_rows = self._decode_value(value)
+            fast = None if self._decode_one_value is None else self._decode_one_value(value)
+            value_rows = self._decode_value(value) if fast is None else [fast]
         except DecodeError as exc:
             raise KeyStateError(
                 f"a row in the key state no longer decodes ({exc}); delete the key-state directory to rebuild "
