@@ -11,7 +11,7 @@ def run_pageviews_demo(bootstrap: str, events: int = 5000) -> bool:
     compare with DuckDB's recomputation. Prints the table; returns whether the check passed."""
     import dagster as dg
 
-    from changelake.commands.pipeline import QUIET_LOG_LEVEL
+    from cli.pipeline import QUIET_LOG_LEVEL
     from platform_defs.definitions import defs
 
     job = defs.resolve_job_def("pageviews_per_region_job")
@@ -39,7 +39,7 @@ def run_pageviews_demo(bootstrap: str, events: int = 5000) -> bool:
         print(f"check pv_uv_match_duckdb_recomputation: {'PASS' if evaluation.passed else 'FAIL'} "
               f"(differing regions: {md.get('differing_regions')})")
     if not result.success:
-        from changelake.commands._dagster import failure_messages
+        from cli._dagster import failure_messages
 
         for line in failure_messages(result) or ["the page-views run failed"]:
             print(f"error: {line}")

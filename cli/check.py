@@ -31,7 +31,7 @@ def run_checks(pipeline: Path | None = None) -> tuple[bool, list[dict]]:
     from assets.checks import build_key_state_checks
     from assets.keys import table_of_lake_key
     from assets.lake import build_lake_assets
-    from changelake.commands.pipeline import QUIET_LOG_LEVEL
+    from cli.pipeline import QUIET_LOG_LEVEL
     from changelake.pipeline.files import lake_pipeline_files, load_structure
     from resources.definitions import defs as resource_defs
 
@@ -64,7 +64,7 @@ def run_checks(pipeline: Path | None = None) -> tuple[bool, list[dict]]:
                      "severity": e.severity.value, "metadata": md})
     ok = result.success and all(r["passed"] or r["severity"] == "WARN" for r in rows)
     if not result.success:
-        from changelake.commands._dagster import failure_messages
+        from cli._dagster import failure_messages
 
         from assets.checks import CHECKS_FAILED_MARK
 
