@@ -32,6 +32,7 @@ ENGINE = {
     "connectors": {"changelog", "formats", "connectors"},
     "checks": {"checks"},
     "pipeline": {"changelog", "formats", "connectors", "checks", "pipeline"},
+    "pageviews": {"changelog", "formats", "connectors", "pageviews"},
 }
 ENGINE_ROOT = {"changelake", "changelake.errors", "changelake.state_dir"}
 
