@@ -133,7 +133,7 @@ def _print_seed_message(bootstrap: str) -> dict | None:
     """Find and print the last Debezium-JSON message of customer 4 on kafka_test.customers."""
     from confluent_kafka import Consumer, TopicPartition
 
-    from changelake.connectors.kafka_common import with_logger
+    from changelake.connectors.kafka_common import watermarks, with_logger
 
     consumer = Consumer(with_logger(
         {"bootstrap.servers": bootstrap, "group.id": "changelake-demo-reader", "enable.auto.commit": False,
@@ -142,9 +142,7 @@ def _print_seed_message(bootstrap: str) -> dict | None:
     found = None
     try:
         topic = "kafka_test.customers"
-        md = consumer.list_topics(topic, timeout=10)
-        for partition in md.topics[topic].partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+        for partition, (low, high) in watermarks(consumer, topic).items():
             consumer.assign([TopicPartition(topic, partition, low)])
             pos = low
             while pos < high:
