@@ -28,6 +28,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from changelake.connectors.errors import ConnectorError, KafkaUnavailableError
+from changelake.connectors.options import PROPERTIES_PREFIX
 
 __all__ = [
     "CLIENT_LOGGER_NAME",
@@ -204,8 +205,6 @@ def _serve_logs(client: Any) -> None:
         except (KafkaException, RuntimeError):  # pragma: no cover - a closed client
             pass
 
-#: Flink's prefix for options passed through to the Kafka client.
-PROPERTIES_PREFIX = "properties."
 
 
 def client_properties(options: Mapping[str, Any]) -> dict[str, str]:
@@ -372,7 +371,7 @@ class KafkaEndOffsets:
     @classmethod
     def from_options(cls, options: Mapping[str, str], timeout_s: float = 10.0) -> "KafkaEndOffsets":
         """From a source or sink block's options (``properties.*``)."""
-        return cls({k[len("properties."):]: v for k, v in options.items() if k.startswith("properties.")}, timeout_s)
+        return cls(client_properties(options), timeout_s)
 
     def end_offsets(self, topics: Iterable[str]) -> dict[str, int]:
         """``topic/partition`` -> end offset for each partition of ``topics`` (missing topics

@@ -79,7 +79,7 @@ def kafka_lag(defn: PipelineDefinition, timeout_s: float = 10.0) -> dict[str, tu
     topics are the source's ``topic`` list, or those its ``topic-pattern`` matches now."""
     from confluent_kafka import Consumer
 
-    from changelake.connectors.kafka_common import watermarks, with_logger
+    from changelake.connectors.kafka_common import client_properties, watermarks, with_logger
 
     sink = open_lake_sink(defn)
     try:
@@ -87,7 +87,7 @@ def kafka_lag(defn: PipelineDefinition, timeout_s: float = 10.0) -> dict[str, tu
     finally:
         sink.close()
     opts = defn.options("source")
-    conf: dict[str, Any] = {k[len("properties."):]: v for k, v in opts.items() if k.startswith("properties.")}
+    conf: dict[str, Any] = dict(client_properties(opts))
     conf.update({"group.id": f"changelake-lag-{defn.name}", "enable.auto.commit": False})
     consumer = Consumer(with_logger(conf))
     lag: dict[str, tuple[int, int]] = {}
