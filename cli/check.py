@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from assets.metadata import NEXT_STEP, SAMPLES
+from assets.metadata import ERROR, LAG, NEXT_STEP, SAMPLES
 
 __all__ = ["register", "run", "run_checks"]
 
@@ -76,15 +76,15 @@ def run_checks(pipeline: Path | None = None) -> tuple[bool, list[dict]]:
 
 def _detail(row: dict) -> str:
     md = row["metadata"]
-    if "error" in md:
-        return str(md["error"])
+    if ERROR in md:
+        return str(md[ERROR])
     if row["check"] == "key_state_matches_mysql":
         return f"mysql={md.get('rows_source')} lake={md.get('rows_lake')} mismatches={md.get('mismatches')}"
     if row["check"] == "no_duplicate_primary_keys":
         return f"rows={md.get('rows')} duplicate_keys={md.get('duplicate_keys')}"
     behind = f" behind_mysql={md['behind_mysql']} (mysql {md.get('mysql_position')}, captured {md.get('captured_position')})" \
         if "behind_mysql" in md else ""
-    return f"lag={md.get('lag')} last_commit_age_s={md.get('last_commit_age_s')}{behind}"
+    return f"lag={md.get(LAG)} last_commit_age_s={md.get('last_commit_age_s')}{behind}"
 
 
 def run(args: argparse.Namespace) -> int:
