@@ -18,6 +18,7 @@ import shlex
 import sys
 
 from changelake.errors import ChangelakeError
+from cli import changelog, check, demo, dev, lake, pipeline
 
 __all__ = ["main"]
 
@@ -54,8 +55,6 @@ def _build_parser() -> argparse.ArgumentParser:
                           help="with up: also start this shared lake catalog (repeatable): PostgreSQL for "
                                "pyiceberg's SQL catalog, or Iceberg's REST catalog; `services env` prints their URIs")
     services.set_defaults(func=_services)
-
-    from cli import changelog, check, demo, dev, lake, pipeline
 
     for command in (pipeline, changelog, check, dev, lake, demo):
         command.register(sub)
