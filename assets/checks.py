@@ -20,7 +20,7 @@ from assets.metadata import ERROR, NEXT_STEP, SAMPLES
 from changelake.changelog import TableId
 from changelake.pipeline.definition import PipelineDefinition
 from changelake.pipeline.lake_tables import lake_tables
-from changelake.pipeline.naming import FRESHNESS_CHECK, KEY_STATE_CHECK, LAKE_CHECKS, UNIQUE_KEYS_CHECK, lake_checks_of
+from assets.keys import FRESHNESS_CHECK, KEY_STATE_CHECK, LAKE_CHECKS, UNIQUE_KEYS_CHECK, lake_checks_of
 from resources.binding import bind
 from resources.lake import LakeCatalogResource
 from resources.kafka import KafkaResource

@@ -18,6 +18,9 @@ __all__ = [
     "ROWS_INSERTED", "ROWS_UPDATED", "ROWS_DELETED", "OFFSETS", "SNAPSHOT_ID", "COMMITS", "LAG", "PIPELINE",
     "RECORDS", "POSITION", "SAMPLES", "NEXT_STEP", "ERROR", "LAKE_KIND", "LAKE_TABLE", "PROGRESS",
     "LAKE_MATERIALIZATION", "TOPIC_MATERIALIZATION", "CHECK_EXPLANATION",
+    "EVENTS_PRODUCED", "TOPIC", "EVENTS_READ", "EVENTS_REPLAYED", "CHANGELOG_ROWS_OUT", "RECORDS_WRITTEN",
+    "TRANSACTIONS", "REGIONS", "EVENTS_PER_S", "INPUT_OFFSETS", "EVENTS", "DIFFERING_REGIONS", "PV_UV",
+    "SINK_METRIC_PREFIX", "SOURCE_METRIC_PREFIX",
 ]
 
 ROWS_INSERTED = "rows_inserted"
@@ -49,3 +52,24 @@ LAKE_MATERIALIZATION = (ROWS_INSERTED, ROWS_UPDATED, ROWS_DELETED, OFFSETS, SNAP
 TOPIC_MATERIALIZATION = (RECORDS, OFFSETS, POSITION, PIPELINE)
 #: the keys a failed check adds to its metadata
 CHECK_EXPLANATION = (SAMPLES, NEXT_STEP)
+
+# -- the page-views assets and their check -------------------------------------------------------
+#: ``pageviews``: events written and the topic
+EVENTS_PRODUCED = "events_produced"
+TOPIC = "topic"
+#: ``pageviews_per_region``: what the aggregation run did (:class:`changelake.pageviews.PageviewsStats`)
+EVENTS_READ = "events_read"
+EVENTS_REPLAYED = "events_replayed"
+CHANGELOG_ROWS_OUT = "changelog_rows_out"
+RECORDS_WRITTEN = "records_written"
+TRANSACTIONS = "transactions"
+REGIONS = "regions"
+EVENTS_PER_S = "events_per_s"
+INPUT_OFFSETS = "input_offsets"
+#: ``pv_uv_match_duckdb_recomputation``: the recomputed events, the regions that differ, PV/UV read back
+EVENTS = "events"
+DIFFERING_REGIONS = "differing_regions"
+PV_UV = "pv_uv"
+#: prefixes of a connector's metrics (``sink.numRecordsOut``, ``source.numRecordsIn``)
+SINK_METRIC_PREFIX = "sink."
+SOURCE_METRIC_PREFIX = "source."

@@ -10,6 +10,7 @@ topic and compares it with the table read back through the upsert-kafka source.
 import dagster as dg
 from pydantic import Field
 
+from assets import metadata as M
 from resources.kafka import KafkaResource
 from resources.pageviews import PageviewsTopics
 
@@ -31,7 +32,7 @@ def pageviews(config: PageviewsGeneratorConfig, kafka: KafkaResource, pageviews_
     produced = produce_pageviews(
         kafka.bootstrap_servers, pageviews_topics.source_topic, generate_pageviews(config.events, seed=config.seed)
     )
-    return dg.MaterializeResult(metadata={"events_produced": produced, "topic": pageviews_topics.source_topic})
+    return dg.MaterializeResult(metadata={M.EVENTS_PRODUCED: produced, M.TOPIC: pageviews_topics.source_topic})
 
 
 @dg.asset(group_name=PAGEVIEWS_GROUP, kinds={"kafka"}, deps=[pageviews])
@@ -53,15 +54,15 @@ def pageviews_per_region(
     context.log.info(f"page-views aggregation: {stats}")
     return dg.MaterializeResult(
         metadata={
-            "events_read": stats.events_read,
-            "events_replayed": stats.events_replayed,
-            "changelog_rows_out": dg.MetadataValue.json(stats.rows_out),
-            "records_written": stats.records_written,
-            "transactions": stats.batches,
-            "regions": stats.groups,
-            "events_per_s": round(stats.events_per_s, 1),
-            "input_offsets": dg.MetadataValue.json(stats.offsets),
-            **{f"sink.{k}": v for k, v in stats.sink_metrics.items()},
+            M.EVENTS_READ: stats.events_read,
+            M.EVENTS_REPLAYED: stats.events_replayed,
+            M.CHANGELOG_ROWS_OUT: dg.MetadataValue.json(stats.rows_out),
+            M.RECORDS_WRITTEN: stats.records_written,
+            M.TRANSACTIONS: stats.batches,
+            M.REGIONS: stats.groups,
+            M.EVENTS_PER_S: round(stats.events_per_s, 1),
+            M.INPUT_OFFSETS: dg.MetadataValue.json(stats.offsets),
+            **{f"{M.SINK_METRIC_PREFIX}{k}": v for k, v in stats.sink_metrics.items()},
         }
     )
 
@@ -83,11 +84,11 @@ def pv_uv_match_duckdb_recomputation(kafka: KafkaResource, pageviews_topics: Pag
     return dg.AssetCheckResult(
         passed=not differing,
         metadata={
-            "regions": len(truth),
-            "events": sum(pv for pv, _ in truth.values()),
-            "differing_regions": dg.MetadataValue.json(differing),
-            "pv_uv": dg.MetadataValue.json({str(r): list(v) for r, v in sorted(table.items(), key=lambda kv: str(kv[0]))}),
-            **{f"source.{k}": v for k, v in source_metrics.snapshot().items()},
+            M.REGIONS: len(truth),
+            M.EVENTS: sum(pv for pv, _ in truth.values()),
+            M.DIFFERING_REGIONS: dg.MetadataValue.json(differing),
+            M.PV_UV: dg.MetadataValue.json({str(r): list(v) for r, v in sorted(table.items(), key=lambda kv: str(kv[0]))}),
+            **{f"{M.SOURCE_METRIC_PREFIX}{k}": v for k, v in source_metrics.snapshot().items()},
         },
     )
 

@@ -139,7 +139,7 @@ class TopicReporter(Reporter):
 
     def final(self, stats: Any) -> dict[str, Any]:
         md = stats.metadata()
-        md["offsets"] = json.dumps(dict(sorted(self.offsets.items())))
+        md[OFFSETS] = json.dumps(dict(sorted(self.offsets.items())))
         return md
 
     def close(self) -> None:

@@ -14,7 +14,7 @@ from assets.keys import lake_asset_key
 from assets.pageviews import PAGEVIEWS_GROUP
 from changelake.pipeline.files import load_pipelines
 from changelake.pipeline.lake_tables import is_lake, lake_tables
-from changelake.pipeline.naming import FRESHNESS_CHECK, lake_checks_of
+from assets.keys import FRESHNESS_CHECK, lake_checks_of
 from platform_defs.pipelines import build_pipeline_job
 from sensors.definitions import FRESHNESS_JOB
 

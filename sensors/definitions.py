@@ -12,7 +12,7 @@ import dagster as dg
 
 from changelake.pipeline.files import load_pipelines
 from changelake.pipeline.lake_tables import from_mysql, is_lake
-from changelake.pipeline.naming import job_name, lake_checks_of
+from assets.keys import job_name, lake_checks_of
 from sensors.queue import make_queue_sensor
 from sensors.pipelines import (
     make_bounded_schedule, make_checks_after_commits_sensor, make_freshness_schedule, make_lag_sensor, make_relaunch_sensor,

@@ -20,7 +20,7 @@ import dagster as dg
 
 from changelake.pipeline.definition import PipelineDefinition
 from changelake.pipeline.lake_tables import lake_tables
-from changelake.pipeline.naming import PIPELINE_TAG, job_name, lake_key_path
+from assets.keys import PIPELINE_TAG, job_name, lake_key_path
 from changelake.pipeline.progress import lag_by_topic
 from resources.binding import bind
 from resources.lake import LakeCatalogResource

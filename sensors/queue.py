@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from changelake.pipeline.naming import PIPELINE_TAG
+from assets.keys import PIPELINE_TAG
 
 __all__ = ["WAITING_FOR_TAG", "QUEUE_SENSOR", "blocking_message", "make_queue_sensor"]
 

@@ -28,6 +28,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from changelake.connectors.errors import ConnectorError, KafkaUnavailableError
+from changelake.connectors.options import PROPERTIES_PREFIX
 
 __all__ = [
     "CLIENT_LOGGER_NAME",
@@ -38,6 +39,7 @@ __all__ = [
     "client_properties",
     "ensure_topics",
     "end_offsets",
+    "watermarks",
     "KafkaEndOffsets",
     "partition_count",
     "require_broker",
@@ -203,8 +205,6 @@ def _serve_logs(client: Any) -> None:
         except (KafkaException, RuntimeError):  # pragma: no cover - a closed client
             pass
 
-#: Flink's prefix for options passed through to the Kafka client.
-PROPERTIES_PREFIX = "properties."
 
 
 def client_properties(options: Mapping[str, Any]) -> dict[str, str]:
@@ -295,6 +295,34 @@ def partition_count(bootstrap: str | Mapping[str, str] | Consumer, topic: str, t
     return len(t.partitions)
 
 
+def watermarks(consumer: Consumer, topic: str, timeout_s: float = 10.0, *,
+               missing_ok: bool = True) -> dict[int, tuple[int, int]]:
+    """The one end-offsets probe: ``partition -> (low, high)`` watermarks of ``topic`` (high: the
+    next offset to be written; with a read_committed consumer the last stable offset), partitions
+    in order, read fresh from the brokers (not librdkafka's cache).
+
+    Args:
+        consumer: an open Consumer.
+        timeout_s: per metadata or offsets request, seconds.
+        missing_ok: a topic that does not exist or has no partitions gives ``{}``; False raises
+            ConnectorError naming the topic.
+
+    Raises:
+        KafkaException: from the client (callers translate it with their own config).
+    """
+    md = consumer.list_topics(topic, timeout=timeout_s)
+    meta = md.topics.get(topic)
+    if meta is None or meta.error is not None or not meta.partitions:
+        if missing_ok:
+            return {}
+        raise ConnectorError(f"Kafka topic {topic!r} does not exist or has no partitions ({meta.error if meta else 'missing'})")
+    out: dict[int, tuple[int, int]] = {}
+    for p in sorted(meta.partitions):
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s, cached=False)
+        out[p] = (int(low), int(high))
+    return out
+
+
 def end_offsets(consumer_or_bootstrap: Consumer | str | Mapping[str, str], topic: str, timeout_s: float = 10.0) -> dict[int, int]:
     """The current end offset (high watermark: the next offset to be written) per partition.
 
@@ -316,12 +344,7 @@ def end_offsets(consumer_or_bootstrap: Consumer | str | Mapping[str, str], topic
     else:
         consumer = consumer_or_bootstrap  # type: ignore[assignment]
     try:
-        n = partition_count(consumer, topic, timeout_s)
-        out: dict[int, int] = {}
-        for p in range(n):
-            _low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s, cached=False)
-            out[p] = high
-        return out
+        return {p: high for p, (_low, high) in watermarks(consumer, topic, timeout_s, missing_ok=False).items()}
     except KafkaException as exc:
         unavailable = unavailable_error(exc, consumer_or_bootstrap, timeout_s) if own else None  # type: ignore[arg-type]
         if unavailable is not None:
@@ -348,11 +371,11 @@ class KafkaEndOffsets:
     @classmethod
     def from_options(cls, options: Mapping[str, str], timeout_s: float = 10.0) -> "KafkaEndOffsets":
         """From a source or sink block's options (``properties.*``)."""
-        return cls({k[len("properties."):]: v for k, v in options.items() if k.startswith("properties.")}, timeout_s)
+        return cls(client_properties(options), timeout_s)
 
     def end_offsets(self, topics: Iterable[str]) -> dict[str, int]:
         """``topic/partition`` -> end offset for each partition of ``topics`` (missing topics
-        skipped), read with :func:`end_offsets`."""
+        skipped), read with :func:`watermarks`."""
         if self._consumer is None:
             conf = dict(self._properties)
             conf.update({"group.id": "changelake-progress", "enable.auto.commit": False})
@@ -360,13 +383,8 @@ class KafkaEndOffsets:
             self._consumer = Consumer(with_logger(conf))
         out: dict[str, int] = {}
         for topic in topics:
-            md = self._consumer.list_topics(topic, timeout=self._timeout_s)
-            meta = md.topics.get(topic)
-            if meta is None or meta.error is not None:
-                continue
-            if meta.partitions:
-                ends = end_offsets(self._consumer, topic, self._timeout_s)
-                out.update({f"{topic}/{partition}": int(high) for partition, high in sorted(ends.items())})
+            marks = watermarks(self._consumer, topic, self._timeout_s)
+            out.update({f"{topic}/{partition}": high for partition, (_low, high) in marks.items()})
         return out
 
     def close(self) -> None:

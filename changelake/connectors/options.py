@@ -30,6 +30,7 @@ from typing import Any, Callable, Generic, Iterable, Mapping, TypeVar
 from changelake.connectors.errors import OptionValidationError
 
 __all__ = [
+    "PROPERTIES_PREFIX",
     "ConfigOption",
     "key",
     "OptionBuilder",
@@ -57,6 +58,9 @@ __all__ = [
     "DeliveryGuarantee",
     "validate_delivery_guarantee",
 ]
+
+#: Flink's prefix of the options a connector passes through to its client (``properties.bootstrap.servers``).
+PROPERTIES_PREFIX = "properties."
 
 #: Flink's time-unit labels (``TimeUtils.TimeUnit``) -> milliseconds.
 DURATION_UNITS_MS: dict[str, float] = {}

@@ -42,6 +42,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import orjson
 
+from changelake.changelog.temporal import format_time, fraction
 from changelake.changelog.types import DataType, TypeRoot
 from changelake.formats.errors import DecodeError, EncodeError
 from changelake.formats.options import TimestampFormat
@@ -72,38 +73,6 @@ _EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
 # -- text forms of temporal values --------------------------------------------------------------------
-def _fraction(microseconds: int) -> str:
-    return f".{microseconds:06d}".rstrip("0") if microseconds else ""
-
-
-def format_time(value: dt.timedelta | dt.time, precision: int | None = None) -> str:
-    """``[-]HH:mm:ss[.f]`` of a MySQL TIME (timedelta; may be negative or > 24 h) or a ``time``,
-    as Flink's JSON format writes it (the one time formatter: the formats and the lakes use it).
-
-    Args:
-        value: the signed duration since midnight, or a time of day.
-        precision: fractional-second digits (0..6). ``None`` prints the microseconds with trailing
-            zeros removed, and nothing when they are 0. Digits beyond ``precision`` are truncated.
-
-    Examples: ``timedelta(seconds=-1.5)`` -> ``-00:00:01.5``; 838:59:59 -> ``838:59:59``;
-    ``format_time(timedelta(microseconds=500_000), 3)`` -> ``00:00:00.500``.
-    """
-    if isinstance(value, dt.time):
-        sign, hours, minute, sec, micros = "", value.hour, value.minute, value.second, value.microsecond
-    else:
-        total = value // dt.timedelta(microseconds=1)
-        sign = "-" if total < 0 else ""
-        seconds, micros = divmod(abs(total), 1_000_000)
-        minutes, sec = divmod(seconds, 60)
-        hours, minute = divmod(minutes, 60)
-    if precision is None:
-        frac = _fraction(micros)
-    else:
-        digits = f"{micros:06d}"[: max(0, min(precision, 6))]
-        frac = f".{digits}" if digits else ""
-    return f"{sign}{hours:02d}:{minute:02d}:{sec:02d}{frac}"
-
-
 def format_timestamp(value: dt.datetime, *, iso: bool = False, zone: bool = False) -> str:
     """``yyyy-MM-dd HH:mm:ss[.f]`` (``T`` separator when ``iso``), ``Z`` appended when ``zone``.
 
@@ -112,7 +81,7 @@ def format_timestamp(value: dt.datetime, *, iso: bool = False, zone: bool = Fals
     sep = "T" if iso else " "
     text = (
         f"{value.year:04d}-{value.month:02d}-{value.day:02d}{sep}"
-        f"{value.hour:02d}:{value.minute:02d}:{value.second:02d}{_fraction(value.microsecond)}"
+        f"{value.hour:02d}:{value.minute:02d}:{value.second:02d}{fraction(value.microsecond)}"
     )
     return text + "Z" if zone else text
 

@@ -77,9 +77,9 @@ def kafka_lag(defn: PipelineDefinition, timeout_s: float = 10.0) -> dict[str, tu
     """Per ``topic/partition`` of a Kafka -> lake pipeline: (the lake checkpoint, Kafka's end
     offset). Their difference is the lag in offsets (transaction markers count as offsets). The
     topics are the source's ``topic`` list, or those its ``topic-pattern`` matches now."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer
 
-    from changelake.connectors.kafka_common import with_logger
+    from changelake.connectors.kafka_common import client_properties, watermarks, with_logger
 
     sink = open_lake_sink(defn)
     try:
@@ -87,7 +87,7 @@ def kafka_lag(defn: PipelineDefinition, timeout_s: float = 10.0) -> dict[str, tu
     finally:
         sink.close()
     opts = defn.options("source")
-    conf: dict[str, Any] = {k[len("properties."):]: v for k, v in opts.items() if k.startswith("properties.")}
+    conf: dict[str, Any] = dict(client_properties(opts))
     conf.update({"group.id": f"changelake-lag-{defn.name}", "enable.auto.commit": False})
     consumer = Consumer(with_logger(conf))
     lag: dict[str, tuple[int, int]] = {}
@@ -99,9 +99,7 @@ def kafka_lag(defn: PipelineDefinition, timeout_s: float = 10.0) -> dict[str, tu
         else:
             topics = [t for t in opts.get("topic", "").split(";") if t]
         for topic in topics:
-            md = consumer.list_topics(topic, timeout=timeout_s)
-            for partition in md.topics[topic].partitions:
-                low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout_s)
+            for partition, (low, high) in watermarks(consumer, topic, timeout_s).items():
                 done = checkpoint.get(f"{topic}/{partition}", low)
                 lag[f"{topic}/{partition}"] = (done, high)
     finally:

@@ -65,7 +65,7 @@ class DagsterDev:
         self.log = log
         self._out = open(log, "w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "changelake.cli", "dev", "--port", str(port)],
+            [sys.executable, "-m", "cli", "dev", "--port", str(port)],
             cwd=REPO_ROOT, env=env, stdout=self._out, stderr=subprocess.STDOUT, start_new_session=True,
         )
 

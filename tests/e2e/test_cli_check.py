@@ -44,7 +44,7 @@ def cli(tmp_path, mysql_params, kafka_bootstrap, database_factory):
     env = service_env(tmp_path, mysql_params, kafka_bootstrap, pipes)
 
     def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "changelake.cli", *args], cwd=REPO_ROOT, env=env,
+        return subprocess.run([sys.executable, "-m", "cli", *args], cwd=REPO_ROOT, env=env,
                               capture_output=True, text=True, timeout=300)
 
     return db, pipes, paimon, run, tmp_path / "state" / "dagster"

@@ -12,7 +12,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from changelake.commands.pipeline import active_run_of
+from cli.pipeline import active_run_of
 from assets.keys import PIPELINE_TAG
 from changelake.pipeline.files import load_structure
 from sensors.liveness import HEARTBEAT_TIMEOUT_S, HOST_TAG, PID_TAG, heartbeat_tags
@@ -97,7 +97,7 @@ def test_restart_at_once_after_kill_9_during_start_up(tmp_path):
            "KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1", "MYSQL_HOST": "127.0.0.1", "MYSQL_PORT": "1",
            "MYSQL_USER": "u", "MYSQL_PASSWORD": "p", "ICEBERG_CATALOG_URI": f"sqlite:///{tmp_path}/c.db",
            "ICEBERG_WAREHOUSE": f"file://{tmp_path}/wh"}
-    command = [sys.executable, "-m", "changelake.cli", "pipeline", "run", str(path), "--max-duration", "30"]
+    command = [sys.executable, "-m", "cli", "pipeline", "run", str(path), "--max-duration", "30"]
     first = subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120

@@ -31,7 +31,7 @@ def test_an_unbounded_run_prints_progress_lines_and_logs_them_in_dagster(tmp_pat
     pipes = tmp_path / "pipelines"
     write_pipelines(pipes, db, "7550-7560")
     env = {**service_env(tmp_path, mysql_params, kafka_bootstrap, pipes), "CHANGELAKE_PROGRESS_INTERVAL_S": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "changelake.cli", "pipeline", "run", str(pipes / "one.yaml")],
+    proc = subprocess.Popen([sys.executable, "-m", "cli", "pipeline", "run", str(pipes / "one.yaml")],
                             cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         time.sleep(15)  # snapshot, then following the binlog
@@ -86,7 +86,7 @@ def _dev(tmp_path, port: int) -> subprocess.Popen:
     def background() -> None:  # as `changelake dev &` in a non-interactive shell
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
-    return subprocess.Popen([sys.executable, "-m", "changelake.cli", "dev", "--port", str(port)], cwd=REPO_ROOT,
+    return subprocess.Popen([sys.executable, "-m", "cli", "dev", "--port", str(port)], cwd=REPO_ROOT,
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=background)
 
 

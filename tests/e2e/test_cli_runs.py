@@ -31,11 +31,11 @@ def cli(tmp_path, mysql_params, kafka_bootstrap, database_factory):
     env = service_env(tmp_path, mysql_params, kafka_bootstrap, pipes)
 
     def run(*args: str, **kwargs) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "changelake.cli", *args], cwd=REPO_ROOT, env=env,
+        return subprocess.run([sys.executable, "-m", "cli", *args], cwd=REPO_ROOT, env=env,
                               capture_output=True, text=True, timeout=300, **kwargs)
 
     def start(*args: str) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-m", "changelake.cli", *args], cwd=REPO_ROOT, env=env,
+        return subprocess.Popen([sys.executable, "-m", "cli", *args], cwd=REPO_ROOT, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     return db, pipes, run, start

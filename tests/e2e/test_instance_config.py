@@ -7,7 +7,7 @@ import dagster as dg
 
 
 def test_dagster_home_follows_the_state_dir_and_the_config_loads(tmp_path, monkeypatch):
-    from changelake.commands._env import apply_local_service_env
+    from cli._env import apply_local_service_env
 
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     monkeypatch.setenv("CHANGELAKE_STATE_DIR", str(tmp_path / "moved"))
@@ -26,7 +26,7 @@ def test_dagster_home_follows_the_state_dir_and_the_config_loads(tmp_path, monke
 
 
 def test_a_users_own_instance_config_is_kept(tmp_path):
-    from changelake.commands._env import INSTANCE_YAML, write_instance_config
+    from cli._env import INSTANCE_YAML, write_instance_config
 
     (tmp_path / "dagster.yaml").write_text("telemetry:\n  enabled: true\n")
     write_instance_config(str(tmp_path))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from changelake.pipeline.naming import PIPELINE_TAG
+from assets.keys import PIPELINE_TAG
 from sensors.queue import WAITING_FOR_TAG, make_queue_sensor
 
 

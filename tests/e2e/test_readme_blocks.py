@@ -56,7 +56,7 @@ def test_the_readme_has_the_blocks_this_test_knows():
 
 @pytest.mark.parametrize(("line", "code"), blocks("sh"), ids=lambda v: str(v) if isinstance(v, int) else "")
 def test_every_shell_line_is_a_real_command(line, code):
-    from changelake.cli import _build_parser
+    from cli.main import _build_parser
 
     makefile = (REPO_ROOT / "Makefile").read_text()
     for words in shell_commands(code):

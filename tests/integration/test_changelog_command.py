@@ -8,7 +8,7 @@ import io
 import pytest
 
 from changelake.changelog import ChangelogRow, RowKind, Schema, parse_data_type
-from changelake.commands import changelog as changelog_cmd
+from cli import changelog as changelog_cmd
 from changelake.connectors.kafka_table import create_sink
 
 pytestmark = pytest.mark.integration

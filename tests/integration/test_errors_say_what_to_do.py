@@ -48,7 +48,7 @@ def _p1(tmp_path: Path, tables: str, password: str = "${MYSQL_PASSWORD}", server
 
 
 def _run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "changelake.cli", *args], cwd=REPO_ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "cli", *args], cwd=REPO_ROOT, env=env,
                           capture_output=True, text=True, timeout=300)
 
 

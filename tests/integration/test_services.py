@@ -75,7 +75,7 @@ def test_services_up_starts_the_shared_catalogs_and_env_names_them(tmp_path):
         env[var] = str(free_port())
 
     def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "changelake.cli", "services", *args], cwd=root, env=env,
+        return subprocess.run([sys.executable, "-m", "cli", "services", *args], cwd=root, env=env,
                               capture_output=True, text=True, timeout=300)
 
     try:

@@ -21,6 +21,7 @@ import re
 from typing import Any, Callable
 
 from changelake.changelog.expressions.errors import ExpressionError
+from changelake.changelog.temporal import format_time, fraction
 from changelake.changelog.types import DataType, TypeRoot
 
 __all__ = ["cast_value", "to_string", "java_double", "java_date_formatter", "java_date_parser"]
@@ -57,11 +58,6 @@ def java_double(v: float) -> str:
     return ("-" if sign else "") + body
 
 
-def _fraction(micros: int, precision: int | None) -> str:
-    p = 6 if precision is None else max(0, min(precision, 6))
-    return "" if p == 0 else "." + f"{micros:06d}"[:p]
-
-
 def to_string(v: Any, src: DataType, tz: _dt.tzinfo) -> str:
     """The STRING a value of type ``src`` casts to (see the module docstring)."""
     root = src.root
@@ -75,15 +71,11 @@ def to_string(v: Any, src: DataType, tz: _dt.tzinfo) -> str:
         if v.tzinfo is not None:
             v = v.astimezone(tz).replace(tzinfo=None)
         prec = src.precision if root in (TypeRoot.TIMESTAMP, TypeRoot.TIMESTAMP_LTZ) else 0
-        return str(v.strftime("%Y-%m-%d %H:%M:%S")) + _fraction(v.microsecond, prec)
+        return str(v.strftime("%Y-%m-%d %H:%M:%S")) + fraction(v.microsecond, 6 if prec is None else prec)
     if isinstance(v, _dt.date):
         return v.isoformat()
     if isinstance(v, _dt.timedelta):
-        total = (v.days * 86_400 + v.seconds) * 1_000_000 + v.microseconds
-        sign, total = ("-" if total < 0 else ""), abs(total)
-        secs, micros = divmod(total, 1_000_000)
-        h, rest = divmod(secs, 3600)
-        return f"{sign}{h:02d}:{rest // 60:02d}:{rest % 60:02d}" + _fraction(micros, src.precision or 0)
+        return format_time(v, src.precision or 0)
     if isinstance(v, (bytes, bytearray)):
         return bytes(v).decode("utf-8", errors="replace")
     return str(v)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping
 
+from changelake.connectors.options import PROPERTIES_PREFIX
 from changelake.connectors.kafka.sink_options import (
     BOOTSTRAP_SERVERS,
     IDENTIFIER,
-    PROPERTIES_PREFIX,
     SINK_OPTIONS,
     KafkaSinkOptions,
 )

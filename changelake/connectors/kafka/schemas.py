@@ -38,7 +38,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from changelake.changelog.schema import Schema, TableId
 from changelake.connectors.errors import SourceError
-from changelake.connectors.kafka_common import with_logger
+from changelake.connectors.kafka_common import watermarks, with_logger
 from changelake.formats.debezium_json import connect_schema_for, schema_from_connect
 
 __all__ = [
@@ -162,15 +162,10 @@ class SchemaResolver:
                      "isolation.level": "read_committed", "enable.partition.eof": True})
         consumer = Consumer(with_logger(conf))
         try:
-            meta = consumer.list_topics(topic, timeout=self._timeout_s)
-            tmeta = meta.topics.get(topic)
-            if tmeta is None or tmeta.error is not None or not tmeta.partitions:
-                return
             pending: set[int] = set()
             assignment = []
-            for p in sorted(tmeta.partitions):
+            for p, (_low, high) in watermarks(consumer, topic, self._timeout_s).items():
                 start = self._next.get((topic, p), 0)
-                _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=self._timeout_s)
                 if high > start:
                     pending.add(p)
                     assignment.append(TopicPartition(topic, p, start))

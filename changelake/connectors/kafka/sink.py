@@ -75,7 +75,7 @@ from changelake.connectors.kafka.side_topics import side_record
 from changelake.changelog.side_records import SideRecord
 from changelake.connectors.kafka.truncate_scope import SCHEMA_CHANGE_HEADER, truncate_scope_headers
 from changelake.connectors.kafka.producer import KafkaProducer, admin_config
-from changelake.connectors.kafka_common import require_broker, unavailable_error, with_logger
+from changelake.connectors.kafka_common import require_broker, unavailable_error, watermarks, with_logger
 
 __all__ = ["KafkaPipelineSink", "read_stored_position", "OFFSETS_TOPIC_CONFIG"]
 
@@ -481,16 +481,7 @@ def read_stored_position(properties: Mapping[str, str], offsets_topic: str, pipe
     consumer = Consumer(with_logger(conf))
     try:
         require_broker(consumer, conf, timeout_s)  # unreachable: reported within ~10 s
-        meta = consumer.list_topics(offsets_topic, timeout=timeout_s)
-        tmeta = meta.topics.get(offsets_topic)
-        if tmeta is None or tmeta.error is not None or not tmeta.partitions:
-            return None
-        parts = [TopicPartition(offsets_topic, p, 0) for p in sorted(tmeta.partitions)]
-        pending = set()
-        for tp in parts:
-            low, high = consumer.get_watermark_offsets(tp, timeout=timeout_s)
-            if high > low:
-                pending.add(tp.partition)
+        pending = {p for p, (low, high) in watermarks(consumer, offsets_topic, timeout_s).items() if high > low}
         if not pending:
             return None
         consumer.assign([TopicPartition(offsets_topic, p, 0) for p in sorted(pending)])

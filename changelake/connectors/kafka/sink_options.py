@@ -30,6 +30,7 @@ from typing import Any, Mapping
 from changelake.connectors.options import DeliveryGuarantee
 from changelake.changelog.selectors import SelectorError, Selectors, split_unescaped
 from changelake.connectors.errors import OptionValidationError
+from changelake.connectors.options import PROPERTIES_PREFIX
 from changelake.formats.table_id_key import KeyFormat
 from changelake.connectors.options import (
     ConfigOption,
@@ -52,7 +53,6 @@ __all__ = [
 ]
 
 IDENTIFIER = "kafka"
-PROPERTIES_PREFIX = "properties."
 
 
 class ValueFormat(enum.Enum):

@@ -34,6 +34,7 @@ from typing import Any, Mapping
 
 from changelake.connectors.options import parse_topic_partition_offsets
 from changelake.connectors.errors import OptionValidationError
+from changelake.connectors.options import PROPERTIES_PREFIX
 from changelake.connectors.options import (
     ConfigOption,
     key,
@@ -46,7 +47,6 @@ from changelake.connectors.kafka.sink_options import BOOTSTRAP_SERVERS, IDENTIFI
 
 __all__ = ["StartupMode", "BoundedMode", "InferenceStrategy", "KafkaSourceOptions", "SOURCE_OPTIONS", "parse_specific_offsets"]
 
-PROPERTIES_PREFIX = "properties."
 
 
 class StartupMode(enum.Enum):

@@ -28,6 +28,7 @@ from changelake.connectors.options import (
 from changelake.connectors.options import validate_delivery_guarantee as _validate_delivery_guarantee
 from changelake.changelog.schema import Schema
 from changelake.connectors.errors import OptionValidationError
+from changelake.connectors.options import PROPERTIES_PREFIX
 
 __all__ = [
     "IDENTIFIER",
@@ -43,7 +44,6 @@ __all__ = [
 ]
 
 IDENTIFIER = "kafka"
-PROPERTIES_PREFIX = "properties."
 
 
 class ScanStartupMode(enum.Enum):

@@ -40,7 +40,8 @@ from changelake.connectors.registry import ConnectorContext, ConnectorFactory, E
 from changelake.connectors.upsert_kafka.ingestion_options import IDENTIFIER as _INGESTION_IDENTIFIER
 from changelake.connectors.kafka.sink_options import BOOTSTRAP_SERVERS
 from changelake.connectors.upsert_kafka.ingestion_options import INGESTION_OPTIONS, UpsertKafkaIngestionOptions
-from changelake.connectors.kafka_common import PROPERTIES_PREFIX, client_properties
+from changelake.connectors.kafka_common import client_properties
+from changelake.connectors.options import PROPERTIES_PREFIX
 from changelake.connectors.upsert_kafka import formats_bridge
 from changelake.connectors.upsert_kafka.ddl import TableDeclaration
 from changelake.connectors.upsert_kafka.options import (

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from changelake.connectors.errors import OptionValidationError
+from changelake.connectors.options import PROPERTIES_PREFIX
 from changelake.connectors.options import (
     ConfigOption,
     key,
@@ -75,7 +76,6 @@ __all__ = [
 
 #: The ``type`` of the YAML sink block.
 IDENTIFIER = "upsert-kafka"
-PROPERTIES_PREFIX = "properties."
 #: Alibaba ApsaraMQ options: accepted and ignored (see the module docstring).
 IGNORED_PREFIX = "aliyun.kafka."
 #: librdkafka partitioners that place a non-null key as Kafka's Java client does (murmur2).

@@ -157,7 +157,7 @@ def test_cli_pipeline_run_prints_one_clear_error(tmp_path, closed_bootstrap: str
            # MySQL is never contacted: the sink opens (and fails) first
            "MYSQL_HOST": "127.0.0.1", "MYSQL_PORT": str(free_port()), "MYSQL_USER": "nobody",
            "MYSQL_PASSWORD": "MYSQL-S3CRET"}
-    done = subprocess.run([sys.executable, "-m", "changelake.cli", "pipeline", "run", str(yaml_file),
+    done = subprocess.run([sys.executable, "-m", "cli", "pipeline", "run", str(yaml_file),
                            "--until-caught-up"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stdout + done.stderr
     out = done.stdout + done.stderr

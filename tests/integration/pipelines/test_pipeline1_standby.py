@@ -85,7 +85,7 @@ def _start(path: Path, home: Path, dagster_home: Path, bootstrap: str, *args: st
            "ICEBERG_CATALOG_URI": f"sqlite:///{home / 'unused.db'}", "ICEBERG_WAREHOUSE": f"file://{home / 'unused'}"}
     log = home / "run.log"
     with open(log, "ab") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "changelake.cli", "pipeline", "run", str(path), *args],
+        proc = subprocess.Popen([sys.executable, "-m", "cli", "pipeline", "run", str(path), *args],
                                 cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     return proc, log
 

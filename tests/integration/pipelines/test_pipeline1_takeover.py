@@ -71,7 +71,7 @@ def _start(path: Path, home: Path, bootstrap: str) -> tuple[subprocess.Popen, Pa
            "ICEBERG_CATALOG_URI": f"sqlite:///{home / 'unused.db'}", "ICEBERG_WAREHOUSE": f"file://{home / 'unused'}"}
     log = home / "run.log"
     with open(log, "ab") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "changelake.cli", "pipeline", "run", str(path)], cwd=ROOT,
+        proc = subprocess.Popen([sys.executable, "-m", "cli", "pipeline", "run", str(path)], cwd=ROOT,
                                 env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     return proc, log
 

@@ -37,7 +37,7 @@ def test_statement_binlog_server_is_refused_naming_the_setting(tmp_path, kafka_b
 
 
 def _cli(args: list[str], env: dict[str, str], cwd) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "changelake.cli", *args], env=env, cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "cli", *args], env=env, cwd=cwd,
                           capture_output=True, text=True, timeout=300)
 
 

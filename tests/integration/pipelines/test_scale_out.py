@@ -167,7 +167,7 @@ class Worker:
         self.log = home / "worker.log"
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "changelake.cli", "pipeline", "run", str(path), "--worker", worker_id],
+                [sys.executable, "-m", "cli", "pipeline", "run", str(path), "--worker", worker_id],
                 cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
     def signal(self, signo: int) -> None:
@@ -270,7 +270,7 @@ def test_parallelism_2_runs_as_two_dagster_worker_ops(tmp_path, kafka_bootstrap,
         events._one()
     events.producer.flush(30)
     env = cli_env(tmp_path / "state", kafka_bootstrap)
-    done = subprocess.run([sys.executable, "-m", "changelake.cli", "pipeline", "run", str(path), "--until-caught-up"],
+    done = subprocess.run([sys.executable, "-m", "cli", "pipeline", "run", str(path), "--until-caught-up"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     # both worker ops ran (one process each) and reported their stats
@@ -301,7 +301,7 @@ def test_parallel_bounded_run_on_single_partition_topics_reads_every_topic(tmp_p
             writer._one()
         writer.producer.flush(30)
     env = cli_env(tmp_path / "state", kafka_bootstrap)
-    done = subprocess.run([sys.executable, "-m", "changelake.cli", "pipeline", "run", str(path), "--until-caught-up"],
+    done = subprocess.run([sys.executable, "-m", "cli", "pipeline", "run", str(path), "--until-caught-up"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     for writer, db in zip(writers, dbs):

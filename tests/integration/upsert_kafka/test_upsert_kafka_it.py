@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 
 from changelake.changelog import ChangelogRow, RowKind, Schema, parse_data_type
 from changelake.changelog.state import SqliteKeyStateStore
-from changelake.commands import changelog as changelog_cmd
+from cli import changelog as changelog_cmd
 from changelake.connectors.errors import SinkFlushError, SourceError
 from changelake.connectors.upsert_kafka import create_sink, create_source
 from changelake.connectors.upsert_kafka.partitioner import partition_for

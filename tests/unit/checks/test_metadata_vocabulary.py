@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from assets.metadata import LAKE_MATERIALIZATION
 from changelake.pipeline.definition import parse_pipeline
-from changelake.pipeline.naming import lake_key_path, table_of_lake_key_path
+from assets.keys import lake_key_path, table_of_lake_key_path
 from changelake.pipeline.progress import TableProgress
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from changelake.commands._credentials import auth_hint, credential_sources
+from cli._credentials import auth_hint, credential_sources
 
 
 def test_literal_and_environment_credentials_are_told_apart(tmp_path, monkeypatch):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from changelake.commands.demo import _check_mysql
+from cli.demo import _check_mysql
 from changelake.errors import ChangelakeError
 from changelake.services import free_port
 

@@ -167,7 +167,7 @@ def test_orphan_files_older_than_the_window_are_removed_young_ones_kept(sink, op
 
 
 def test_lake_maintain_command_maintains_every_table_of_the_pipeline_sink(sink, options, tmp_path, capsys):
-    from changelake.cli import _build_parser
+    from cli.main import _build_parser
 
     _write_rounds(sink, keys=30, rounds=6)
     other = TableId("shop", "other")

@@ -4,7 +4,7 @@ import argparse
 
 import pytest
 
-from changelake.commands import changelog
+from cli import changelog
 from changelake.connectors.errors import OptionValidationError
 
 

@@ -18,6 +18,7 @@ import shlex
 import sys
 
 from changelake.errors import ChangelakeError
+from cli import changelog, check, demo, dev, lake, pipeline
 
 __all__ = ["main"]
 
@@ -55,35 +56,8 @@ def _build_parser() -> argparse.ArgumentParser:
                                "pyiceberg's SQL catalog, or Iceberg's REST catalog; `services env` prints their URIs")
     services.set_defaults(func=_services)
 
-    try:
-        from changelake.commands import pipeline as pipeline_cmd
-
-        pipeline_cmd.register(sub)
-    except ImportError:  # pragma: no cover - during construction only
-        pass
-    try:
-        from changelake.commands import changelog as changelog_cmd
-
-        changelog_cmd.register(sub)
-    except ImportError:  # pragma: no cover
-        pass
-    for module in ("check", "dev"):
-        try:
-            __import__(f"changelake.commands.{module}", fromlist=["register"]).register(sub)
-        except ImportError:  # pragma: no cover
-            pass
-    try:
-        from changelake.commands import lake as lake_cmd
-
-        lake_cmd.register(sub)
-    except ImportError:  # pragma: no cover
-        pass
-    try:
-        from changelake.commands import demo as demo_cmd
-
-        demo_cmd.register(sub)
-    except ImportError:  # pragma: no cover
-        pass
+    for command in (pipeline, changelog, check, dev, lake, demo):
+        command.register(sub)
     return parser
 
 
@@ -99,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     # client itself: keep them out of the command's output unless asked for.
     logging.getLogger(CLIENT_LOGGER_NAME).setLevel(os.environ.get("CHANGELAKE_KAFKA_LOG_LEVEL", "ERROR"))
     if args.command != "services":
-        from changelake.commands._env import apply_local_service_env
+        from cli._env import apply_local_service_env
 
         apply_local_service_env()  # the local services' values, where the user set none
     try:

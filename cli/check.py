@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from assets.metadata import NEXT_STEP, SAMPLES
+from assets.metadata import ERROR, LAG, NEXT_STEP, SAMPLES
 
 __all__ = ["register", "run", "run_checks"]
 
@@ -31,7 +31,7 @@ def run_checks(pipeline: Path | None = None) -> tuple[bool, list[dict]]:
     from assets.checks import build_key_state_checks
     from assets.keys import table_of_lake_key
     from assets.lake import build_lake_assets
-    from changelake.commands.pipeline import QUIET_LOG_LEVEL
+    from cli.pipeline import QUIET_LOG_LEVEL
     from changelake.pipeline.files import lake_pipeline_files, load_structure
     from resources.definitions import defs as resource_defs
 
@@ -64,7 +64,7 @@ def run_checks(pipeline: Path | None = None) -> tuple[bool, list[dict]]:
                      "severity": e.severity.value, "metadata": md})
     ok = result.success and all(r["passed"] or r["severity"] == "WARN" for r in rows)
     if not result.success:
-        from changelake.commands._dagster import failure_messages
+        from cli._dagster import failure_messages
 
         from assets.checks import CHECKS_FAILED_MARK
 
@@ -76,15 +76,15 @@ def run_checks(pipeline: Path | None = None) -> tuple[bool, list[dict]]:
 
 def _detail(row: dict) -> str:
     md = row["metadata"]
-    if "error" in md:
-        return str(md["error"])
+    if ERROR in md:
+        return str(md[ERROR])
     if row["check"] == "key_state_matches_mysql":
         return f"mysql={md.get('rows_source')} lake={md.get('rows_lake')} mismatches={md.get('mismatches')}"
     if row["check"] == "no_duplicate_primary_keys":
         return f"rows={md.get('rows')} duplicate_keys={md.get('duplicate_keys')}"
     behind = f" behind_mysql={md['behind_mysql']} (mysql {md.get('mysql_position')}, captured {md.get('captured_position')})" \
         if "behind_mysql" in md else ""
-    return f"lag={md.get('lag')} last_commit_age_s={md.get('last_commit_age_s')}{behind}"
+    return f"lag={md.get(LAG)} last_commit_age_s={md.get('last_commit_age_s')}{behind}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -97,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
         result = "PASS" if row["passed"] else ("WARN" if row["severity"] == "WARN" else "FAIL")
         print(f"{row['table']:28s} {row['check']:28s} {result:6s}  {_detail(row)}")
     failed = [r for r in rows if not r["passed"] and r["severity"] != "WARN"]
+    warned = [r for r in rows if not r["passed"] and r["severity"] == "WARN"]
     steps: dict[str, list[str]] = {}
     for row in sorted((r for r in rows if not r["passed"]), key=lambda r: (r["table"], r["check"])):
         md = row["metadata"]
@@ -107,5 +108,7 @@ def run(args: argparse.Namespace) -> int:
             steps.setdefault(str(md[NEXT_STEP]), []).append(f"{row['table']} {row['check']}")
     for step, where in steps.items():
         print(f"\nnext step ({len(where)} failed check(s), e.g. {where[0]}): {step}")
-    print(f"\nlake checks passed: {len(rows) - len(failed)}, failed: {len(failed)}" if rows else "no lake checks")
+    # a WARN (a stale lake_is_fresh) neither passed nor fails the command: counted on its own
+    passed = len(rows) - len(failed) - len(warned)
+    print(f"\nlake checks passed: {passed}, failed: {len(failed)}, warned: {len(warned)}" if rows else "no lake checks")
     return 0 if ok else 1

@@ -19,7 +19,7 @@ from pathlib import Path
 
 __all__ = ["register", "run"]
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 PIPELINE_1 = REPO_ROOT / "pipelines" / "mysql-to-kafka.yaml"
 PIPELINE_2 = REPO_ROOT / "pipelines" / "kafka-to-iceberg.yaml"
 #: Pipeline 2 per lake (``--lake`` / ``$LAKE``); a non-default one replaces kafka-to-iceberg.yaml
@@ -101,8 +101,8 @@ def _materialize_lake(defs) -> dict[str, dict]:
     check as ``changelake check`` does; returns the check results per table."""
     import dagster as dg
 
-    from changelake.commands.check import run_checks
-    from changelake.commands.pipeline import QUIET_LOG_LEVEL
+    from cli.check import run_checks
+    from cli.pipeline import QUIET_LOG_LEVEL
 
     # The lake tables (one asset each), as the lag sensor or the UI materializes them.
     lake = dg.define_asset_job("demo_lake_tables", selection=dg.AssetSelection.groups("lake").without_checks())
@@ -113,7 +113,7 @@ def _materialize_lake(defs) -> dict[str, dict]:
         run_config={"loggers": {"console": {"config": {"log_level": QUIET_LOG_LEVEL}}}},
     )
     if not result.success:
-        from changelake.commands._dagster import failure_messages
+        from cli._dagster import failure_messages
 
         raise RuntimeError("; ".join(failure_messages(result)) or "the lake materialization failed")
     _, rows = run_checks()
@@ -133,7 +133,7 @@ def _print_seed_message(bootstrap: str) -> dict | None:
     """Find and print the last Debezium-JSON message of customer 4 on kafka_test.customers."""
     from confluent_kafka import Consumer, TopicPartition
 
-    from changelake.connectors.kafka_common import with_logger
+    from changelake.connectors.kafka_common import watermarks, with_logger
 
     consumer = Consumer(with_logger(
         {"bootstrap.servers": bootstrap, "group.id": "changelake-demo-reader", "enable.auto.commit": False,
@@ -142,9 +142,7 @@ def _print_seed_message(bootstrap: str) -> dict | None:
     found = None
     try:
         topic = "kafka_test.customers"
-        md = consumer.list_topics(topic, timeout=10)
-        for partition in md.topics[topic].partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+        for partition, (low, high) in watermarks(consumer, topic).items():
             consumer.assign([TopicPartition(topic, partition, low)])
             pos = low
             while pos < high:
@@ -173,7 +171,7 @@ def _print_seed_message(bootstrap: str) -> dict | None:
 def run(args: argparse.Namespace) -> int:
     import warnings
 
-    from changelake.commands.pipeline import run_pipeline_job
+    from cli.pipeline import run_pipeline_job
     from changelake.demo.seed import load_kafka_test, run_sysbench, update_seed_customer
 
     warnings.filterwarnings("ignore", module="dagster")
@@ -209,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
     checks = _materialize_lake(defs)
     _print_checks(checks)
 
-    from changelake.commands.pageviews_demo import run_pageviews_demo
+    from cli.pageviews_demo import run_pageviews_demo
 
     _step("5. Page views: PV and UV per region -> upsert-kafka (retract changelog into upsert sink)")
     pv_ok = run_pageviews_demo(bootstrap, events=args.pageviews)
@@ -248,7 +246,7 @@ def _print_summary(checks: dict[str, dict]) -> bool:
 
 
 def _fail(result) -> int:
-    from changelake.commands._dagster import failure_messages
+    from cli._dagster import failure_messages
 
     for line in failure_messages(result) or ["the run failed"]:
         print(f"error: {line}", file=sys.stderr)

@@ -78,7 +78,7 @@ def run_pipeline_job(path: Path, until_caught_up: bool, max_duration_s: float | 
     if worker_id is None and worker_count(structure) > 1:
         recon = dg.build_reconstructable_job(
             "platform_defs.pipelines", "cli_job", reconstructable_args=(str(path.resolve()),),
-            reconstructor_working_directory=str(Path(__file__).resolve().parents[2]),
+            reconstructor_working_directory=str(Path(__file__).resolve().parents[1]),
         )
         return dg.execute_job(recon, instance=instance, run_config=run_config, tags=process_tags(),
                               raise_on_error=False)
@@ -118,7 +118,7 @@ def active_run_of(path: Path) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from changelake.commands._dagster import failure_messages
+    from cli._dagster import failure_messages
 
     if not args.file.is_file():
         print(f"error: pipeline file {str(args.file)!r} does not exist", file=sys.stderr)
@@ -157,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
                 tables[table] = tables.get(table, 0) + int(count)
         print(f"total: changes={sum(tables.values())}, tables={json.dumps(tables, sort_keys=True)}")
     if not result.success:
-        from changelake.commands._credentials import auth_hint
+        from cli._credentials import auth_hint
 
         lines = failure_messages(result) or ["the run failed"]
         for line in lines:

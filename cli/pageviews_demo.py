@@ -11,7 +11,8 @@ def run_pageviews_demo(bootstrap: str, events: int = 5000) -> bool:
     compare with DuckDB's recomputation. Prints the table; returns whether the check passed."""
     import dagster as dg
 
-    from changelake.commands.pipeline import QUIET_LOG_LEVEL
+    from assets import metadata as M
+    from cli.pipeline import QUIET_LOG_LEVEL
     from platform_defs.definitions import defs
 
     job = defs.resolve_job_def("pageviews_per_region_job")
@@ -25,21 +26,22 @@ def run_pageviews_demo(bootstrap: str, events: int = 5000) -> bool:
     )
     for mat in result.asset_materializations_for_node("pageviews_per_region"):
         md = {k: v.value for k, v in mat.metadata.items()}
+        sink = M.SINK_METRIC_PREFIX
         print(
-            f"aggregated {md.get('events_read')} events in {md.get('transactions')} transaction(s); "
-            f"changelog {md.get('changelog_rows_out')}; upsert records written {md.get('records_written')}; "
-            f"sink numRecordsOut={md.get('sink.numRecordsOut')} numBytesOut={md.get('sink.numBytesOut')}"
+            f"aggregated {md.get(M.EVENTS_READ)} events in {md.get(M.TRANSACTIONS)} transaction(s); "
+            f"changelog {md.get(M.CHANGELOG_ROWS_OUT)}; upsert records written {md.get(M.RECORDS_WRITTEN)}; "
+            f"sink numRecordsOut={md.get(sink + 'numRecordsOut')} numBytesOut={md.get(sink + 'numBytesOut')}"
         )
     evaluations = result.get_asset_check_evaluations()
     for evaluation in evaluations:
         md = {k: v.value for k, v in evaluation.metadata.items()}
         print(f"{'region':10s} {'pv':>8s} {'uv':>8s}")
-        for region, (pv, uv) in md.get("pv_uv", {}).items():
+        for region, (pv, uv) in md.get(M.PV_UV, {}).items():
             print(f"{region:10s} {pv:8d} {uv:8d}")
         print(f"check pv_uv_match_duckdb_recomputation: {'PASS' if evaluation.passed else 'FAIL'} "
-              f"(differing regions: {md.get('differing_regions')})")
+              f"(differing regions: {md.get(M.DIFFERING_REGIONS)})")
     if not result.success:
-        from changelake.commands._dagster import failure_messages
+        from cli._dagster import failure_messages
 
         for line in failure_messages(result) or ["the page-views run failed"]:
             print(f"error: {line}")

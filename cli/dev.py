@@ -17,7 +17,7 @@ from pathlib import Path
 
 __all__ = ["register", "run", "dev_command"]
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
