@@ -123,6 +123,9 @@ def run(args: argparse.Namespace) -> int:
     if not args.file.is_file():
         print(f"error: pipeline file {str(args.file)!r} does not exist", file=sys.stderr)
         return 2
+    from changelake.pipeline.files import refuse_shared_lake_tables_of
+
+    refuse_shared_lake_tables_of(args.file)  # README "One writing pipeline per lake table", as the folder's load
     worker_id = None
     if args.standby and args.worker is not None:
         print("error: --standby and --worker exclude each other (workers of a consumer group are all active)",

@@ -14,7 +14,8 @@ from pathlib import Path
 from changelake.connectors.errors import OptionValidationError
 from changelake.pipeline.definition import PipelineDefinition, load_pipeline
 
-__all__ = ["REPO_ROOT", "pipelines_dir", "pipeline_files", "load_structure", "load_pipelines", "lake_pipeline_files"]
+__all__ = ["REPO_ROOT", "pipelines_dir", "pipeline_files", "load_structure", "load_pipelines", "lake_pipeline_files",
+           "refuse_shared_lake_tables_of"]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -74,6 +75,29 @@ def load_pipelines() -> list[tuple[Path, PipelineDefinition]]:
         out.append((path, structure))
     _refuse_shared_lake_tables(out)
     return out
+
+
+def refuse_shared_lake_tables_of(path: Path) -> None:
+    """Refuse to run ``path`` when a file of the pipelines folder (``path`` itself excepted, also
+    when ``path`` lies outside the folder) writes one of its lake tables, as :func:`load_pipelines`
+    refuses the folder. ``changelake pipeline run`` calls it before starting: the folder's
+    pipelines are what Dagster runs beside it. Other files of the folder that are malformed are
+    not this run's concern and are skipped (loading Dagster definitions reports them).
+
+    Raises:
+        OptionValidationError: ``path`` is malformed, or it and a file of the folder write the
+            same lake table (both files and the table named).
+    """
+    mine = load_structure(path)
+    others = []
+    for other in pipeline_files():
+        if other.resolve() == path.resolve():
+            continue
+        try:
+            others.append((other, load_structure(other)))
+        except (OptionValidationError, OSError):
+            continue
+    _refuse_shared_lake_tables([*others, (path, mine)])
 
 
 def _refuse_shared_lake_tables(pipelines: list[tuple[Path, PipelineDefinition]]) -> None:

@@ -229,6 +229,8 @@ class MySqlSource:
             self._start is not None and (self._start.snapshot is not None or self.options.newly_added_table_enabled))
         check_privileges(self._ctl, self._tables, needs_snapshot=needs_snapshot, version=variables.get("version", ""),
                          user=self.options.username)
+        if self._signal_table is not None:
+            self._warn_missing_signal_table(self._signal_table)
         own = int(variables["server_id"]) if variables.get("server_id") else None
         self._server_id = self._choose_server_id(own)
         if self._kafka_signals is not None:
@@ -297,6 +299,19 @@ class MySqlSource:
             return []
         known = set(stored)
         return [str(t) for t in self._tables if str(t) not in known]
+
+    def _warn_missing_signal_table(self, table: TableId) -> None:
+        """Warn when ``signal.data.collection`` names no existing table: its signals are then never
+        seen (a typo would otherwise go unnoticed; as Debezium, the table may be created later,
+        so this is a warning, not a refusal)."""
+        with self._ctl.cursor() as cur:
+            cur.execute("SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+                        (table.database, table.table))
+            if cur.fetchone() is None:
+                log.warning("signal.data.collection %r: no such table on %s:%s; signals from the signal table "
+                            "are not seen until it exists (CREATE TABLE %s (id VARCHAR(42) PRIMARY KEY, type "
+                            "VARCHAR(32) NOT NULL, data VARCHAR(2048) NULL))", str(table), self.options.hostname,
+                            self.options.port, str(table))
 
     def close(self) -> None:
         """Stop reading and close every connection (idempotent)."""

@@ -270,3 +270,21 @@ def test_every_event_type_of_the_workloads_is_delivered_or_deliberately_ignored(
     assert seen, "no binlog events"
     assert {s for s in seen if s not in shown_as} == set(), "an event type without a known policy name"
     assert {shown_as[s] for s in seen} <= names
+
+
+# -- signal.data.collection naming no table ------------------------------------------------------
+def test_a_signal_table_that_does_not_exist_is_warned_about_at_start(mysql_params, database_factory, caplog):
+    """A typo in ``signal.data.collection`` would make every signal row silently unseen: the start
+    warns naming the option and the table; an existing signal table gives no such warning."""
+    db = database_factory()
+    run_sql(mysql_params, db, "CREATE TABLE t (id INT PRIMARY KEY)",
+            "CREATE TABLE debezium_signal (id VARCHAR(42) PRIMARY KEY, type VARCHAR(32) NOT NULL, data VARCHAR(2048))")
+    for signal_table, warned in ((f"{db}.debezium_signals", True), (f"{db}.debezium_signal", False)):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="changelake.connectors.mysql_cdc.source"):
+            src = _open(mysql_params, db, **{"signal.data.collection": signal_table})
+            src.close()
+        hits = [r.getMessage() for r in caplog.records if "signal.data.collection" in r.getMessage()]
+        assert bool(hits) is warned, hits
+        if warned:
+            assert f"'{signal_table}': no such table" in hits[0]

@@ -46,3 +46,23 @@ def test_pipelines_on_other_lakes_or_namespaces_load(tmp_path, monkeypatch, othe
     _write(tmp_path, "kafka-to-lake", FROM_KAFKA)
     _write(tmp_path, "mysql-to-lake", FROM_MYSQL, other)
     assert [s.name for _, s in load_pipelines()] == ["kafka-to-lake", "mysql-to-lake"]
+
+
+@pytest.mark.parametrize("outside", [False, True])
+def test_cli_pipeline_run_refuses_a_file_sharing_a_lake_table_with_the_folder(tmp_path, monkeypatch, capsys,
+                                                                              outside):
+    """``changelake pipeline run FILE`` refuses before starting (no services needed) when FILE and
+    another file of the pipelines folder write the same lake table, FILE in the folder or not."""
+    from changelake.cli import main
+
+    folder = tmp_path / "pipelines"
+    folder.mkdir()
+    monkeypatch.setenv("CHANGELAKE_PIPELINES_DIR", str(folder))
+    monkeypatch.setenv("CHANGELAKE_STATE_DIR", str(tmp_path / "state"))
+    _write(folder, "kafka-to-lake", FROM_KAFKA)
+    _write(tmp_path if outside else folder, "mysql-to-lake", FROM_MYSQL)
+    (folder / "broken.yaml").write_text("pipeline: [\n")  # another file's problem is not this run's
+    mine = (tmp_path if outside else folder) / "mysql-to-lake.yaml"
+    assert main(["pipeline", "run", str(mine), "--until-caught-up"]) == 1
+    err = capsys.readouterr().err
+    assert "both write lake table shop.orders" in err and "kafka-to-lake.yaml" in err and "mysql-to-lake.yaml" in err
