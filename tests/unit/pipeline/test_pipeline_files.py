@@ -53,7 +53,7 @@ def test_cli_pipeline_run_refuses_a_file_sharing_a_lake_table_with_the_folder(tm
                                                                               outside):
     """``changelake pipeline run FILE`` refuses before starting (no services needed) when FILE and
     another file of the pipelines folder write the same lake table, FILE in the folder or not."""
-    from changelake.cli import main
+    from cli.main import main
 
     folder = tmp_path / "pipelines"
     folder.mkdir()
