@@ -167,3 +167,43 @@ def test_drop_table_reaches_the_lake_and_a_re_create_starts_from_the_new_definit
     ingest()
     assert verify_lake_table(p2, t, mysql=mysql_params).passed
     assert sorted(r["id"] for r in read_lake_table(p2, t).to_pylist()) == [7, 8]
+
+
+# -- a route merging two source tables: a TRUNCATE of one must not delete the other's rows --------
+def test_truncate_of_one_of_two_routed_tables_stops_or_is_ignored_never_wipes_the_other(
+        database_factory, mysql_exec, mysql_params, pipeline_pair):
+    from changelake.errors import PipelineDataError
+
+    db = database_factory()
+    mysql_exec(db, "CREATE TABLE a(id INT PRIMARY KEY, v VARCHAR(20))", "CREATE TABLE b(id INT PRIMARY KEY, v VARCHAR(20))",
+               "INSERT INTO a VALUES (1,'a1'),(2,'a2'),(3,'a3')", "INSERT INTO b VALUES (11,'b11'),(12,'b12'),(13,'b13')")
+    p1, p2 = pipeline_pair(db, ["a", "b"], p1_extra=HASH3)
+    merged = TableId(db, "ab")
+    p2 = replace(p2, route=[{"source-table": f"{db}.a, {db}.b", "sink-table": str(merged)}])
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)
+    both = [(1, "a1"), (2, "a2"), (3, "a3"), (11, "b11"), (12, "b12"), (13, "b13")]
+    assert _rows(p2, merged) == both
+
+    mysql_exec(db, "INSERT INTO b VALUES (14,'b14')", "TRUNCATE TABLE a", "INSERT INTO b VALUES (15,'b15')")
+    run_pipeline(p1, until_caught_up=True)
+    with pytest.raises(PipelineDataError) as err:
+        run_pipeline(p2, until_caught_up=True)
+    assert f"TRUNCATE TABLE of {db}.a cannot be applied to {merged}" in str(err.value)
+    assert _rows(p2, merged) == both + [(14, "b14")] or _rows(p2, merged) == both  # nothing past the truncate
+    with pytest.raises(PipelineDataError):  # a relaunch stops at the same place
+        run_pipeline(p2, until_caught_up=True)
+
+    # lenient / ignore (which ignore truncates anyway) go on; b's rows are all there, a's stay
+    lenient = replace(p2, pipeline={**p2.pipeline, "schema.change.behavior": "lenient"})
+    run_pipeline(lenient, until_caught_up=True)
+    assert _rows(lenient, merged) == both + [(14, "b14"), (15, "b15")]
+
+    # Pipeline 1 with the same route (one merged topic) stops at the truncate too, before writing it
+    p1_routed = replace(p1, name=p1.name + "-routed", pipeline={**p1.pipeline, "name": p1.name + "-routed"},
+                        route=[{"source-table": f"{db}.a, {db}.b", "sink-table": str(merged)}])
+    run_pipeline(p1_routed, until_caught_up=True)  # its snapshot
+    mysql_exec(db, "TRUNCATE TABLE b")
+    with pytest.raises(PipelineDataError) as err:
+        run_pipeline(p1_routed, until_caught_up=True)
+    assert f"TRUNCATE TABLE of {db}.b cannot be applied to {merged}" in str(err.value)
