@@ -452,6 +452,8 @@ class IncrementalSnapshotReader:
                         if hw_reached(BinlogPosition(item.file, item.next_pos), hw):
                             return applied
                         continue
+                    if kind != "event":
+                        continue  # a re-read request: this chunk is read after the statement anyway
                     ev: DataChangeEvent = item
                     pos = ev.position or {}
                     if hw_reached(BinlogPosition(str(pos["file"]), int(pos["pos"])), hw):
