@@ -207,3 +207,32 @@ def test_truncate_of_one_of_two_routed_tables_stops_or_is_ignored_never_wipes_th
     with pytest.raises(PipelineDataError) as err:
         run_pipeline(p1_routed, until_caught_up=True)
     assert f"TRUNCATE TABLE of {db}.b cannot be applied to {merged}" in str(err.value)
+
+
+# -- ADD COLUMN that MySQL fills in the rows that exist ------------------------------------------
+@pytest.mark.parametrize("snapshot", [{}, {"scan.incremental.snapshot.enabled": "true"}], ids=["lock-free", "incremental"])
+def test_add_column_with_a_default_shows_it_in_the_old_rows(database_factory, mysql_exec, mysql_params, pipeline_pair,
+                                                            snapshot):
+    db = database_factory()
+    mysql_exec(db, "CREATE TABLE t(id INT PRIMARY KEY, v VARCHAR(20))", "INSERT INTO t VALUES (1,'a'),(2,'b'),(3,'c')")
+    p1, p2 = pipeline_pair(db, ["t"], p1_extra=HASH3)
+    p1 = replace(p1, source={**p1.source, **snapshot})
+    t = TableId(db, "t")
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)
+    mysql_exec(db, "DELETE FROM t WHERE id = 3",
+               "ALTER TABLE t ADD COLUMN d INT DEFAULT 7, ADD COLUMN s VARCHAR(5) NOT NULL",  # s: '' in old rows
+               "ALTER TABLE t ADD COLUMN n INT",  # NULL in old rows: nothing to re-read
+               "INSERT INTO t VALUES (4,'d',8,'x',1)", "UPDATE t SET v = 'b2' WHERE id = 2")
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)
+    rows = sorted(read_lake_table(p2, t).to_pylist(), key=lambda r: r["id"])
+    assert rows == [{"id": 1, "v": "a", "d": 7, "s": "", "n": None}, {"id": 2, "v": "b2", "d": 7, "s": "", "n": None},
+                    {"id": 4, "v": "d", "d": 8, "s": "x", "n": 1}]
+    result = verify_lake_table(p2, t, mysql=mysql_params)
+    assert result.passed, str(result.metadata())
+    # a restart reads nothing again (the re-read is past) and later changes flow as usual
+    mysql_exec(db, "UPDATE t SET d = 9 WHERE id = 1")
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)
+    assert verify_lake_table(p2, t, mysql=mysql_params).passed
