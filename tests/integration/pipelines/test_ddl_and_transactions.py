@@ -236,3 +236,27 @@ def test_add_column_with_a_default_shows_it_in_the_old_rows(database_factory, my
     run_pipeline(p1, until_caught_up=True)
     run_pipeline(p2, until_caught_up=True)
     assert verify_lake_table(p2, t, mysql=mysql_params).passed
+
+
+@pytest.mark.parametrize("behavior", [None, "evolve"], ids=["default", "evolve"])
+def test_rename_column_keeps_the_old_rows_values_under_the_new_name(database_factory, mysql_exec, mysql_params,
+                                                                    pipeline_pair, behavior):
+    db = database_factory()
+    mysql_exec(db, "CREATE TABLE t(id INT PRIMARY KEY, a VARCHAR(20))", "INSERT INTO t VALUES (1,'x'),(2,'y')")
+    p1, p2 = pipeline_pair(db, ["t"], p1_extra=HASH3)
+    if behavior:
+        p2 = replace(p2, pipeline={**p2.pipeline, "schema.change.behavior": behavior})
+    t = TableId(db, "t")
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)
+    mysql_exec(db, "ALTER TABLE t RENAME COLUMN a TO b", "INSERT INTO t VALUES (3,'z')", "UPDATE t SET b = 'y2' WHERE id = 2")
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)
+    rows = sorted(read_lake_table(p2, t).to_pylist(), key=lambda r: r["id"])
+    assert [(r["id"], r["b"]) for r in rows] == [(1, "x"), (2, "y2"), (3, "z")]
+    if behavior == "evolve":
+        assert all("a" not in r for r in rows)  # dropped from the lake
+    else:  # the old column is kept with what it held (changelake's default: nothing dropped)
+        assert [r["a"] for r in rows] == ["x", "y", None]
+    result = verify_lake_table(p2, t, mysql=mysql_params)
+    assert result.passed, str(result.metadata())

@@ -195,10 +195,25 @@ _ADD_COLUMN = re.compile(r"\bADD\s+(?:COLUMN\s+)?(?:IF\s+NOT\s+EXISTS\s+)?"
 _FILLS = re.compile(r"\bDEFAULT\s+(?!NULL\b)|\bNOT\s+NULL\b|\bAS\s*\(|\bGENERATED\b|\bAUTO_INCREMENT\b", re.IGNORECASE)
 
 
+_RENAME_COLUMN = re.compile(rf"\bRENAME\s+COLUMN\b|\bCHANGE\s+(?:COLUMN\s+)?(?:IF\s+EXISTS\s+)?({_IDENT})\s+({_IDENT})",
+                            re.IGNORECASE)
+
+
+def _renames(rest: str) -> bool:
+    for m in _RENAME_COLUMN.finditer(rest):
+        if m.group(1) is None:  # RENAME COLUMN a TO b
+            return True
+        old, new = (g.strip("`").lower() for g in (m.group(1), m.group(2)))
+        if old != new:  # CHANGE a b ... (CHANGE a a ... only retypes)
+            return True
+    return False
+
+
 def added_column_fills_rows(query: str, default_db: str | None) -> TableId | None:
-    """The table of an ``ALTER TABLE ... ADD [COLUMN]`` whose new column MySQL fills in the rows
-    that already exist (``DEFAULT x`` with x not NULL, ``NOT NULL``, a generated column,
-    ``AUTO_INCREMENT``), else None. The binlog has no row for that fill.
+    """The table of an ``ALTER TABLE`` that changes what the rows that already exist show,
+    without binlog rows, else None: an ``ADD [COLUMN]`` whose new column MySQL fills (``DEFAULT x``
+    with x not NULL, ``NOT NULL``, a generated column, ``AUTO_INCREMENT``), or a column renamed
+    (``RENAME COLUMN a TO b``, ``CHANGE a b ...``: the old rows show their values under ``b``).
 
     Over-approximates on purpose (e.g. ``ADD c INT, MODIFY d INT DEFAULT 1`` counts): the caller
     re-reads the table, which is never wrong, only slower.
@@ -208,6 +223,6 @@ def added_column_fills_rows(query: str, default_db: str | None) -> TableId | Non
         return None
     rest = m.group(3)
     add = _ADD_COLUMN.search(rest)
-    if add is None or not _FILLS.search(rest, add.end()):
+    if (add is None or not _FILLS.search(rest, add.end())) and not _renames(rest):
         return None
     return _table_id(m.group(1), m.group(2), default_db)
