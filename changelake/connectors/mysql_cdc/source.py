@@ -427,7 +427,7 @@ class MySqlSource:
                 if monitor is not None:
                     monitor.on_progress(item.position.binlog.file, item.position.binlog.pos)
                 if self._refill:  # past the ALTER: re-read its tables, then stream on from here
-                    snapshot_now = (Signal("add-column-fill", "execute-snapshot", {}), self._refill)
+                    snapshot_now = (Signal("add-column-fill", "execute-snapshot", {}), self._refill, {})
                     self._refill = []
                     break  # the rest of this batch is read again after the snapshot
             elif kind == "resnapshot":
