@@ -160,6 +160,26 @@ class Router:
         self._cache[table_id] = out
         return list(out)
 
+    def merged_into(self, table_id: TableId, target: TableId) -> RouteRule | None:
+        """The rule that makes ``target`` a *merge* of several source tables, one of them
+        ``table_id`` (None: ``table_id`` is the only table routed there).
+
+        A rule merges when its ``sink-table`` is fixed (no ``replace-symbol``, no ``$n``) and its
+        ``source-table`` can match a table other than ``table_id`` (a pattern, or a list); two rules
+        naming one fixed ``sink-table`` for different source tables merge as well. Decided from the
+        rules alone, so a table not seen yet counts (as Flink CDC's sharded-table merge).
+        """
+        routing = [r for r in self.rules if r.matches(table_id) and r.resolve(table_id) == target]
+        for rule in routing:
+            if _fixed_sink(rule) and not _same(_single_table(rule), table_id):
+                return rule
+        for rule in self.rules:
+            if rule in routing or not _fixed_sink(rule) or TableId.parse(rule.sink_table) != target:
+                continue
+            if not _same(_single_table(rule), table_id):
+                return rule
+        return None
+
     def route_event(self, event: DataChangeEvent) -> list[DataChangeEvent]:
         """The event re-addressed to each sink table (the event itself when unrouted)."""
         from dataclasses import replace
@@ -168,3 +188,26 @@ class Router:
         if targets == [event.table]:
             return [event]
         return [replace(event, table=t) for t in targets]
+
+
+_LITERAL = re.compile(r"[A-Za-z0-9_\-]+")  # a selector part with no regex token in it
+
+
+def _same(a: TableId | None, b: TableId) -> bool:
+    return a is not None and str(a).lower() == str(b).lower()  # selectors ignore case
+
+
+def _fixed_sink(rule: RouteRule) -> bool:
+    return not rule.replace_symbol and not _GROUP_REF.search(rule.sink_table)
+
+
+def _single_table(rule: RouteRule) -> TableId | None:
+    """The one table ``rule.source_table`` can match (``db.t`` with no regex in it), else None."""
+    if len(rule.selectors.selectors) != 1:
+        return None
+    sel = rule.selectors.selectors[0]
+    parts = [p for p in (sel.namespace, sel.database, sel.table) if p is not None]
+    if not all(_LITERAL.fullmatch(p) for p in parts):
+        return None
+    names = parts
+    return TableId(names[-2], names[-1]) if len(names) >= 2 else TableId(None, names[0])

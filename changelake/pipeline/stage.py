@@ -51,6 +51,8 @@ class Stage:
         self.transformer = Transformer(parse_transform_rules(
             defn.transform, pipeline=defn.pipeline, udfs=defn.user_defined_functions))
         self._known: dict[TableId, Schema] = {}
+        #: ``pipeline.schema.change.behavior`` (None: changelake's default).
+        self.behavior = str(defn.pipeline.get("schema.change.behavior") or "").lower() or None
         #: Flink CDC's ``scan.read-changelog-as-append-only.enabled`` (a source option): every change an insert.
         self.append_only = str(defn.source.get("scan.read-changelog-as-append-only.enabled", "false")).lower() == "true"
 
@@ -100,8 +102,38 @@ class Stage:
             result = transformed[i] if transformed is not None else self.transformer.apply(event)
             if result is not None:
                 for converted in (append_only([result]) if self.append_only else [result]):
-                    out.extend(self.router.route_event(converted))
+                    routed = self.router.route_event(converted)
+                    if converted.op is Op.TRUNCATE and routed != [converted]:
+                        routed = [e for e in routed if self._truncate_routed(converted.table, e)]
+                    out.extend(routed)
         return out
+
+    def _truncate_routed(self, source: TableId, event: DataChangeEvent) -> bool:
+        """True to pass a routed TRUNCATE / DROP TABLE of ``source`` on to ``event.table``.
+
+        A sink table that a ``route`` merges from several source tables holds rows of the others
+        too, and a truncate cannot tell them apart (the lake keeps no source table per row): under
+        ``lenient`` / ``ignore`` it is dropped (those modes ignore truncates anyway); otherwise the
+        run stops here, before anything is written past it.
+
+        Raises:
+            PipelineDataError: names the source table, the sink table and the merging rule. To go
+                on, route the table to a sink table of its own, or set
+                ``pipeline.schema.change.behavior: lenient`` / ``ignore`` to keep the lake's rows.
+        """
+        rule = self.router.merged_into(source, event.table)
+        if rule is None:
+            return True
+        if self.behavior in ("lenient", "ignore"):
+            return False
+        what = "DROP TABLE" if event.is_drop else "TRUNCATE TABLE"
+        raise PipelineDataError(
+            f"pipeline '{self.pipeline}': {what} of {source} cannot be applied to {event.table}: the route "
+            f"{rule.source_table!r} -> {rule.sink_table!r} merges other source tables into it, whose rows it would "
+            f"delete too. Route {source} to a sink table of its own, or set 'pipeline.schema.change.behavior' to "
+            "'lenient' or 'ignore' to ignore truncates (the sink table then keeps the truncated table's rows)",
+            pipeline=self.pipeline, table=str(source),
+        )
 
     def _checked(self, event: DataChangeEvent) -> DataChangeEvent:
         schema = checked_schema(event, self._schema(event))

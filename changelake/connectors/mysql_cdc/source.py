@@ -96,6 +96,9 @@ class MySqlSource:
         self._snapshot: SnapshotReader | IncrementalSnapshotReader | None = None
         #: binlog phase after an incremental snapshot: Flink CDC's shouldEmit by chunk high watermarks.
         self._filter: WatermarkFilter | None = None
+        #: tables whose existing rows an ``ADD COLUMN ... DEFAULT x`` just filled: re-read once the
+        #: position is past that statement (:meth:`_start_signal_snapshot`).
+        self._refill: list[str] = []
         self._reader: BinlogReader | ProcessBinlogReader | None = None
         self._position: SourcePosition | None = self._start
         self._consumed: tuple[tuple[str, int], int] | None = None
@@ -438,6 +441,13 @@ class MySqlSource:
                 self._consumed = (binlog_file_index(item.file), item.next_pos)
                 if monitor is not None:
                     monitor.on_progress(item.position.binlog.file, item.position.binlog.pos)
+                if self._refill:  # past the ALTER: re-read its tables, then stream on from here
+                    snapshot_now = (Signal("add-column-fill", "execute-snapshot", {}), self._refill, {})
+                    self._refill = []
+                    break  # the rest of this batch is read again after the snapshot
+            elif kind == "resnapshot":
+                if str(item) not in self._refill:
+                    self._refill.append(str(item))
         if last_event is not None:
             self._position = SourcePosition.from_dict(last_event.position)
         if snapshot_now is not None:
@@ -474,6 +484,12 @@ class MySqlSource:
                     if wm is not None:
                         position["watermarks"] = wm
                     out.extend(replace(e, position=position) for e in kept)
+            elif kind == "resnapshot":
+                # chunks read after the ALTER hold the filled values; those read before it keep NULL
+                # in the new column until their rows change (a re-read waits for the filter to end)
+                log.warning("ALTER TABLE of %s filled a new column in its existing rows while the binlog is joined to "
+                            "the incremental snapshot; rows of chunks read before it show NULL there until they "
+                            "change (signal an execute-snapshot of the table once the snapshot is done)", item)
             elif kind == "progress":
                 assert isinstance(item, Progress)
                 flt.passed(item.file, item.next_pos)

@@ -1,5 +1,6 @@
 """Issue 17 at the source: a ``timestamp`` start before the oldest binlog is refused (as a GTID
-start already is), and savepoints inside XA transactions beside a non-transactional table."""
+start already is), savepoints inside XA transactions beside a non-transactional table, and
+TRUNCATE / DROP / ALTER in the middle of both snapshot modes."""
 
 from __future__ import annotations
 
@@ -113,12 +114,7 @@ def _mysql(params, db):
         conn.close()
 
 
-_TRUNCATE_IN_CHUNKS = pytest.mark.xfail(
-    strict=False,
-    reason="known gap (issue 17): a TRUNCATE / DROP replayed from the binlog after the incremental snapshot's chunks "
-           "also wipes the rows of chunks read after it (watermarks.WatermarkFilter emits one truncate); depends on timing")
-
-
+@pytest.mark.parametrize("repeat", [1, 2, 3])  # the DDL lands at a different moment of the chunks each time
 @pytest.mark.parametrize("mode", [{}, {"scan.incremental.snapshot.enabled": "true",
                                        "scan.incremental.snapshot.chunk.size": "200"}], ids=["lock-free", "incremental"])
 @pytest.mark.parametrize("ddl", [
@@ -127,11 +123,8 @@ _TRUNCATE_IN_CHUNKS = pytest.mark.xfail(
     ["DROP TABLE t", "CREATE TABLE t (id BIGINT PRIMARY KEY, v INT)", "INSERT INTO t VALUES (7, 70)"],
 ], ids=["truncate", "alter", "drop"])
 def test_ddl_in_the_middle_of_a_snapshot_leaves_the_changelog_equal_to_mysql(mysql_params, database_factory, mode, ddl,
-                                                                             request):
+                                                                             repeat):
     import threading
-
-    if mode and ddl[0].startswith(("TRUNCATE", "DROP")):
-        request.applymarker(_TRUNCATE_IN_CHUNKS)
 
     db = database_factory()
     run_sql(mysql_params, db, "CREATE TABLE t (id BIGINT PRIMARY KEY, v INT)",
@@ -167,3 +160,32 @@ def test_ddl_in_the_middle_of_a_snapshot_leaves_the_changelog_equal_to_mysql(mys
     assert _fold([e for e in events if e.table.table == "t"]) == _mysql(mysql_params, db)
     if ddl[0].startswith("DROP"):
         assert any(e.is_drop for e in events)
+
+
+@pytest.mark.parametrize("parallel", [False, True], ids=["one-reader", "three-readers"])
+@pytest.mark.parametrize("ddl", [
+    ["TRUNCATE TABLE t", "INSERT INTO t VALUES (100001, 1), (2500, 2)"],
+    ["DROP TABLE t", "CREATE TABLE t (id BIGINT PRIMARY KEY, v INT)", "INSERT INTO t VALUES (7, 70), (2600, 26)"],
+], ids=["truncate", "drop"])
+def test_truncate_between_incremental_snapshot_chunks_keeps_the_rows_written_after_it(mysql_params, database_factory,
+                                                                                       ddl, parallel):
+    """The TRUNCATE (DROP) lands after the first chunks were read and before the others: the chunks
+    read after it hold the new rows, which the truncate replayed from the binlog must not wipe."""
+    db = database_factory()
+    run_sql(mysql_params, db, "CREATE TABLE t (id BIGINT PRIMARY KEY, v INT)",
+            "INSERT INTO t SELECT seq, seq FROM seq_1_to_3000")
+    mode = {"scan.incremental.snapshot.enabled": "true", "scan.incremental.snapshot.chunk.size": "200",
+            "scan.snapshot.fetch.size": "100", **({"server-id": "5400-5402"} if parallel else {})}
+    src = MySqlSource(source_options(mysql_params, db, "t", **mode))
+    src.open()
+    try:
+        events = src.poll(300, 0.5)  # chunks 1-2 (and those read ahead) are read before the DDL
+        assert len(events) == 300 and src.position.get("phase") == "snapshot"
+        run_sql(mysql_params, db, *ddl)
+        events += drain(src)
+    finally:
+        src.close()
+    reads_after = [e.after["id"] for e in events[300:] if e.op is Op.READ]
+    assert reads_after and max(reads_after) >= 2500  # a chunk read after the DDL holds a new row
+    assert [e.op for e in events].count(Op.TRUNCATE) == 1
+    assert _fold(events) == _mysql(mysql_params, db)

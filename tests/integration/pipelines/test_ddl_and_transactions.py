@@ -167,3 +167,96 @@ def test_drop_table_reaches_the_lake_and_a_re_create_starts_from_the_new_definit
     ingest()
     assert verify_lake_table(p2, t, mysql=mysql_params).passed
     assert sorted(r["id"] for r in read_lake_table(p2, t).to_pylist()) == [7, 8]
+
+
+# -- a route merging two source tables: a TRUNCATE of one must not delete the other's rows --------
+def test_truncate_of_one_of_two_routed_tables_stops_or_is_ignored_never_wipes_the_other(
+        database_factory, mysql_exec, mysql_params, pipeline_pair):
+    from changelake.errors import PipelineDataError
+
+    db = database_factory()
+    mysql_exec(db, "CREATE TABLE a(id INT PRIMARY KEY, v VARCHAR(20))", "CREATE TABLE b(id INT PRIMARY KEY, v VARCHAR(20))",
+               "INSERT INTO a VALUES (1,'a1'),(2,'a2'),(3,'a3')", "INSERT INTO b VALUES (11,'b11'),(12,'b12'),(13,'b13')")
+    p1, p2 = pipeline_pair(db, ["a", "b"], p1_extra=HASH3)
+    merged = TableId(db, "ab")
+    p2 = replace(p2, route=[{"source-table": f"{db}.a, {db}.b", "sink-table": str(merged)}])
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)
+    both = [(1, "a1"), (2, "a2"), (3, "a3"), (11, "b11"), (12, "b12"), (13, "b13")]
+    assert _rows(p2, merged) == both
+
+    mysql_exec(db, "INSERT INTO b VALUES (14,'b14')", "TRUNCATE TABLE a", "INSERT INTO b VALUES (15,'b15')")
+    run_pipeline(p1, until_caught_up=True)
+    with pytest.raises(PipelineDataError) as err:
+        run_pipeline(p2, until_caught_up=True)
+    assert f"TRUNCATE TABLE of {db}.a cannot be applied to {merged}" in str(err.value)
+    assert _rows(p2, merged) == both + [(14, "b14")] or _rows(p2, merged) == both  # nothing past the truncate
+    with pytest.raises(PipelineDataError):  # a relaunch stops at the same place
+        run_pipeline(p2, until_caught_up=True)
+
+    # lenient / ignore (which ignore truncates anyway) go on; b's rows are all there, a's stay
+    lenient = replace(p2, pipeline={**p2.pipeline, "schema.change.behavior": "lenient"})
+    run_pipeline(lenient, until_caught_up=True)
+    assert _rows(lenient, merged) == both + [(14, "b14"), (15, "b15")]
+
+    # Pipeline 1 with the same route (one merged topic) stops at the truncate too, before writing it
+    p1_routed = replace(p1, name=p1.name + "-routed", pipeline={**p1.pipeline, "name": p1.name + "-routed"},
+                        route=[{"source-table": f"{db}.a, {db}.b", "sink-table": str(merged)}])
+    run_pipeline(p1_routed, until_caught_up=True)  # its snapshot
+    mysql_exec(db, "TRUNCATE TABLE b")
+    with pytest.raises(PipelineDataError) as err:
+        run_pipeline(p1_routed, until_caught_up=True)
+    assert f"TRUNCATE TABLE of {db}.b cannot be applied to {merged}" in str(err.value)
+
+
+# -- ADD COLUMN that MySQL fills in the rows that exist ------------------------------------------
+@pytest.mark.parametrize("snapshot", [{}, {"scan.incremental.snapshot.enabled": "true"}], ids=["lock-free", "incremental"])
+def test_add_column_with_a_default_shows_it_in_the_old_rows(database_factory, mysql_exec, mysql_params, pipeline_pair,
+                                                            snapshot):
+    db = database_factory()
+    mysql_exec(db, "CREATE TABLE t(id INT PRIMARY KEY, v VARCHAR(20))", "INSERT INTO t VALUES (1,'a'),(2,'b'),(3,'c')")
+    p1, p2 = pipeline_pair(db, ["t"], p1_extra=HASH3)
+    p1 = replace(p1, source={**p1.source, **snapshot})
+    t = TableId(db, "t")
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)
+    mysql_exec(db, "DELETE FROM t WHERE id = 3",
+               "ALTER TABLE t ADD COLUMN d INT DEFAULT 7, ADD COLUMN s VARCHAR(5) NOT NULL",  # s: '' in old rows
+               "ALTER TABLE t ADD COLUMN n INT",  # NULL in old rows: nothing to re-read
+               "INSERT INTO t VALUES (4,'d',8,'x',1)", "UPDATE t SET v = 'b2' WHERE id = 2")
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)
+    rows = sorted(read_lake_table(p2, t).to_pylist(), key=lambda r: r["id"])
+    assert rows == [{"id": 1, "v": "a", "d": 7, "s": "", "n": None}, {"id": 2, "v": "b2", "d": 7, "s": "", "n": None},
+                    {"id": 4, "v": "d", "d": 8, "s": "x", "n": 1}]
+    result = verify_lake_table(p2, t, mysql=mysql_params)
+    assert result.passed, str(result.metadata())
+    # a restart reads nothing again (the re-read is past) and later changes flow as usual
+    mysql_exec(db, "UPDATE t SET d = 9 WHERE id = 1")
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)
+    assert verify_lake_table(p2, t, mysql=mysql_params).passed
+
+
+@pytest.mark.parametrize("behavior", [None, "evolve"], ids=["default", "evolve"])
+def test_rename_column_keeps_the_old_rows_values_under_the_new_name(database_factory, mysql_exec, mysql_params,
+                                                                    pipeline_pair, behavior):
+    db = database_factory()
+    mysql_exec(db, "CREATE TABLE t(id INT PRIMARY KEY, a VARCHAR(20))", "INSERT INTO t VALUES (1,'x'),(2,'y')")
+    p1, p2 = pipeline_pair(db, ["t"], p1_extra=HASH3)
+    if behavior:
+        p2 = replace(p2, pipeline={**p2.pipeline, "schema.change.behavior": behavior})
+    t = TableId(db, "t")
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)
+    mysql_exec(db, "ALTER TABLE t RENAME COLUMN a TO b", "INSERT INTO t VALUES (3,'z')", "UPDATE t SET b = 'y2' WHERE id = 2")
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)
+    rows = sorted(read_lake_table(p2, t).to_pylist(), key=lambda r: r["id"])
+    assert [(r["id"], r["b"]) for r in rows] == [(1, "x"), (2, "y2"), (3, "z")]
+    if behavior == "evolve":
+        assert all("a" not in r for r in rows)  # dropped from the lake
+    else:  # the old column is kept (changelake's default drops nothing), NULL from the rename on
+        assert [r["a"] for r in rows] == [None, None, None]  # the re-read rows are written after it
+    result = verify_lake_table(p2, t, mysql=mysql_params)
+    assert result.passed, str(result.metadata())

@@ -60,3 +60,25 @@ def test_parse_route_rules_from_yaml_mapping():
 def test_bad_regex_names_the_rule():
     with pytest.raises(RouteError, match="Failed to parse regular expression in routing rule"):
         RouteRule("db.(x", "a.b")
+
+
+# -- which sink tables merge several source tables (a routed truncate must not wipe the others) ----
+def test_a_pattern_or_two_rules_into_one_fixed_sink_table_merge():
+    ods = TableId("ods", "orders")
+    shards = Router([RouteRule(r"app.order_\.*", "ods.orders")])
+    assert shards.merged_into(TableId("app", "order_01"), ods) is not None
+    listed = Router([RouteRule("app.a, app.b", "ods.orders")])
+    assert listed.merged_into(TableId("app", "a"), ods) is not None
+    two = Router([RouteRule("app.a", "ods.orders"), RouteRule("app.b", "ods.orders")])
+    assert two.merged_into(TableId("app", "a"), ods).source_table == "app.b"
+
+
+def test_one_table_per_sink_table_is_no_merge():
+    assert Router([RouteRule("app.a", "ods.a")]).merged_into(TableId("app", "a"), TableId("ods", "a")) is None
+    assert Router([RouteRule("APP.A", "ods.a")]).merged_into(TableId("app", "a"), TableId("ods", "a")) is None
+    per_table = Router([RouteRule(r"app.\.*", "ods.<>", replace_symbol="<>")])
+    assert per_table.merged_into(TableId("app", "a"), TableId("ods", "a")) is None
+    groups = Router([RouteRule(r"app.t_(\.*)", "ods.$1")])
+    assert groups.merged_into(TableId("app", "t_x"), TableId("ods", "x")) is None
+    # an escaped dot is the regex token (any character, as Flink CDC's selectors): a pattern
+    assert Router([RouteRule(r"app.a\.b", "ods.ab")]).merged_into(TableId("app", "a.b"), TableId("ods", "ab")) is not None

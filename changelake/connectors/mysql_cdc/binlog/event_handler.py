@@ -42,6 +42,7 @@ from changelake.connectors.mysql_cdc.binlog.row_decoder import FramedDeleteRows,
 from changelake.connectors.mysql_cdc.schema.tracker import SchemaTracker, TableSchema
 from changelake.connectors.mysql_cdc.schema.statements import (
     StatementKind,
+    added_column_fills_rows,
     classify,
     describe,
     dml_target,
@@ -506,6 +507,11 @@ class EventHandler:
             self._tracker.on_table_map(ev)
 
     def _on_ddl(self, ev: Any, query: str, default_db: str | None) -> None:
+        filled = added_column_fills_rows(query, default_db)
+        if filled is not None and self._captured(filled):
+            # MySQL wrote the new column's value into every existing row without a binlog row:
+            # the source re-reads the table after this statement ("resnapshot" item)
+            self._put(("resnapshot", filled))
         truncated = parse_truncate(query, default_db)
         dropped = [t for t in parse_drop_tables(query, default_db) if self._captured(t)]
         # the dropped tables' schemas as last seen (information_schema no longer has them)

@@ -160,7 +160,9 @@ class BinlogReader:
         """Up to ``max_items`` decoded items, waiting at most ``timeout_s`` seconds for the first
         and then at most ``linger_s`` for more.
 
-        Items are ``("event", DataChangeEvent)`` and ``("progress", Progress)``.
+        Items are ``("event", DataChangeEvent)``, ``("progress", Progress)`` and
+        ``("resnapshot", TableId)`` (an ``ALTER TABLE ... ADD`` column that MySQL filled in the
+        existing rows without binlog rows: re-read the table after it).
 
         Raises:
             SourceError: the reader thread failed (a BinlogEventError subclass for a refused

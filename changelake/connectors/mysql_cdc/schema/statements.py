@@ -13,7 +13,8 @@ import re
 
 from changelake.changelog.schema import TableId
 
-__all__ = ["StatementKind", "classify", "describe", "is_account_statement", "mentioned_tables", "dml_target", "xa_id", "xid_key", "strip_comments"]
+__all__ = ["StatementKind", "classify", "describe", "is_account_statement", "mentioned_tables", "dml_target", "xa_id", "xid_key", "strip_comments",
+           "added_column_fills_rows"]
 
 
 class StatementKind(enum.Enum):
@@ -181,3 +182,47 @@ def xa_id(query: str) -> str | None:
 def xid_key(gtrid: bytes, bqual: bytes, format_id: int) -> str:
     """The XID of an XA_PREPARE event in the form of :func:`xa_id`."""
     return f"{gtrid.hex()}:{bqual.hex()}:{format_id}"
+
+
+_ALTER = re.compile(rf"^ALTER\s+(?:ONLINE\s+)?(?:IGNORE\s+)?TABLE\s+(?:IF\s+EXISTS\s+)?({_IDENT})(?:\s*\.\s*({_IDENT}))?\s+(.*)$",
+                    re.IGNORECASE | re.DOTALL)
+#: ``ADD [COLUMN] [IF NOT EXISTS] name|(`` that adds a column (not an index, key, constraint, partition...)
+_ADD_COLUMN = re.compile(r"\bADD\s+(?:COLUMN\s+)?(?:IF\s+NOT\s+EXISTS\s+)?"
+                         r"(?!(?:INDEX|KEY|CONSTRAINT|PRIMARY|UNIQUE|FOREIGN|FULLTEXT|SPATIAL|PARTITION|PERIOD|SYSTEM|CHECK)\b)",
+                         re.IGNORECASE)
+#: what makes MySQL write a value into the rows that exist: a non-NULL default, NOT NULL (the
+#: type's implicit default), a generated column, AUTO_INCREMENT
+_FILLS = re.compile(r"\bDEFAULT\s+(?!NULL\b)|\bNOT\s+NULL\b|\bAS\s*\(|\bGENERATED\b|\bAUTO_INCREMENT\b", re.IGNORECASE)
+
+
+_RENAME_COLUMN = re.compile(rf"\bRENAME\s+COLUMN\b|\bCHANGE\s+(?:COLUMN\s+)?(?:IF\s+EXISTS\s+)?({_IDENT})\s+({_IDENT})",
+                            re.IGNORECASE)
+
+
+def _renames(rest: str) -> bool:
+    for m in _RENAME_COLUMN.finditer(rest):
+        if m.group(1) is None:  # RENAME COLUMN a TO b
+            return True
+        old, new = (g.strip("`").lower() for g in (m.group(1), m.group(2)))
+        if old != new:  # CHANGE a b ... (CHANGE a a ... only retypes)
+            return True
+    return False
+
+
+def added_column_fills_rows(query: str, default_db: str | None) -> TableId | None:
+    """The table of an ``ALTER TABLE`` that changes what the rows that already exist show,
+    without binlog rows, else None: an ``ADD [COLUMN]`` whose new column MySQL fills (``DEFAULT x``
+    with x not NULL, ``NOT NULL``, a generated column, ``AUTO_INCREMENT``), or a column renamed
+    (``RENAME COLUMN a TO b``, ``CHANGE a b ...``: the old rows show their values under ``b``).
+
+    Over-approximates on purpose (e.g. ``ADD c INT, MODIFY d INT DEFAULT 1`` counts): the caller
+    re-reads the table, which is never wrong, only slower.
+    """
+    m = _ALTER.match(_strip(query))
+    if not m:
+        return None
+    rest = m.group(3)
+    add = _ADD_COLUMN.search(rest)
+    if (add is None or not _FILLS.search(rest, add.end())) and not _renames(rest):
+        return None
+    return _table_id(m.group(1), m.group(2), default_db)

@@ -87,6 +87,8 @@ class ChunkResult:
     rows: list[tuple[tuple[Any, ...], dict[str, Any]]]
     hw: BinlogPosition
     backfilled: int  # binlog changes applied to the chunk; -1: no back-fill (lw == hw)
+    #: the table's definition the chunk was read with (None: the table did not exist at ``hw``).
+    table: TableSchema | None = None
 
 
 class _TableQueries:
@@ -99,14 +101,16 @@ class _TableQueries:
 
     def _one(self, sql: str, params: list[Any]) -> Any:
         with self._conn.cursor() as cur:
-            cur.execute(sql, params)
+            if not _execute_unless_gone(cur, sql, params):
+                return None  # the table was dropped: no more rows
             row = cur.fetchone()
         return convert(self._col, row[0]) if row and row[0] is not None else None
 
     def min_max(self, start: Any | None) -> tuple[Any | None, Any | None]:
         where, params = (f" WHERE {self._q} >= %s", [start]) if start is not None else ("", [])
         with self._conn.cursor() as cur:
-            cur.execute(f"SELECT MIN({self._q}), MAX({self._q}) FROM {self._name}{where}", params)
+            if not _execute_unless_gone(cur, f"SELECT MIN({self._q}), MAX({self._q}) FROM {self._name}{where}", params):
+                return None, None
             row = cur.fetchone()
         if not row or row[0] is None:
             return None, None
@@ -330,7 +334,38 @@ class IncrementalSnapshotReader:
             self._slots.put(slot)
 
     def _read_chunk_with(self, slot: _Slot, chunk: Chunk) -> ChunkResult:
-        table = self._schemas[chunk.table]
+        """Read ``chunk`` between its watermarks, with the table's definition at that time.
+
+        As DBLog re-reads a chunk whose window saw a change it cannot place, a chunk whose
+        low/high watermark window holds a change of the table's definition (``ALTER``, ``DROP`` +
+        ``CREATE``; seen as a different definition after ``hw``, or one not seen before) is read
+        again with new watermarks, so its rows and back-fill always match one definition, which
+        its events carry. A table gone at the time (``DROP TABLE``) gives an empty chunk: its
+        state at ``hw`` is no rows.
+        """
+        name = chunk.table
+        for _attempt in range(_DDL_RETRIES):
+            result = self._read_chunk_once(slot, chunk, self._schemas[name])
+            if result is not None:
+                return result
+        raise SourceError(f"snapshot chunk {chunk.index} of {name}: the table's definition changed during each of "
+                          f"{_DDL_RETRIES} reads of the chunk; pause the DDL and restart")
+
+    def _read_chunk_once(self, slot: _Slot, chunk: Chunk, known: TableSchema) -> ChunkResult | None:
+        """One read of ``chunk`` (see :meth:`_read_chunk_with`); None: read it again."""
+        conn = slot.connection()
+        lw = master_status(conn)
+        try:
+            table = load_table_schema(conn, known.table_id, **self._schema_options)
+        except SourceError:  # the table is gone (DROP TABLE): no rows at hw
+            return ChunkResult(chunk, [], master_status(conn), -1, None)
+        if table != known:
+            if self._ordering_key(table) != self._keys[chunk.table]:
+                raise SourceError(f"the primary key of {chunk.table} changed during its incremental snapshot (now "
+                                  f"{list(table.primary_key)}); snapshot it again under a new 'pipeline.name'")
+            self._schemas[chunk.table] = table  # later chunks start from it
+            log.info("incremental snapshot of %s: the table's definition changed; chunk %d is read with the new one",
+                     chunk.table, chunk.index)
         key_columns = self._keys[chunk.table]
         name = f"{quote(table.table_id.database or '')}.{quote(table.table_id.table)}"
         q = quote(key_columns[0])
@@ -342,8 +377,6 @@ class IncrementalSnapshotReader:
             conds.append(f"{q} < %s")
             params.append(chunk.end)
         sql = f"SELECT {select_list(table)} FROM {name}" + (" WHERE " + " AND ".join(conds) if conds else "")
-        conn = slot.connection()
-        lw = master_status(conn)
         listed: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
         columns = table.columns
         names = [c.name for c in columns]
@@ -352,7 +385,9 @@ class IncrementalSnapshotReader:
         check = chunk.start is not None and not chunk.start_inclusive
         cur = conn.cursor(pymysql.cursors.SSCursor)
         try:
-            cur.execute(sql + " ORDER BY " + ", ".join(quote(k) for k in key_columns), params)
+            if not _execute_unless_gone(cur, sql + " ORDER BY " + ", ".join(quote(k) for k in key_columns), params):
+                self._count(-len(listed))
+                return None  # dropped (or changed) between the definition and the SELECT: again
             while True:
                 batch = cur.fetchmany(self._fetch)
                 if not batch:
@@ -375,13 +410,21 @@ class IncrementalSnapshotReader:
             # in key order as Python compares (marks compare so); the server's order is the same for
             # the chunk key, maybe not for a further string key column: timsort on near-sorted rows is O(n)
             listed.sort(key=_first)
-            return ChunkResult(chunk, listed, hw, -1)
+            return ChunkResult(chunk, listed, hw, -1, table)
+        try:
+            after = load_table_schema(conn, known.table_id, **self._schema_options)
+        except SourceError:
+            after = None
+        if after != table or table != known:
+            # a DDL in or just before the window: the back-fill could not decode both sides of it
+            self._count(-len(listed))
+            return None
         rows = dict(listed)
         del listed
         before = len(rows)
         applied = self._backfill(slot.server_id, table, key_columns, chunk, lw, hw, rows)
         self._count(len(rows) - before)
-        return ChunkResult(chunk, sorted(rows.items(), key=_first), hw, applied)
+        return ChunkResult(chunk, sorted(rows.items(), key=_first), hw, applied, table)
 
     def _count(self, n: int) -> None:
         with self._lock:
@@ -409,6 +452,8 @@ class IncrementalSnapshotReader:
                         if hw_reached(BinlogPosition(item.file, item.next_pos), hw):
                             return applied
                         continue
+                    if kind != "event":
+                        continue  # a re-read request: this chunk is read after the statement anyway
                     ev: DataChangeEvent = item
                     pos = ev.position or {}
                     if hw_reached(BinlogPosition(str(pos["file"]), int(pos["pos"])), hw):
@@ -470,7 +515,7 @@ class IncrementalSnapshotReader:
                     self.backfilled_changes += self._current.backfilled
             res = self._current
             name = res.chunk.table
-            table = self._schemas[name]
+            table = res.table or self._schemas[name]
             take = res.rows[self._index:self._index + (max_events - len(out))]
             self._index += len(take)
             hw_file, hw_pos, tid, schema = res.hw.file, res.hw.pos, table.table_id, table.schema
@@ -509,6 +554,22 @@ class IncrementalSnapshotReader:
     def binlog_filter(self) -> WatermarkFilter:
         """The watermarks of every table snapshotted (this run and before a restart)."""
         return WatermarkFilter(self._marks)
+
+
+#: reads of one chunk before a definition changing under every one of them stops the snapshot.
+_DDL_RETRIES = 20
+_NO_SUCH_TABLE = 1146  # ER_NO_SUCH_TABLE
+
+
+def _execute_unless_gone(cur: Any, sql: str, params: list[Any]) -> bool:
+    """Run ``sql``; False if the table does not exist (dropped meanwhile)."""
+    try:
+        cur.execute(sql, params)
+    except pymysql.err.ProgrammingError as exc:
+        if exc.args and exc.args[0] == _NO_SUCH_TABLE:
+            return False
+        raise
+    return True
 
 
 def _first(item: tuple[tuple[Any, ...], dict[str, Any]]) -> tuple[Any, ...]:

@@ -230,8 +230,8 @@ class WatermarkFilter:
         marks = self.tables.get(str(event.table))
         if marks is None:
             return [event]
-        if event.op is Op.TRUNCATE:  # no row image: emitted once after the table's first chunk
-            return [event] if any(hw_reached(tx, m.hw) for m in marks.marks) else []
+        if event.op is Op.TRUNCATE:
+            return self._truncate(event, marks, tx)
         before = self._emit(marks, marks.key_of(event.before), tx) if event.before is not None else None
         after = self._emit(marks, marks.key_of(event.after), tx) if event.after is not None else None
         if event.op is Op.UPDATE:
@@ -243,6 +243,24 @@ class WatermarkFilter:
                 return [replace(event, op=Op.CREATE, before=None)]
             return []
         return [event] if (before if event.op is Op.DELETE else after) else []
+
+    def _truncate(self, event: DataChangeEvent, marks: TableMarks, tx: BinlogPosition) -> list[DataChangeEvent]:
+        """A TRUNCATE (or DROP TABLE) at ``tx``, ordered against the chunks.
+
+        Every chunk read at or after ``tx`` (hw > tx) already shows the table after it, so if
+        every chunk was, the truncate is dropped. Otherwise it is emitted: it wipes the chunks
+        read before it (as MySQL did) and also those read after it, so from ``tx`` on the table
+        is empty in the changelog as in MySQL, and every later change of the table is emitted
+        (its marks are removed): the rows the later chunks held, all written after ``tx``, come
+        again from the binlog. Nothing is lost and, per key, the last version wins.
+        """
+        if not any(hw_reached(tx, m.hw) for m in marks.marks):
+            return []
+        del self.tables[str(event.table)]
+        if not self.tables:
+            self.max_hw = None
+        self._json = None  # positions from here on carry the marks without this table
+        return [event]
 
     @staticmethod
     def _emit(marks: TableMarks, key: tuple[Any, ...] | None, tx: BinlogPosition) -> bool:

@@ -234,6 +234,45 @@ def test_before_the_smallest_hw_nothing_and_past_the_largest_everything_is_emitt
     assert f.apply(_ev(Op.CREATE, early, after=500)) != []
 
 
+def _truncate(pos: BinlogPosition, table: TableId = T) -> DataChangeEvent:
+    return DataChangeEvent(table, Op.TRUNCATE, None, None, None, 1, {"phase": "binlog", "file": pos.file, "pos": pos.pos, "row": 0})
+
+
+def _state(events: list[DataChangeEvent]) -> set[int]:
+    keys: set[int] = set()
+    for e in events:
+        if e.op is Op.TRUNCATE:
+            keys.clear()
+        if e.before is not None:
+            keys.discard(e.before["id"])
+        if e.after is not None:
+            keys.add(e.after["id"])
+    return keys
+
+
+def test_a_truncate_between_two_chunks_keeps_the_rows_written_after_it():
+    # chunk 1 (keys < 100) read at HW1 (500), truncate at 700, inserts of 5 and 150 at 750, chunk 2 read at HW2 (900)
+    f, at = _filter(), BinlogPosition("mysql-bin.000001", 700)
+    after = BinlogPosition("mysql-bin.000001", 750)
+    snapshot = [_ev(Op.READ, HW1, after=1), _ev(Op.READ, HW2, after=150)]  # chunk 2 saw only 150 (after the truncate)
+    replayed = [_ev(Op.CREATE, BinlogPosition("mysql-bin.000001", 650), after=2), _truncate(at),
+                _ev(Op.CREATE, after, after=5), _ev(Op.CREATE, after, after=150)]
+    out = snapshot + [e for ev in replayed for e in f.apply(ev)]
+    assert [e.op for e in out].count(Op.TRUNCATE) == 1
+    assert _state(out) == {5, 150}  # MySQL: 5 and 150 inserted after the truncate
+    assert "d.t" not in f.to_json()  # a restart after the truncate emits every later change of the table too
+
+
+def test_a_truncate_before_every_chunk_is_dropped_and_one_after_every_chunk_is_emitted():
+    f = _filter()
+    assert f.apply(_truncate(BinlogPosition("mysql-bin.000001", 100))) == []  # every chunk shows the table after it
+    assert "d.t" in f.to_json()
+    late = _truncate(BinlogPosition("mysql-bin.000001", 850))  # before HW2 only; another table's marks stay
+    g = WatermarkFilter({**_filter().tables, "d.o": TableMarks(["id"], [ChunkMark(None, False, HW2)])})
+    assert g.apply(late) == [late] and list(g.to_json()) == ["d.o"] and g.active
+    assert g.apply(_ev(Op.CREATE, BinlogPosition("mysql-bin.000001", 860), after=150)) != []  # d.t: all emitted now
+
+
 def test_progress_past_the_largest_hw_switches_the_filter_off():
     f = _filter()
     assert not f.passed("mysql-bin.000001", 800) and f.active
