@@ -28,6 +28,7 @@ from changelake.changelog.tally import PendingPolls, tally_ops
 from changelake.connectors.base import (
     BufferedSink,
     ChangelogSink,
+    CommitsInBackground,
     ChangelogSource,
     EmitsSideRecords,
     PartitionedChangelogSource,
@@ -100,6 +101,8 @@ def run_loop(
     """
     stats = RunStats(pipeline)
     buffering = sink if isinstance(sink, BufferedSink) and sink.buffers_commits else None
+    # the Kafka sink's transaction commit overlaps with polling and encoding the next batch
+    background = sink if buffering is None and isinstance(sink, CommitsInBackground) else None
     sink.open()
     try:
         stored = sink.stored_position()
@@ -155,6 +158,9 @@ def run_loop(
                 if current is not None and (events or side or current != committed):
                     if buffering is not None:
                         results = buffering.commit(current)
+                    elif background is not None:
+                        background.start_commit(current)  # finished before the next write, or in close
+                        results = []
                     else:
                         sink.commit(current)
                         results = []
