@@ -281,8 +281,8 @@ class CommitsInBackground(Protocol):
     pipeline sink under exactly-once: ``commit_transaction`` waits for the broker). The loop calls
     :meth:`start_commit` instead of :meth:`ChangelogSink.commit`; the sink finishes that commit
     before it produces anything else, in ``stored_position`` and in ``close``, and raises its
-    failure there, so a failed commit fails the run before a later batch is written. A batch is
-    reported (``on_batch``) when its commit has started."""
+    failure there, so a failed commit fails the run before a later batch is written. The loop
+    reports a batch (``on_batch``) after :meth:`finish_commit`."""
 
     def start_commit(self, position: Mapping[str, Any]) -> None:
         """Start making everything written so far durable with ``position``."""

@@ -183,6 +183,41 @@ def test_exactly_once_zombie_is_fenced_and_restart_neither_loses_nor_duplicates(
     assert KafkaPipelineSink(opts, pipeline_name=name).stored_position() == {"pos": 9}
 
 
+def test_exactly_once_background_commit_keeps_each_transaction_and_a_failed_one_stops_the_next_write(kafka_bootstrap):
+    """start_commit (the runner's path): the next batch is encoded while the transaction commits
+    and produced after it, so each transaction holds its own events and its position; a commit
+    that fails in the background (the producer was fenced) is raised by the next write, before
+    any of that batch reaches the broker."""
+    name, offsets = f"p-{uid()}", f"offsets-{uid()}"
+    table = TableId(f"db_{uid()}", "t")
+    opts = {"properties.bootstrap.servers": kafka_bootstrap, "sink.delivery-guarantee": "exactly-once",
+            "sink.offsets-topic": offsets}
+    sink = KafkaPipelineSink(opts, pipeline_name=name)
+    sink.open()
+    for n in range(3):
+        sink.write(inserts(table, range(n * 100, (n + 1) * 100)))  # encoded while batch n-1 commits
+        sink.start_commit({"pos": (n + 1) * 100})
+    assert sink.stored_position() == {"pos": 300}  # waits for the running commit
+    assert sink.metrics["commits"] == 3
+    sink.write(inserts(table, range(300, 310)))
+    sink.start_commit({"pos": 310})
+    assert sink.finish_commit() is True and sink.finish_commit() is False
+
+    sink.write(inserts(table, range(310, 320)))  # left open: the next producer fences this one
+    restarted = KafkaPipelineSink(opts, pipeline_name=name)
+    restarted.open()
+    sink.start_commit({"pos": 320})  # fails in the background
+    with pytest.raises(SinkFlushError, match="commit of the transaction"):
+        sink.write(inserts(table, range(900, 910)))
+    sent = sink.producer.flush(10), len(read_uncommitted_values(kafka_bootstrap, str(table)))
+    assert sent == (0, 320)  # nothing of the batch after the failed commit was produced
+    sink.close()
+    assert restarted.stored_position() == {"pos": 310}
+    restarted.close()
+    ids = [e.after["id"] for r in read_committed_records(kafka_bootstrap, str(table), 310) for e in r.events]
+    assert ids == list(range(310))
+
+
 def test_exactly_once_abort_discards_the_batch(kafka_bootstrap):
     name, offsets = f"p-{uid()}", f"offsets-{uid()}"
     table = TableId(f"db_{uid()}", "t")
