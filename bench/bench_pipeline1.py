@@ -14,7 +14,7 @@ change:
 * changelake, ``sink.delivery-guarantee`` at-least-once and exactly-once
   (``scan.startup.mode: specific-offset``, debezium-json values, one topic per run,
   ``run_pipeline(until_caught_up=True)``), with the binlog reader in a thread
-  (``CHANGELAKE_MYSQL_CDC_READER=thread``, the default) and in a worker process (``=process``);
+  (``CHANGELAKE_MYSQL_CDC_READER=thread``) and in a worker process (the default, ``=process``);
 * Debezium's MySQL connector on Kafka Connect standalone (jars from Maven Central via
   ``bench/debezium/*.xml``, cached), JsonConverter without schemas, ``tombstones.on.delete=false``,
   its offset set to the same position through Connect's REST offsets API while the connector is

@@ -758,16 +758,16 @@ class MySqlSource:
         self._position = SourcePosition(pos, progress)
 
     def _start_binlog(self, start: BinlogPosition | SourcePosition, min_ts_ms: int = 0) -> None:
-        """Start the binlog reader at ``start``: in a thread of this process (default), or in a
-        worker process when the environment sets ``CHANGELAKE_MYSQL_CDC_READER=process`` (same
-        events and positions).
+        """Start the binlog reader at ``start``: in a worker process (default), or in a thread of
+        this process when the environment sets ``CHANGELAKE_MYSQL_CDC_READER=thread`` (same events
+        and positions).
 
-        The thread is the default: on the shared 2-core machine it streamed at least as fast as the
-        worker process in all four measured runs (1.26-2.01x Debezium's rate against 0.89-1.65x;
-        ``bench/README.md`` "Figures after the background commit"), it spends no CPU on pickling
-        events through a pipe, and a ``kill -9`` of the pipeline closes its binlog connection at
-        once. The worker process pays when cores are idle (decoding and the Kafka writer then do not
-        share one GIL); it exits within 0.1 s of its parent's death, freeing the ``server-id``."""
+        The process is the default: binlog decoding and the Kafka writer then use two cores instead
+        of sharing one GIL. On the shared 2-core machine the two were within each other's noise
+        once the worker's pipe was widened (1.65x / 1.32x Debezium's streaming rate against
+        1.67x / 1.05x for the thread, ``bench/README.md`` "Figures after the background commit").
+        The worker exits within 0.1 s of its parent's death, so a ``kill -9`` of the pipeline
+        frees the ``server-id`` for the relaunch."""
         pos = start.binlog if isinstance(start, SourcePosition) else start
         begin = start if isinstance(start, SourcePosition) else SourcePosition(start)
         reader = self._make_reader(begin, min_ts_ms)
@@ -782,7 +782,7 @@ class MySqlSource:
         conn_kwargs = self.options.connection_kwargs()
         assert self._server_id is not None
         reader: BinlogReader | ProcessBinlogReader
-        if os.environ.get("CHANGELAKE_MYSQL_CDC_READER", "thread") == "process":
+        if os.environ.get("CHANGELAKE_MYSQL_CDC_READER", "process") != "thread":
             reader = ProcessBinlogReader(ReaderConfig(
                 conn_kwargs, self._server_id, begin, self._reader_captured, self.options.include_comments_enabled,
                 self.options.treat_tinyint1_as_boolean, self.options.heartbeat_interval.total_seconds(),
