@@ -43,6 +43,9 @@ ability                                 what the runner does with it
 :class:`EmitsSideRecords` (source)      after each poll, hands its transaction metadata and
                                         heartbeat records to a :class:`WritesSideRecords`
                                         sink, before that batch's commit
+:class:`CommitsInBackground` (sink)     the loop starts each commit with ``start_commit``
+                                        and goes on reading; the sink finishes it before
+                                        it writes again (and in ``close``)
 =====================================  =====================================================
 
 Every source and sink declares ``changelog_mode``: the row kinds it produces or accepts (Flink's
@@ -60,7 +63,7 @@ from changelake.changelog.side_records import SideRecord
 
 __all__ = [
     "ChangelogSource", "ChangelogSink", "BufferedSink", "LakeSink", "ReportsMetrics", "PartitionedChangelogSource",
-    "RejectsRecords", "ReportsBadRecords", "EmitsSideRecords", "WritesSideRecords",
+    "RejectsRecords", "ReportsBadRecords", "EmitsSideRecords", "WritesSideRecords", "CommitsInBackground",
 ]
 
 
@@ -270,3 +273,19 @@ class WritesSideRecords(Protocol):
 
     def write_side_records(self, records: Sequence[SideRecord]) -> None:
         """Write ``records``; durable with the next :meth:`ChangelogSink.commit`."""
+
+
+@runtime_checkable
+class CommitsInBackground(Protocol):
+    """A sink whose commit can run while the loop reads and encodes the next batch (the Kafka
+    pipeline sink under exactly-once: ``commit_transaction`` waits for the broker). The loop calls
+    :meth:`start_commit` instead of :meth:`ChangelogSink.commit`; the sink finishes that commit
+    before it produces anything else, in ``stored_position`` and in ``close``, and raises its
+    failure there, so a failed commit fails the run before a later batch is written. The loop
+    reports a batch (``on_batch``) after :meth:`finish_commit`."""
+
+    def start_commit(self, position: Mapping[str, Any]) -> None:
+        """Start making everything written so far durable with ``position``."""
+
+    def finish_commit(self) -> bool:
+        """Wait for the started commit (True if there was one); raises its failure."""

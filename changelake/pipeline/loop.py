@@ -10,7 +10,11 @@
     until the stop policy says so; then sink.flush() and close both.
 
 The position is committed with the data it covers, so a restart resumes exactly where the last
-durable commit ended. A sink that buffers (:class:`~changelake.connectors.base.BufferedSink`)
+durable commit ended. A sink that commits in the background
+(:class:`~changelake.connectors.base.CommitsInBackground`: the Kafka sink's exactly-once
+transaction) is asked to ``start_commit``; the loop polls and stages the next batch meanwhile, and
+the sink finishes the commit (or raises its failure) before it writes that batch, and the loop
+reports the batch (``on_batch``) once its commit is done. A sink that buffers (:class:`~changelake.connectors.base.BufferedSink`)
 reports which commits became durable; ``on_batch`` and :class:`RunStats` count those only.
 
 What the loop uses of a source and a sink beyond :class:`~changelake.connectors.base.ChangelogSource`
@@ -28,6 +32,7 @@ from changelake.changelog.tally import PendingPolls, tally_ops
 from changelake.connectors.base import (
     BufferedSink,
     ChangelogSink,
+    CommitsInBackground,
     ChangelogSource,
     EmitsSideRecords,
     PartitionedChangelogSource,
@@ -100,6 +105,8 @@ def run_loop(
     """
     stats = RunStats(pipeline)
     buffering = sink if isinstance(sink, BufferedSink) and sink.buffers_commits else None
+    # the Kafka sink's transaction commit overlaps with polling and encoding the next batch
+    background = sink if buffering is None and isinstance(sink, CommitsInBackground) else None
     sink.open()
     try:
         stored = sink.stored_position()
@@ -137,6 +144,7 @@ def run_loop(
 
         try:
             committed = stored
+            started: Mapping[str, Any] | None = None  # position of the commit running in the background
             while True:
                 events = source.poll(max_events=batch_size, timeout_s=0.5)
                 out = stage.apply(events, reject) if events else []
@@ -148,6 +156,10 @@ def run_loop(
                 side = side_source.take_side_records() if side_source is not None else []
                 if side and side_sink is not None:  # transaction metadata / heartbeats, same commit
                     side_sink.write_side_records(side)
+                if started is not None and background is not None:
+                    background.finish_commit()  # done already if this batch was written
+                    durable([], started)  # the previous batch, before this one is counted
+                    started = None
                 records = offsets_source.last_records if offsets_source is not None else len(events)
                 pending.note(records, len(events), {}, *tally_ops(out))
                 stats.events += len(events)
@@ -155,6 +167,10 @@ def run_loop(
                 if current is not None and (events or side or current != committed):
                     if buffering is not None:
                         results = buffering.commit(current)
+                    elif background is not None:
+                        # finished by the next write (which encodes first), or below; reported then
+                        background.start_commit(current)
+                        started = current
                     else:
                         sink.commit(current)
                         results = []
@@ -167,6 +183,9 @@ def run_loop(
                     durable(results, current)
                 reason = clock.stop_reason(until_caught_up, not events, source.caught_up)
                 if reason:
+                    if started is not None and background is not None:
+                        background.finish_commit()
+                        durable([], started)
                     if buffering is not None:
                         final = buffering.flush(force=True)
                         if final is not None:

@@ -41,6 +41,7 @@ Example::
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import logging
 import time
@@ -84,6 +85,24 @@ log = logging.getLogger(__name__)
 #: config of the offsets topic (compacted, as Kafka Connect's offset storage topic)
 OFFSETS_TOPIC_CONFIG = {"cleanup.policy": "compact"}
 
+#: key value types whose equality (same type) means equal key bytes in every key format
+_EXACT_KEY_TYPES = (int, str, bytes)
+
+
+def _same_key_values(schema: Schema | None, before: Mapping[str, Any], after: Mapping[str, Any] | None) -> bool:
+    """True when the before and after images hold the same primary-key values, of one exact type
+    (int, str, bytes: equal values encode to equal key bytes), so the update keeps its key and the
+    before key need not be encoded. False means "not known": the caller compares encoded keys
+    (floats, decimals, dates, None... are left to that, e.g. ``-0.0 == 0.0`` encode differently)."""
+    if schema is None or after is None:
+        return False
+    for name in schema.primary_key:
+        old, new = before.get(name), after.get(name)
+        if type(old) is not type(new) or not isinstance(old, _EXACT_KEY_TYPES) or old != new:
+            return False
+    return True
+
+
 class KafkaPipelineSink:
     """Writes change events to Kafka as Flink CDC's Kafka pipeline sink, and stores source positions.
 
@@ -118,6 +137,14 @@ class KafkaPipelineSink:
         self._schemas_sent: set[str] = set()  # fingerprints durably in the schema topic
         self._schemas_pending: set[str] = set()  # written in the open transaction
         self._fingerprints: dict[Schema, str] = {}
+        #: id(schema) -> (schema, fingerprint): the per-event lookup without hashing the schema
+        self._fingerprints_by_id: dict[int, tuple[Schema, str]] = {}
+        #: exactly-once: the transaction commit running in the background (start_commit), its
+        #: schema fingerprints, and the records encoded while it runs (produced once it is done)
+        self._committing: "concurrent.futures.Future[None] | None" = None
+        self._schemas_committing: set[str] = set()
+        self._committer: concurrent.futures.ThreadPoolExecutor | None = None
+        self._deferred: list[tuple[str, bytes, bytes | None, list[tuple[str, bytes]], int | None, bool]] | None = None
         #: counters for metrics: records written, tombstones, skipped events, commits, schema records
         self.metrics = {"records": 0, "tombstones": 0, "skipped": 0, "commits": 0, "schemas": 0}
 
@@ -172,11 +199,24 @@ class KafkaPipelineSink:
     def close(self) -> None:
         """Abort an uncommitted transaction (exactly-once) or flush (otherwise), then disconnect.
 
-        Idempotent. Events written after the last :meth:`commit` are aborted under exactly-once —
-        resume from :meth:`stored_position`; otherwise queued records are flushed (up to
-        ``sink.flush.timeout``).
+        Idempotent. A commit started by :meth:`start_commit` is finished first (its failure is
+        raised, after the producer is closed). Events written after the last commit are aborted
+        under exactly-once — resume from :meth:`stored_position`; otherwise queued records are
+        flushed (up to ``sink.flush.timeout``).
         """
+        if self._producer is None:
+            return
+        try:
+            self.finish_commit()
+        finally:
+            self._close_producer()
+
+    def _close_producer(self) -> None:
         producer, self._producer = self._producer, None
+        committer, self._committer = self._committer, None
+        if committer is not None:
+            committer.shutdown(wait=True)
+        self._committing = None
         if producer is None:
             return
         try:
@@ -214,9 +254,28 @@ class KafkaPipelineSink:
             EncodeError: a value cannot be encoded by the format.
         """
         producer = self._require_open()
-        producer.raise_delivery_errors()
-        if self.exactly_once and events:
-            producer.begin()
+        if self._committing is not None and events:
+            # the previous transaction is still committing: encode now, produce once it is done
+            self._deferred = []
+            try:
+                self._write_events(producer, events)
+            finally:
+                deferred, self._deferred = self._deferred, None
+            self.finish_commit()
+            producer.raise_delivery_errors()
+            if self.exactly_once:
+                producer.begin()
+            for record in deferred:
+                self._produce(producer, *record)
+        else:
+            self.finish_commit()
+            producer.raise_delivery_errors()
+            if self.exactly_once and events:
+                producer.begin()
+            self._write_events(producer, events)
+        producer.poll(0)
+
+    def _write_events(self, producer: KafkaProducer, events: Sequence[DataChangeEvent]) -> None:
         for event in events:
             if event.op is Op.TRUNCATE:
                 for topic, key, value, headers, partition in self._truncate_records(producer, event):
@@ -224,7 +283,6 @@ class KafkaPipelineSink:
                 continue
             for record in self._records(event):
                 self._produce(producer, *record)
-        producer.poll(0)
 
     def _truncate_records(
         self, producer: KafkaProducer, event: DataChangeEvent
@@ -275,6 +333,7 @@ class KafkaPipelineSink:
             event.op is Op.UPDATE
             and opts.value_format is not ValueFormat.JSON
             and event.before is not None
+            and not _same_key_values(event.schema, event.before, event.after)
             and encode_table_key(table_text, event.schema, event.before, opts.key_format) != key
         ):
             # As Debezium: an update that changes the primary key is a delete of the old key
@@ -341,13 +400,20 @@ class KafkaPipelineSink:
         topic = self.options.schema_topic
         if not topic or event.schema is None:
             return []
-        fingerprint = self._fingerprints.get(event.schema)
-        if fingerprint is None:
-            fingerprint = schema_fingerprint(event.schema)
+        # by identity first, as _format: hashing a Schema for each event costs more than the rest
+        by_id = self._fingerprints_by_id.get(id(event.schema))
+        if by_id is not None and by_id[0] is event.schema:
+            fingerprint = by_id[1]
+        else:
+            fingerprint = self._fingerprints.get(event.schema) or schema_fingerprint(event.schema)
             if len(self._fingerprints) > 10_000:
                 self._fingerprints.clear()
             self._fingerprints[event.schema] = fingerprint
-        if fingerprint not in self._schemas_sent and fingerprint not in self._schemas_pending:
+            if len(self._fingerprints_by_id) > 1000:
+                self._fingerprints_by_id.clear()
+            self._fingerprints_by_id[id(event.schema)] = (event.schema, fingerprint)
+        if (fingerprint not in self._schemas_sent and fingerprint not in self._schemas_pending
+                and fingerprint not in self._schemas_committing):
             key, value = encode_schema_record(event.table, event.schema)
             self._produce(producer, topic, key, value, [], partition=0, counted=False)
             self.metrics["schemas"] += 1
@@ -359,6 +425,9 @@ class KafkaPipelineSink:
 
     def _produce(self, producer: KafkaProducer, topic: str, key: bytes, value: bytes | None,
                  headers: list[tuple[str, bytes]], partition: int | None = None, counted: bool = True) -> None:
+        if self._deferred is not None:  # encoded while the previous transaction commits (write)
+            self._deferred.append((topic, key, value, headers, partition, counted))
+            return
         if partition is None and self.options.partition_strategy is PartitionStrategy.ALL_TO_ZERO:
             partition = 0
         producer.produce(topic, key, value, partition=partition, headers=headers)
@@ -380,6 +449,7 @@ class KafkaPipelineSink:
         if not records:
             return
         producer = self._require_open()
+        self.finish_commit()
         producer.raise_delivery_errors()
         if self.exactly_once:
             producer.begin()
@@ -404,7 +474,27 @@ class KafkaPipelineSink:
             SinkFlushError: delivery or the transaction commit failed (the transaction is aborted;
                 restart from :meth:`stored_position`).
         """
+        self.start_commit(position)
+        self.finish_commit()
+
+    def start_commit(self, position: Mapping[str, Any]) -> None:
+        """:meth:`commit`, returning before the broker has confirmed an exactly-once commit.
+
+        Exactly-once: the position record joins the open transaction, as in :meth:`commit`, and
+        ``commit_transaction`` runs in a background thread. The next :meth:`write` encodes its
+        events meanwhile and produces them once the commit is done (records cannot join a
+        transaction that is committing). :meth:`write`, :meth:`write_side_records`,
+        :meth:`commit`, :meth:`stored_position` and :meth:`close` first wait for it and raise its
+        failure, so no record is produced after a failed commit. Each transaction still holds
+        exactly its own events and, last, the position after them. At-least-once and none: the
+        same as :meth:`commit`.
+
+        Raises:
+            SinkFlushError: the previous background commit failed, or (not exactly-once) as
+                :meth:`commit`.
+        """
         producer = self._require_open()
+        self.finish_commit()
         opts = self.options
         timeout_s = opts.flush_timeout.total_seconds()
         # position records always go to partition 0, so the last one for a key is well defined
@@ -413,20 +503,42 @@ class KafkaPipelineSink:
         if self.exactly_once:
             producer.begin()
             self._produce(producer, opts.offsets_topic, key, value, [], partition=0)
-            try:
-                producer.commit(timeout_s)  # aborts on failure; names a fenced producer
-            except BaseException:
-                self._schemas_pending.clear()  # aborted with the transaction
-                raise
-            self._schemas_sent |= self._schemas_pending
-            self._schemas_pending.clear()
-        elif opts.delivery_guarantee is DeliveryGuarantee.AT_LEAST_ONCE:
+            self._schemas_committing, self._schemas_pending = self._schemas_pending, set()
+            if self._committer is None:
+                self._committer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kafka-commit")
+            self._committing = self._committer.submit(producer.commit, timeout_s)
+            return
+        if opts.delivery_guarantee is DeliveryGuarantee.AT_LEAST_ONCE:
             producer.flush(timeout_s)
             self._produce(producer, opts.offsets_topic, key, value, [], partition=0)
             producer.flush(timeout_s)
         else:
             self._produce(producer, opts.offsets_topic, key, value, [], partition=0)
             producer.poll(0)
+        self._after_commit()
+
+    def finish_commit(self) -> bool:
+        """Wait for the commit started by :meth:`start_commit`; True if there was one (it is
+        durable now), False if none was running.
+
+        Raises:
+            SinkFlushError: the commit failed (the transaction was aborted; restart from
+                :meth:`stored_position`).
+        """
+        future, self._committing = self._committing, None
+        if future is None:
+            return False
+        try:
+            future.result()  # aborts on failure; names a fenced producer
+        except BaseException:
+            self._schemas_committing = set()  # aborted with the transaction
+            raise
+        self._schemas_sent |= self._schemas_committing
+        self._schemas_committing = set()
+        self._after_commit()
+        return True
+
+    def _after_commit(self) -> None:
         if self._admin is not None:
             self._admin.poll(0)  # hand the admin client's queued log lines to Python logging
         self._records_since_commit = 0
@@ -436,8 +548,11 @@ class KafkaPipelineSink:
         """Abort the open transaction (exactly-once): its records are never visible to
         read_committed consumers. A no-op otherwise."""
         producer = self._require_open()
-        producer.abort(self.options.flush_timeout.total_seconds())
-        self._schemas_pending.clear()
+        try:
+            self.finish_commit()
+        finally:
+            producer.abort(self.options.flush_timeout.total_seconds())
+            self._schemas_pending.clear()
 
     def _require_open(self) -> KafkaProducer:
         if self._producer is None:
@@ -449,8 +564,11 @@ class KafkaPipelineSink:
         """The last committed position of this pipeline (read_committed), or None.
 
         Works before :meth:`open`. Raises SinkFlushError if the offsets topic cannot be read,
-        KafkaUnavailableError if no broker answers within ``timeout_s`` seconds.
+        KafkaUnavailableError if no broker answers within ``timeout_s`` seconds. A commit started
+        by :meth:`start_commit` is finished first (SinkFlushError if it failed).
         """
+        if self._producer is not None:
+            self.finish_commit()
         return read_stored_position(self.options.properties, self.options.offsets_topic, self.pipeline_name,
                                     timeout_s)
 

@@ -794,9 +794,11 @@ class MySqlSource:
         and positions).
 
         The process is the default: binlog decoding and the Kafka writer then use two cores instead
-        of sharing one GIL (streaming 1.00-1.16x Debezium's rate against 0.62-0.87x with the thread,
-        ``bench/README.md``). The worker exits within 0.1 s of its parent's death, so a ``kill -9``
-        of the pipeline frees the ``server-id`` for the relaunch."""
+        of sharing one GIL. On the shared 2-core machine the two were within each other's noise
+        once the worker's pipe was widened (1.65x / 1.32x Debezium's streaming rate against
+        1.67x / 1.05x for the thread, ``bench/README.md`` "Figures after the background commit").
+        The worker exits within 0.1 s of its parent's death, so a ``kill -9`` of the pipeline
+        frees the ``server-id`` for the relaunch."""
         pos = start.binlog if isinstance(start, SourcePosition) else start
         begin = start if isinstance(start, SourcePosition) else SourcePosition(start)
         reader = self._make_reader(begin, min_ts_ms)

@@ -72,13 +72,13 @@ def read_committed_records(bootstrap: str, topic: str, expected: int | None = No
     return out
 
 
-def read_uncommitted_values(bootstrap: str, topic: str) -> list[bytes]:
+def read_uncommitted_values(bootstrap: str, topic: str, max_polls: int = 200) -> list[bytes]:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uid()}", "isolation.level": "read_uncommitted",
                   "enable.partition.eof": True, "auto.offset.reset": "earliest"})
     meta = c.list_topics(topic, timeout=10).topics[topic]
     c.assign([TopicPartition(topic, p, 0) for p in meta.partitions])
     pending, out = set(meta.partitions), []
-    for _ in range(200):
+    for _ in range(max_polls):
         if not pending:
             break
         msg = c.poll(0.5)
@@ -181,6 +181,42 @@ def test_exactly_once_zombie_is_fenced_and_restart_neither_loses_nor_duplicates(
     raw = read_uncommitted_values(kafka_bootstrap, str(table))
     assert len(raw) == 12  # the aborted batch is in the log, invisible to read_committed readers
     assert KafkaPipelineSink(opts, pipeline_name=name).stored_position() == {"pos": 9}
+
+
+def test_exactly_once_background_commit_keeps_each_transaction_and_a_failed_one_stops_the_next_write(kafka_bootstrap):
+    """start_commit (the runner's path): the next batch is encoded while the transaction commits
+    and produced after it, so each transaction holds its own events and its position; a commit
+    that fails in the background (the producer was fenced) is raised by the next write, before
+    any of that batch reaches the broker."""
+    name, offsets = f"p-{uid()}", f"offsets-{uid()}"
+    table = TableId(f"db_{uid()}", "t")
+    opts = {"properties.bootstrap.servers": kafka_bootstrap, "sink.delivery-guarantee": "exactly-once",
+            "sink.offsets-topic": offsets}
+    sink = KafkaPipelineSink(opts, pipeline_name=name)
+    sink.open()
+    for n in range(3):
+        sink.write(inserts(table, range(n * 100, (n + 1) * 100)))  # encoded while batch n-1 commits
+        sink.start_commit({"pos": (n + 1) * 100})
+    assert sink.stored_position() == {"pos": 300}  # waits for the running commit
+    assert sink.metrics["commits"] == 3
+    sink.write(inserts(table, range(300, 310)))
+    sink.start_commit({"pos": 310})
+    assert sink.finish_commit() is True and sink.finish_commit() is False
+
+    sink.write(inserts(table, range(310, 320)))  # left open: the next producer fences this one
+    assert sink.producer.flush(10) == 0  # the records did reach the broker
+    restarted = KafkaPipelineSink(opts, pipeline_name=name)
+    restarted.open()
+    with pytest.raises(SinkFlushError, match="commit of the transaction|cannot produce"):
+        sink.start_commit({"pos": 320})  # fails in the background (or at once, if the client knows)
+        sink.write(inserts(table, range(900, 910)))  # raises the commit's failure first
+    # nothing of the batch after the failed commit was produced (310-319 are there, aborted)
+    assert len(read_uncommitted_values(kafka_bootstrap, str(table), max_polls=2000)) == 320
+    sink.close()
+    assert restarted.stored_position() == {"pos": 310}
+    restarted.close()
+    ids = [e.after["id"] for r in read_committed_records(kafka_bootstrap, str(table), 310) for e in r.events]
+    assert ids == list(range(310))
 
 
 def test_exactly_once_abort_discards_the_batch(kafka_bootstrap):
