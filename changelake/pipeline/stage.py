@@ -122,12 +122,15 @@ class Stage:
 
     def _transform_batch(self, rule: TransformRule, batch: ChangeBatch) -> ChangeBatch | None:
         schema = batch.schema
-        if _has_time(schema):  # TIME is text in a batch, a duration in expressions
-            return None
         try:
-            if "__event_position__" in rule.metadata_read(schema):
+            # TIME is text in a batch and a duration in expressions: an output TIME column takes
+            # the per-record path, and an expression reading one finds it missing (and so does)
+            if _has_time(rule.apply_schema(schema)) or "__event_position__" in rule.metadata_read(schema):
                 return None
-            result = rule.apply_batch(batch.table, schema, batch.rows, batch.kinds)
+            rows = batch.rows
+            if _has_time(schema):
+                rows = rows.select([c.name for c in schema.columns if c.type.root is not TypeRoot.TIME])
+            result = rule.apply_batch(batch.table, schema, rows, batch.kinds)
         except ChangelogError:
             return None  # the per-record path names (or rejects) the record it fails on
         target = batch_arrow_schema(result.schema)

@@ -516,7 +516,12 @@ class KafkaPipelineSource:
             fmt = schema = None  # the schema cannot be found: each record says so
         changes = decode_columns(fmt, [m.value() for m in msgs]) if schema is not None else None
         if changes is None or schema is None:
-            return [self._decode(msg) for msg in msgs]
+            if schema is None or len(msgs) < 2 * MIN_GROUP:
+                return [self._decode(msg) for msg in msgs]
+            # something in the group needs the per-record decoder (a corrupt record, a truncate):
+            # halve it, so only the few records around that one are decoded one by one
+            half = len(msgs) // 2
+            return self._group_or_records(tp, key, msgs[:half]) + self._group_or_records(tp, key, msgs[half:])
         if self.options.distributed_tables:
             db, name = changes.table
             table = TableId(db, name)

@@ -99,6 +99,7 @@ class LakeOffsetsSink(LakeChangelogSink, WritesChangeBatches):
             offsets = {topic_partition(batch.topic, batch.partition): int(pc.max(batch.offsets).as_py()) + 1}
             self.lake.add(batch.table, [batch], batch.schema, offsets)
             self.metrics["events"] += batch.records
+            self.metrics["change_batches"] += 1
             self._uncommitted = True
             self._polls.note(0, batch.records, offsets, {})
 
