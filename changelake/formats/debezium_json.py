@@ -632,7 +632,10 @@ def decode_columns(fmt: "DebeziumJsonFormat", values: Sequence[bytes]) -> Column
         for column, field in zip(schema.columns, target):
             array = images.field(column.name)
             decode = post.get(column.name)
-            if decode is not None:
+            fast = _temporal_in_arrow(array, column.type, field.type) if decode is not None else None
+            if fast is not None:
+                array = fast
+            elif decode is not None:
                 decoded = [None if v is None else decode(v) for v in array.to_pylist()]
                 if column.type.root is TypeRoot.TIME:
                     decoded = [None if v is None else format_time(v, column.type.precision) for v in decoded]
@@ -646,6 +649,33 @@ def decode_columns(fmt: "DebeziumJsonFormat", values: Sequence[bytes]) -> Column
     return ColumnarChanges(rows, pa.array(kinds, pa.string()), pa.array(message, pa.int64()),
                            (db, name or ""), counts)
 
+
+
+#: The text of a TIMESTAMP / DATE that Arrow's cast parses exactly as the per-message decoder does.
+_TEMPORAL_TEXT = {TypeRoot.TIMESTAMP: r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(\.\d{1,6})?$",
+                  TypeRoot.DATE: r"^\d{4}-\d{2}-\d{2}$"}
+
+
+def _temporal_in_arrow(array: Any, dtype: DataType, target: Any) -> Any | None:
+    """A TIMESTAMP or DATE text column cast by Arrow, when every value is plain
+    ``yyyy-MM-dd[( |T)HH:mm:ss[.f]]`` text of a year from 1 (what the value decoder reads the same
+    way); None otherwise (then the value decoder converts it value by value)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    pattern = _TEMPORAL_TEXT.get(dtype.root)
+    if pattern is None:
+        return None
+    if array.null_count == len(array):
+        return pa.nulls(len(array), target)
+    if not pc.all(pc.match_substring_regex(array, pattern)).as_py():
+        return None
+    try:
+        out = array.cast(target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    first = pc.min(pc.year(out)).as_py()
+    return out if first is not None and first >= 1 else None
 
 
 def _struct_rows(column: Any) -> list[dict[str, Any] | None]:
