@@ -32,7 +32,9 @@ Printed per workload: lake rows/s (change events applied / wall s of the timed r
 records/s (``ConsumerPerformance`` on the same topic), the ratio, rows written per change event
 (snapshot summaries' ``added-records``), rows rewritten per changed key (Iceberg's copy-on-write:
 ``changelake.rows-rewritten`` / ``changelake.rows-changed`` of the timed commits; Paimon writes
-merge-on-read, 0) and per-batch commit latency p50/p99 (ms). Run from the repository root::
+merge-on-read, 0), per-batch commit latency p50/p99 (ms) and the process CPU time of the timed
+run per change event (µs; all threads, librdkafka's included: on a shared machine it moves far
+less than the wall rates). Run from the repository root::
 
     .venv/bin/python bench/bench_lake_ingest.py [--events 100000] [--table-rows 100000 ...] \
         [--lake iceberg --lake paimon] [--workload mixed ...] [--no-buckets]
@@ -239,7 +241,9 @@ def run_workload(kafka: Any, name: str, events: int, table_rows: int, lake: str,
             last[0] = now
 
         since_ms = int(time.time() * 1000)
+        cpu0 = time.process_time()
         stats = run_pipeline(defn, until_caught_up=True, on_batch=on_batch)
+        cpu_us = (time.process_time() - cpu0) * 1e6 / stats.events if stats.events else float("nan")
         rate = stats.events / stats.elapsed_s if stats.elapsed_s else 0.0
         amplification = _added_records(lake_dir, since_ms) / stats.events if lake == "iceberg" and stats.events else float("nan")
         rewritten = 0.0
@@ -253,7 +257,7 @@ def run_workload(kafka: Any, name: str, events: int, table_rows: int, lake: str,
     size = f", {table_rows:,} rows" if name != "insert-only" else ""
     lane = "" if columnar else ", per-record"
     return [f"{name}{size} ({lake}{lane})", stats.events, round(rate), round(ceiling), rate / ceiling, amplification, rewritten,
-            p50, p99, stats.batches]
+            p50, p99, stats.batches, round(cpu_us)]
 
 
 def main() -> None:
@@ -285,7 +289,7 @@ def main() -> None:
     print(machine_note())
     print_table(
         ["workload", "events", "lake rows/s", "Kafka rec/s", "ratio", "rows written/event", "rewritten/change",
-         "commit p50 ms", "p99 ms", "batches"],
+         "commit p50 ms", "p99 ms", "batches", "CPU µs/event"],
         rows,
     )
     by_name = {r[0]: r for r in rows}
