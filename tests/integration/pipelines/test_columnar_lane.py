@@ -29,6 +29,7 @@ from changelake.formats.errors import DecodeError
 from changelake.pipeline.definition import parse_pipeline
 from changelake.pipeline.runner import run_pipeline
 from changelake.pipeline.verify import read_lake_table
+from lake_blocks import lake_sink  # beside this file (pytest puts it on sys.path)
 
 pytestmark = pytest.mark.integration
 
@@ -94,17 +95,6 @@ def _changes(rng: random.Random, n: int, keys: int, schema: Schema = SCHEMA, sta
         else:
             events.append(DataChangeEvent(TABLE, Op.DELETE, state.pop(key), None, schema, ts_ms=3))
     return events
-
-
-def lake_sink(lake: str, where) -> dict:
-    """A sink block for ``lake`` on a catalog under ``where`` (as tests/integration/pipelines/conftest.py's)."""
-    if lake == "paimon":
-        return {"type": "paimon", "catalog.properties.metastore": "filesystem",
-                "catalog.properties.warehouse": str(where / "paimon"), "commit.user": "it",
-                "table.properties.deletion-vectors.enabled": True}
-    (where / "warehouse").mkdir(exist_ok=True)
-    return {"type": "iceberg", "catalog.properties.type": "sql", "catalog.properties.uri": f"sqlite:///{where / 'catalog.db'}",
-            "catalog.properties.warehouse": f"file://{where / 'warehouse'}"}
 
 
 class _Writer:
