@@ -9,6 +9,9 @@ record for:
   values in one pyarrow JSON read with an explicit schema (stays in Arrow);
 * ``arrow-to-events``: :func:`changelake.formats.debezium_json.decode_batch`, the same read turned
   back into change events (what the per-event stage and sinks need);
+* ``arrow-to-rows``: :func:`changelake.formats.debezium_json.decode_columns`, the same read turned
+  into changelog rows in Arrow (``-U``/``+U`` rows, lake types, row kinds): what the columnar lane
+  hands the stage and the lake writer;
 * ``orjson-parse``: ``orjson.loads`` per value, the parse alone (no types, no events): a floor.
 
 msgspec is not measured: it is not installed here (a typed ``msgspec.Struct`` per schema would be
@@ -33,7 +36,7 @@ import orjson  # noqa: E402
 from changelake.changelog.schema import Schema  # noqa: E402
 from changelake.changelog.types import parse_data_type  # noqa: E402
 from changelake.formats import create_format  # noqa: E402
-from changelake.formats.debezium_json import decode_batch, read_batch  # noqa: E402
+from changelake.formats.debezium_json import decode_batch, decode_columns, read_batch  # noqa: E402
 
 SCHEMA = Schema.of([("id", parse_data_type("BIGINT NOT NULL")), ("customer", parse_data_type("VARCHAR(40)")),
                     ("amount", parse_data_type("DECIMAL(12,2)")), ("version", parse_data_type("INT")),
@@ -71,6 +74,7 @@ def main() -> None:
         "per-message": _best(lambda: [fmt.decode_events(v) for v in values]),
         "arrow-read": _best(lambda: [read_batch(fmt, grp) for grp in groups]),
         "arrow-to-events": _best(lambda: [decode_batch(fmt, grp) for grp in groups]),
+        "arrow-to-rows": _best(lambda: [decode_columns(fmt, grp) for grp in groups]),
         "orjson-parse": _best(lambda: [orjson.loads(v) for v in values]),
     }
     base = timings["per-message"]

@@ -24,11 +24,17 @@ events of ``update-random``). ``--lake`` may be repeated (``iceberg``, ``paimon`
 Iceberg tables are bucketed by key (the sink's default); ``--no-buckets`` writes them unpartitioned
 to compare.
 
+Every record carries Pipeline 1's schema headers (the schema in a schema topic), so Pipeline 2
+takes the columnar lane (``pipeline.columnar.enabled``); ``--lane per-record`` or ``both`` runs
+the record-by-record path too, on its own topic and lake, in the same run.
+
 Printed per workload: lake rows/s (change events applied / wall s of the timed run), Kafka's
 records/s (``ConsumerPerformance`` on the same topic), the ratio, rows written per change event
 (snapshot summaries' ``added-records``), rows rewritten per changed key (Iceberg's copy-on-write:
 ``changelake.rows-rewritten`` / ``changelake.rows-changed`` of the timed commits; Paimon writes
-merge-on-read, 0) and per-batch commit latency p50/p99 (ms). Run from the repository root::
+merge-on-read, 0), per-batch commit latency p50/p99 (ms) and the process CPU time of the timed
+run per change event (µs; all threads, librdkafka's included: on a shared machine it moves far
+less than the wall rates). Run from the repository root::
 
     .venv/bin/python bench/bench_lake_ingest.py [--events 100000] [--table-rows 100000 ...] \
         [--lake iceberg --lake paimon] [--workload mixed ...] [--no-buckets]
@@ -53,6 +59,14 @@ from _upsert_kafka_common import kafka_broker, machine_note, print_table, progre
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
+from changelake.changelog import Schema, TableId  # noqa: E402
+from changelake.changelog.types import parse_data_type  # noqa: E402
+from changelake.connectors.kafka.schemas import (  # noqa: E402
+    SCHEMA_ID_HEADER,
+    SCHEMA_TOPIC_HEADER,
+    encode_schema_record,
+    schema_fingerprint,
+)
 from changelake.pipeline.definition import parse_pipeline  # noqa: E402
 from changelake.pipeline.runner import run_pipeline  # noqa: E402
 
@@ -127,13 +141,22 @@ def _workload(name: str, events: int, table_rows: int) -> tuple[Iterator[bytes],
     return preload(), timed()
 
 
+#: The table's schema, as Pipeline 1 names it in each record's headers (schema in a schema topic).
+SCHEMA = Schema.of([("id", parse_data_type("BIGINT NOT NULL")), ("customer", parse_data_type("VARCHAR(64)")),
+                    ("amount", parse_data_type("DECIMAL(12,2)")), ("version", parse_data_type("INT"))], ["id"])
+SCHEMA_TOPIC = "bench-schemas"
+
+
 def _produce(bootstrap: str, topic: str, messages: Iterator[bytes]) -> int:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "compression.type": "lz4"})
+    key, value = encode_schema_record(TableId(DB, TABLE), SCHEMA)
+    producer.produce(SCHEMA_TOPIC, key=key, value=value)
+    headers = [(SCHEMA_ID_HEADER, schema_fingerprint(SCHEMA).encode()), (SCHEMA_TOPIC_HEADER, SCHEMA_TOPIC.encode())]
     count = 0
     for value in messages:
         while True:
             try:
-                producer.produce(topic, value=value)
+                producer.produce(topic, value=value, headers=headers)
                 break
             except BufferError:
                 producer.poll(0.1)
@@ -142,7 +165,7 @@ def _produce(bootstrap: str, topic: str, messages: Iterator[bytes]) -> int:
     return count
 
 
-def _pipeline(bootstrap: str, topic: str, lake_dir: Path, lake: str, buckets: bool = True) -> Any:
+def _pipeline(bootstrap: str, topic: str, lake_dir: Path, lake: str, buckets: bool = True, columnar: bool = True) -> Any:
     sink: dict[str, Any]
     if lake == "iceberg":
         sink = {
@@ -156,7 +179,7 @@ def _pipeline(bootstrap: str, topic: str, lake_dir: Path, lake: str, buckets: bo
         sink = {"type": lake, "catalog.properties.warehouse": str(lake_dir / "warehouse")}
     return parse_pipeline(
         {
-            "pipeline": {"name": f"bench-{topic}"},
+            "pipeline": {"name": f"bench-{topic}", "columnar.enabled": "true" if columnar else "false"},
             "source": {
                 "type": "kafka", "properties.bootstrap.servers": bootstrap, "topic": topic,
                 "scan.startup.mode": "earliest-offset", "value.format": "debezium-json",
@@ -194,14 +217,15 @@ def _consumer_perf(kafka: Any, topic: str, messages: int) -> float:
     return float(fields[5])
 
 
-def run_workload(kafka: Any, name: str, events: int, table_rows: int, lake: str, buckets: bool = True) -> list[Any]:
-    topic = re.sub(r"[^a-z]", "", name) + f"-{int(time.time())}"
+def run_workload(kafka: Any, name: str, events: int, table_rows: int, lake: str, buckets: bool = True,
+                 columnar: bool = True) -> list[Any]:
+    topic = re.sub(r"[^a-z]", "", name) + f"-{time.time_ns()}"
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result()
     preload, timed = _workload(name, events, table_rows)
     with tempfile.TemporaryDirectory(prefix="changelake-bench-lake-") as tmp:
         lake_dir = Path(tmp)
-        defn = _pipeline(kafka.bootstrap_servers, topic, lake_dir, lake, buckets)
+        defn = _pipeline(kafka.bootstrap_servers, topic, lake_dir, lake, buckets, columnar)
         loaded = _produce(kafka.bootstrap_servers, topic, preload)
         if loaded:
             progress(f"{name}: loading {loaded:,} rows into the lake (not timed)")
@@ -217,7 +241,9 @@ def run_workload(kafka: Any, name: str, events: int, table_rows: int, lake: str,
             last[0] = now
 
         since_ms = int(time.time() * 1000)
+        cpu0 = time.process_time()
         stats = run_pipeline(defn, until_caught_up=True, on_batch=on_batch)
+        cpu_us = (time.process_time() - cpu0) * 1e6 / stats.events if stats.events else float("nan")
         rate = stats.events / stats.elapsed_s if stats.elapsed_s else 0.0
         amplification = _added_records(lake_dir, since_ms) / stats.events if lake == "iceberg" and stats.events else float("nan")
         rewritten = 0.0
@@ -229,8 +255,9 @@ def run_workload(kafka: Any, name: str, events: int, table_rows: int, lake: str,
     p50 = statistics.median(commit_times) if commit_times else 0.0
     p99 = sorted(commit_times)[int(0.99 * (len(commit_times) - 1))] if commit_times else 0.0
     size = f", {table_rows:,} rows" if name != "insert-only" else ""
-    return [f"{name}{size} ({lake})", stats.events, round(rate), round(ceiling), rate / ceiling, amplification, rewritten,
-            p50, p99, stats.batches]
+    lane = "" if columnar else ", per-record"
+    return [f"{name}{size} ({lake}{lane})", stats.events, round(rate), round(ceiling), rate / ceiling, amplification, rewritten,
+            p50, p99, stats.batches, round(cpu_us)]
 
 
 def main() -> None:
@@ -242,6 +269,8 @@ def main() -> None:
     parser.add_argument("--workload", action="append", default=None,
                         choices=["insert-only", "update-heavy", "delete-heavy", "mixed", "update-random"])
     parser.add_argument("--no-buckets", action="store_true", help="Iceberg tables unpartitioned (bucket-by-key: false)")
+    parser.add_argument("--lane", choices=["columnar", "per-record", "both"], default="columnar",
+                        help="Pipeline 2's path (pipeline.columnar.enabled); both: each workload twice, side by side")
     parser.add_argument("--update-events", type=int, default=None,
                         help="change events of update-random (default: --events)")
     args = parser.parse_args()
@@ -255,11 +284,12 @@ def main() -> None:
             for size in (sizes if workload not in ("insert-only", "mixed") else sizes[:1]):
                 events = args.update_events or args.events if workload == "update-random" else args.events
                 for lake in lakes:
-                    rows.append(run_workload(kafka, workload, events, size, lake, not args.no_buckets))
+                    for columnar in {"columnar": [True], "per-record": [False], "both": [True, False]}[args.lane]:
+                        rows.append(run_workload(kafka, workload, events, size, lake, not args.no_buckets, columnar))
     print(machine_note())
     print_table(
         ["workload", "events", "lake rows/s", "Kafka rec/s", "ratio", "rows written/event", "rewritten/change",
-         "commit p50 ms", "p99 ms", "batches"],
+         "commit p50 ms", "p99 ms", "batches", "CPU µs/event"],
         rows,
     )
     by_name = {r[0]: r for r in rows}

@@ -337,6 +337,11 @@ class TransformRule:
         """
         return self._plan(schema).schema
 
+    def metadata_read(self, schema: Schema) -> frozenset[str]:
+        """The metadata columns (``__table_name__``, ``__event_position__``, ...) this rule's
+        expressions read for rows of ``schema``. Raises TransformError as :meth:`apply_schema`."""
+        return self._plan(schema).metadata
+
     def _plan(self, schema: Schema) -> _Plan:
         last = self._last
         if last[0] is schema:  # most events share their table's Schema object

@@ -46,6 +46,11 @@ ability                                 what the runner does with it
 :class:`CommitsInBackground` (sink)     the loop starts each commit with ``start_commit``
                                         and goes on reading; the sink finishes it before
                                         it writes again (and in ``close``)
+:class:`EmitsChangeBatches` (source)    with a :class:`WritesChangeBatches` sink: polls
+                                        :class:`~changelake.changelog.change_batch.ChangeBatch`
+                                        items (Arrow) beside events; the stage routes and
+                                        transforms them whole, or takes their per-record
+                                        ``fallback``
 =====================================  =====================================================
 
 Every source and sink declares ``changelog_mode``: the row kinds it produces or accepts (Flink's
@@ -56,6 +61,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
+from changelake.changelog.change_batch import ChangeBatch
 from changelake.changelog.event import DataChangeEvent
 from changelake.changelog.rowkind import RowKind
 from changelake.changelog.schema import Schema, TableId
@@ -64,6 +70,7 @@ from changelake.changelog.side_records import SideRecord
 __all__ = [
     "ChangelogSource", "ChangelogSink", "BufferedSink", "LakeSink", "ReportsMetrics", "PartitionedChangelogSource",
     "RejectsRecords", "ReportsBadRecords", "EmitsSideRecords", "WritesSideRecords", "CommitsInBackground",
+    "EmitsChangeBatches", "WritesChangeBatches",
 ]
 
 
@@ -289,3 +296,28 @@ class CommitsInBackground(Protocol):
 
     def finish_commit(self) -> bool:
         """Wait for the started commit (True if there was one); raises its failure."""
+
+
+@runtime_checkable
+class EmitsChangeBatches(Protocol):
+    """A source that can decode groups of records in one columnar call (the ``kafka`` source,
+    Pipeline 1's schema header, ``debezium-json``) and hand them over as
+    :class:`~changelake.changelog.change_batch.ChangeBatch` items instead of events."""
+
+    #: False when the wrapped source cannot (then the runner polls events).
+    change_batches: bool
+
+    def poll_batches(self, max_events: int = ..., timeout_s: float = ...) -> list[ChangeBatch | list[DataChangeEvent]]:
+        """As :meth:`ChangelogSource.poll`: up to ``max_events`` records, as batches (Arrow) and
+        lists of events, in order per partition. A batch's ``fallback()`` gives its records as
+        events (decoded one by one), for the per-record path."""
+
+
+@runtime_checkable
+class WritesChangeBatches(Protocol):
+    """A sink that takes :class:`~changelake.changelog.change_batch.ChangeBatch` items as they
+    are (the lake sinks behind :class:`~changelake.connectors.lake.offsets_sink.LakeOffsetsSink`),
+    buffered in order with its events."""
+
+    def write_change_batches(self, batches: Sequence[ChangeBatch]) -> None:
+        """As :meth:`ChangelogSink.write` for batches; durable only after the commit."""

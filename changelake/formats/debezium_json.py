@@ -58,10 +58,11 @@ from changelake.changelog.types import DataType, TypeRoot
 from changelake.formats.base import ChangelogFormat
 from changelake.formats.errors import DecodeError, EncodeError
 from changelake.formats.json import JsonCodecOptions, decode_object, encode_image
-from changelake.formats.json_values import _INT_RANGES, dumps, dumps_envelope, json_decoder_for, loads
+from changelake.formats.json_values import _INT_RANGES, dumps, dumps_envelope, format_time, json_decoder_for, loads
 from changelake.formats.options import option
 
-__all__ = ["DebeziumJsonFormat", "DebeziumJsonOptions", "connect_schema_for", "schema_from_connect", "read_batch", "decode_batch"]
+__all__ = ["DebeziumJsonFormat", "DebeziumJsonOptions", "connect_schema_for", "schema_from_connect", "read_batch", "decode_batch",
+           "decode_columns", "ColumnarChanges"]
 
 _OPS = {op.value: op for op in Op}
 
@@ -546,6 +547,135 @@ def decode_batch(fmt: "DebeziumJsonFormat", values: Sequence[bytes]) -> list[lis
     return out
 
 
+
+
+@dataclass(frozen=True)
+class ColumnarChanges:
+    """The changelog rows of a group of messages, from :func:`decode_columns`.
+
+    Attributes:
+        rows: one row per changelog row (``+I`` after; ``-U`` before, ``+U`` after; ``-D``
+            before), the columns of the schema in :func:`~changelake.changelog.change_batch.batch_arrow_type`.
+        kinds: the row kinds (``+I``, ``-U``, ``+U``, ``-D``), parallel to ``rows``.
+        message: int64, the index in ``values`` of each row's message.
+        table: the one ``(source.db, source.table)`` of every message (``(None, "")`` without source).
+        ops: messages per op letter.
+    """
+
+    rows: Any
+    kinds: Any
+    message: Any
+    table: tuple[Any, str]
+    ops: dict[str, int]
+
+
+def decode_columns(fmt: "DebeziumJsonFormat", values: Sequence[bytes]) -> ColumnarChanges | None:
+    """``values`` decoded to changelog rows in Arrow, never to Python objects per row, with
+    :func:`read_batch`; equal, row for row, to :meth:`DataChangeEvent.to_rows` of what
+    :meth:`DebeziumJsonFormat.decode_events` gives for each message (DATE, TIME, TIMESTAMP and
+    binary values go through the same value decoders).
+
+    None (decode those message by message, which names the bad one) when :func:`read_batch`
+    refuses the group, a message is a truncate (``t``), an image is missing, a ``ts_ms`` is null,
+    a value does not parse, the messages name more than one table, or a column has no batch type
+    (DECIMAL wider than 38 digits).
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from changelake.changelog.change_batch import batch_arrow_schema
+
+    table = read_batch(fmt, values)
+    schema = fmt.schema
+    if table is None or schema is None:
+        return None
+    target = batch_arrow_schema(schema)
+    if target is None:
+        return None
+    ops = table.column("op").combine_chunks()
+    counts = {str(e["values"]): int(e["counts"]) for e in pc.value_counts(ops).to_pylist()}
+    if "t" in counts:
+        return None
+    source = table.column("source").combine_chunks()
+    ts = pc.if_else(source.is_valid(), pc.struct_field(source, "ts_ms"), table.column("ts_ms").combine_chunks())
+    if ts.null_count:
+        return None  # absent or JSON null: the per-message decoder tells them apart
+    dbs, names = pc.unique(pc.struct_field(source, "db")), pc.unique(pc.struct_field(source, "table"))
+    if source.null_count and source.null_count != len(source) or len(dbs) > 1 or len(names) > 1:
+        return None
+    db, name = (dbs[0].as_py() if len(dbs) else None), (names[0].as_py() if len(names) else None)
+    before, after = table.column("before").combine_chunks(), table.column("after").combine_chunks()
+    op_text = np.asarray(ops.to_numpy(zero_copy_only=False), dtype=object)
+    is_update, is_delete = op_text == "u", op_text == "d"
+    has_before, has_after = is_update | is_delete, ~is_delete
+    if not np.all(np.asarray(before.is_valid())[has_before]) or not np.all(np.asarray(after.is_valid())[has_after]):
+        return None
+    n = len(op_text)
+    # rows: per message [before] if u/d, then [after] if not d; indices into before ++ after
+    per = has_before.astype(np.int64) + has_after.astype(np.int64)
+    message = np.repeat(np.arange(n, dtype=np.int64), per)
+    first = np.concatenate(([0], np.cumsum(per)[:-1])) if n else np.zeros(0, dtype=np.int64)
+    take = message + n  # the after image by default
+    kinds = np.full(len(message), "+I", dtype=object)
+    before_at = first[has_before]
+    take[before_at] = message[before_at]
+    kinds[before_at] = np.where(is_update[has_before], "-U", "-D")
+    if is_update.any():
+        kinds[first[is_update] + 1] = "+U"
+    images = pa.concat_arrays([before, after]).take(pa.array(take))
+    columns = []
+    plan = _plan_of(fmt, schema)
+    assert plan is not None
+    post = dict(plan.post)
+    try:
+        for column, field in zip(schema.columns, target):
+            array = images.field(column.name)
+            decode = post.get(column.name)
+            fast = _temporal_in_arrow(array, column.type, field.type) if decode is not None else None
+            if fast is not None:
+                array = fast
+            elif decode is not None:
+                decoded = [None if v is None else decode(v) for v in array.to_pylist()]
+                if column.type.root is TypeRoot.TIME:
+                    decoded = [None if v is None else format_time(v, column.type.precision) for v in decoded]
+                array = pa.array(decoded, type=field.type)
+            elif array.type != field.type:
+                array = array.cast(field.type, safe=column.type.root is not TypeRoot.FLOAT)
+            columns.append(array)
+    except (DecodeError, pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+        return None
+    rows = pa.Table.from_arrays(columns, schema=target)
+    return ColumnarChanges(rows, pa.array(kinds, pa.string()), pa.array(message, pa.int64()),
+                           (db, name or ""), counts)
+
+
+
+#: The text of a TIMESTAMP / DATE that Arrow's cast parses exactly as the per-message decoder does.
+_TEMPORAL_TEXT = {TypeRoot.TIMESTAMP: r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(\.\d{1,6})?$",
+                  TypeRoot.DATE: r"^\d{4}-\d{2}-\d{2}$"}
+
+
+def _temporal_in_arrow(array: Any, dtype: DataType, target: Any) -> Any | None:
+    """A TIMESTAMP or DATE text column cast by Arrow, when every value is plain
+    ``yyyy-MM-dd[( |T)HH:mm:ss[.f]]`` text of a year from 1 (what the value decoder reads the same
+    way); None otherwise (then the value decoder converts it value by value)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    pattern = _TEMPORAL_TEXT.get(dtype.root)
+    if pattern is None:
+        return None
+    if array.null_count == len(array):
+        return pa.nulls(len(array), target)
+    if not pc.all(pc.match_substring_regex(array, pattern)).as_py():
+        return None
+    try:
+        out = array.cast(target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    first = pc.min(pc.year(out)).as_py()
+    return out if first is not None and first >= 1 else None
 
 
 def _struct_rows(column: Any) -> list[dict[str, Any] | None]:

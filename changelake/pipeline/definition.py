@@ -144,6 +144,8 @@ PIPELINE_KEYS = {
     "sink.partitioning.strategy": "accepted, unused",
     "transform.decimal.precision.mode": "UP_TO_19 (default) or UP_TO_38: the largest DECIMAL precision of computed columns",
     "user-defined-function": "list of {name, classpath}: Python functions or classes usable in transform expressions",
+    "columnar.enabled": "true (default) or false: a Kafka -> lake pipeline decodes, routes, transforms and writes the "
+                        "records of one schema header in Arrow batches; false: record by record (README 'Performance')",
 }
 
 

@@ -29,8 +29,11 @@ import logging
 from typing import Any, Callable, Mapping
 
 from changelake.changelog.tally import PendingPolls, tally_ops
+from changelake.changelog.change_batch import ChangeBatch
 from changelake.connectors.base import (
     BufferedSink,
+    EmitsChangeBatches,
+    WritesChangeBatches,
     ChangelogSink,
     CommitsInBackground,
     ChangelogSource,
@@ -70,6 +73,48 @@ def absorbed_per_table(results: list[Any]) -> dict[str, int] | None:
     return {t: n for t, n in absorbed.items() if n}
 
 
+def _poll_columnar(
+    lane: EmitsChangeBatches, batch_sink: WritesChangeBatches, sink: ChangelogSink, stage: Stage,
+    reject: Any, batch_size: int,
+) -> tuple[int, dict[str, int], dict[str, dict[str, int]]]:
+    """One poll of the columnar lane: each batch routed and transformed whole and written as it
+    is, or (when the stage needs per-record work) its records' events through :meth:`Stage.apply`;
+    event lists as in the per-record loop, all in poll order. Returns (change events polled,
+    events per sink table, per sink table and op letter)."""
+    polled = 0
+    applied: dict[str, int] = {}
+    ops: dict[str, dict[str, int]] = {}
+
+    def count(table: str, by_op: Mapping[str, int]) -> None:
+        applied[table] = applied.get(table, 0) + sum(by_op.values())
+        mine = ops.setdefault(table, {})
+        for op, n in by_op.items():
+            mine[op] = mine.get(op, 0) + n
+
+    for item in lane.poll_batches(max_events=batch_size, timeout_s=0.5):
+        if isinstance(item, ChangeBatch):
+            polled += item.records
+            staged = stage.apply_batch(item)
+            if staged is not None:
+                written = [b for b in staged if b.num_rows]
+                if written:
+                    batch_sink.write_change_batches(written)
+                for b in written:
+                    count(str(b.table), b.ops)
+                continue
+            events = item.fallback()
+        else:
+            events = item
+            polled += len(events)
+        out = stage.apply(events, reject) if events else []
+        if out:
+            sink.write(out)
+        table_counts, table_ops = tally_ops(out)
+        for table, by_op in table_ops.items():
+            count(table, by_op)
+    return polled, applied, ops
+
+
 def run_loop(
     pipeline: str,
     sink: ChangelogSink,
@@ -81,6 +126,7 @@ def run_loop(
     batch_size: int = 2000,
     on_batch: BatchCallback | None = None,
     on_durable: Callable[[RunStats], None] | None = None,
+    columnar: bool = True,
 ) -> RunStats:
     """Run ``make_source(stored position)`` into ``sink`` until ``clock`` says stop.
 
@@ -94,6 +140,9 @@ def run_loop(
         batch_size: records or events per poll.
         on_batch: see :data:`BatchCallback`.
         on_durable: called with the stats after every durable commit (e.g. to record lake tables).
+        columnar: take the columnar lane where the source and the sink offer it
+            (:class:`~changelake.connectors.base.EmitsChangeBatches` into
+            :class:`~changelake.connectors.base.WritesChangeBatches`; ``pipeline.columnar.enabled``).
 
     Returns:
         The run's :class:`RunStats` (``position`` for a positioned source, ``offsets`` for a
@@ -116,6 +165,10 @@ def run_loop(
         reject = source.reject if isinstance(source, RejectsRecords) else None
         side_source = source if isinstance(source, EmitsSideRecords) else None
         side_sink = sink if isinstance(sink, WritesSideRecords) else None
+        # the columnar lane: a source that polls ChangeBatch items into a sink that takes them
+        lane = (source if columnar and isinstance(source, EmitsChangeBatches) and source.change_batches
+                else None)
+        batch_sink = sink if isinstance(sink, WritesChangeBatches) else None
         if partitioned:
             stats.offsets = {k: int(v) for k, v in (stored or {}).items()}
         else:
@@ -146,13 +199,21 @@ def run_loop(
             committed = stored
             started: Mapping[str, Any] | None = None  # position of the commit running in the background
             while True:
-                events = source.poll(max_events=batch_size, timeout_s=0.5)
-                out = stage.apply(events, reject) if events else []
-                # The position also moves past idle or uncaptured traffic (binlog) and transaction
-                # markers (Kafka): commit it even when a poll returned nothing.
-                current = source.position
-                if out:
-                    sink.write(out)
+                if lane is not None and batch_sink is not None:
+                    polled, applied, ops = _poll_columnar(lane, batch_sink, sink, stage, reject, batch_size)
+                    # The position also moves past transaction markers (Kafka): commit it even
+                    # when a poll returned nothing.
+                    current = source.position
+                else:
+                    events = source.poll(max_events=batch_size, timeout_s=0.5)
+                    out = stage.apply(events, reject) if events else []
+                    # The position also moves past idle or uncaptured traffic (binlog) and transaction
+                    # markers (Kafka): commit it even when a poll returned nothing.
+                    current = source.position
+                    if out:
+                        sink.write(out)
+                    polled = len(events)
+                    applied, ops = tally_ops(out)
                 side = side_source.take_side_records() if side_source is not None else []
                 if side and side_sink is not None:  # transaction metadata / heartbeats, same commit
                     side_sink.write_side_records(side)
@@ -160,11 +221,11 @@ def run_loop(
                     background.finish_commit()  # done already if this batch was written
                     durable([], started)  # the previous batch, before this one is counted
                     started = None
-                records = offsets_source.last_records if offsets_source is not None else len(events)
-                pending.note(records, len(events), {}, *tally_ops(out))
-                stats.events += len(events)
+                records = offsets_source.last_records if offsets_source is not None else polled
+                pending.note(records, polled, {}, applied, ops)
+                stats.events += polled
                 results: list[Any] | None = None
-                if current is not None and (events or side or current != committed):
+                if current is not None and (polled or side or current != committed):
                     if buffering is not None:
                         results = buffering.commit(current)
                     elif background is not None:
@@ -177,11 +238,11 @@ def run_loop(
                     committed = current
                     if not partitioned:
                         stats.position = current
-                if buffering is not None and not events and results is None:
+                if buffering is not None and not polled and results is None:
                     results = buffering.flush(force=False)
                 if results is not None:
                     durable(results, current)
-                reason = clock.stop_reason(until_caught_up, not events, source.caught_up)
+                reason = clock.stop_reason(until_caught_up, not polled, source.caught_up)
                 if reason:
                     if started is not None and background is not None:
                         background.finish_commit()

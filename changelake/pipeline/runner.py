@@ -130,6 +130,7 @@ def run_pipeline(
         defn.name, sink, make_source, Stage(defn), StopClock(max_duration_s, stop),
         until_caught_up=until_caught_up, batch_size=batch_size, on_batch=on_batch,
         on_durable=_lake_tables_recorder(defn) if isinstance(sink, (LakeOffsetsSink, LakePositionSink)) else None,
+        columnar=str(defn.pipeline.get("columnar.enabled", "true")).strip().lower() != "false",
     )
 
 

@@ -17,10 +17,20 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable, Sequence
 
+import pyarrow as pa
+
 from changelake.changelog import DataChangeEvent, Op, Schema, TableId
+from changelake.changelog.change_batch import ChangeBatch, batch_arrow_schema, op_counts
 from changelake.changelog.errors import ChangelogError
 from changelake.changelog.route import Router, parse_route_rules
-from changelake.changelog.transform import Transformer, append_only, infer_schema, parse_transform_rules
+from changelake.changelog.transform import (
+    TransformRule,
+    Transformer,
+    append_only,
+    infer_schema,
+    parse_transform_rules,
+)
+from changelake.changelog.types import TypeRoot
 from changelake.errors import PipelineDataError
 from changelake.pipeline.definition import PipelineDefinition
 
@@ -87,6 +97,56 @@ class Stage:
             out.extend(checked)
         return out
 
+    def apply_batch(self, batch: ChangeBatch) -> list[ChangeBatch] | None:
+        """The sink's batches for ``batch``: transformed (one Arrow evaluation,
+        :meth:`~changelake.changelog.transform.Transformer.apply_batch`), then routed; None when
+        the batch needs the per-record path (:meth:`apply` on ``batch.fallback()``), which then
+        decides exactly as without batches: a key column missing or NULL in some row, a transform
+        that fails on some row (the failing record is rejected alone), a rule reading
+        ``__event_position__`` or a TIME column, a computed TIME column, append-only reading.
+        """
+        if self.append_only:
+            return None
+        rule = self.transformer.rule_for(batch.table)
+        if rule is not None:
+            transformed = self._transform_batch(rule, batch)
+            if transformed is None:
+                return None
+            batch = transformed
+        if batch.null_key_rows():
+            return None
+        out = []
+        for target in self.router.route(batch.table):
+            routed = batch if target == batch.table else batch.retarget(target)
+            self._known[routed.table] = routed.schema
+            out.append(routed)
+        return out
+
+    def _transform_batch(self, rule: TransformRule, batch: ChangeBatch) -> ChangeBatch | None:
+        schema = batch.schema
+        try:
+            # TIME is text in a batch and a duration in expressions: an output TIME column takes
+            # the per-record path, and an expression reading one finds it missing (and so does)
+            if _has_time(rule.apply_schema(schema)) or "__event_position__" in rule.metadata_read(schema):
+                return None
+            rows = batch.rows
+            if _has_time(schema):
+                rows = rows.select([c.name for c in schema.columns if c.type.root is not TypeRoot.TIME])
+            result = rule.apply_batch(batch.table, schema, rows, batch.kinds)
+        except ChangelogError:
+            return None  # the per-record path names (or rejects) the record it fails on
+        target = batch_arrow_schema(result.schema)
+        if target is None or _has_time(result.schema):
+            return None
+        try:
+            columns = [result.table.column(f.name).cast(f.type) for f in target]
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            return None  # a computed value the batch layout cannot hold as the per-record path does
+        rows = pa.Table.from_arrays(columns, schema=target)
+        kinds = result.row_kinds
+        changed = replace(batch.with_rows(result.schema, rows, kinds, result.indices), ops=op_counts(kinds))
+        return changed
+
     def _transform_all(self, events: Sequence[DataChangeEvent]) -> list[DataChangeEvent | None] | None:
         """Every event transformed in one Arrow evaluation per rule and schema; None when that fails,
         so that each record is transformed alone and the failing one is rejected by itself."""
@@ -148,6 +208,10 @@ class Stage:
             return self._known.get(event.table)
         values = event.after if event.after is not None else (event.before or {})
         return self.transformer.apply_schema(event.table, infer_schema(values))
+
+
+def _has_time(schema: Schema) -> bool:
+    return any(c.type.root is TypeRoot.TIME for c in schema.columns)
 
 
 def checked_schema(event: DataChangeEvent, schema: Schema | None) -> Schema | None:

@@ -49,7 +49,7 @@ from changelake.connectors.iceberg.catalog import (
     write_namespace_property,
 )
 from changelake.connectors.iceberg.commit import MULTI_WRITER_RETRIES, OffsetsCheckedTransaction
-from changelake.connectors.iceberg.errors import IcebergCommitError, IcebergSinkError
+from changelake.connectors.iceberg.errors import IcebergCommitError, IcebergSinkError, IcebergTypeError
 from changelake.connectors.iceberg.evolve import (
     apply_comments,
     apply_evolution,
@@ -64,7 +64,8 @@ from changelake.connectors.iceberg.offsets import COMMIT_ID_PROPERTY, OFFSETS_PR
 from changelake.connectors.iceberg.options import IcebergSinkOptions
 from changelake.connectors.iceberg.partitioning import default_bucket_count, key_bucket_field, partition_spec_for, sort_order_for
 from changelake.connectors.iceberg.types import to_arrow_array
-from changelake.connectors.lake.compaction import BatchItem, CompactedBatch
+from changelake.changelog.change_batch import ChangeBatch
+from changelake.connectors.lake.compaction import ArrowCompacted, BatchItem, CompactedBatch
 from changelake.connectors.lake.sink import LakeTableSink, WriteResult
 
 # catalog functions re-exported for callers that still import them from here (their home: catalog.py)
@@ -253,7 +254,7 @@ class IcebergSink(LakeTableSink):
     def write(
         self,
         table_id: TableId,
-        rows: Sequence[BatchItem],
+        rows: Sequence[BatchItem | ChangeBatch],
         schema: Schema,
         offsets: Mapping[str, int],
     ) -> WriteResult:
@@ -273,7 +274,7 @@ class IcebergSink(LakeTableSink):
                 inside the commit (:mod:`changelake.connectors.iceberg.commit`).
         """
         # What a table created by this write is sized from (see _partition_spec).
-        self._creation_hint = (len(rows), len(offsets) or 1)
+        self._creation_hint = (sum(r.num_rows if isinstance(r, ChangeBatch) else 1 for r in rows), len(offsets) or 1)
         attempts = int(self.options.table_properties.get("commit.retry.num-retries", MULTI_WRITER_RETRIES)) + 1
         for attempt in range(attempts):
             try:
@@ -295,6 +296,22 @@ class IcebergSink(LakeTableSink):
         return ((snapshot.snapshot_id if snapshot is not None else None), len(batch.upserts), len(batch.deletes),
                 self._rows_rewritten)
 
+    def _commit_arrow(self, table: Table, name: str, batch: ArrowCompacted, schema: Schema,
+                      offsets: dict[str, int]) -> tuple[int | None, int, int, int]:
+        """The columnar lane's commit: the compacted batch goes to the table as Arrow (cast to the
+        table's columns), never through Python rows."""
+        self._rows_rewritten = 0
+        arrow_schema = table.schema().as_arrow()
+        primary_key = list(schema.primary_key)
+        upserts = _cast_to_lake(batch.upserts, arrow_schema, name)
+        changed = pa.concat_tables([batch.upserts.select(primary_key), batch.deletes])
+        keys = _cast_to_lake(changed, pa.schema([arrow_schema.field(k) for k in primary_key]), name)
+        self._commit_tables(table, name, upserts, keys if keys.num_rows else None, False, batch.upserts.num_rows,
+                            batch.deletes.num_rows, schema, offsets)
+        snapshot = table.current_snapshot()
+        return ((snapshot.snapshot_id if snapshot is not None else None), batch.upserts.num_rows,
+                batch.deletes.num_rows, self._rows_rewritten)
+
     def _commit(
         self,
         table: Table,
@@ -303,27 +320,48 @@ class IcebergSink(LakeTableSink):
         schema: Schema,
         offsets: dict[str, int],
     ) -> None:
+        arrow_schema = table.schema().as_arrow()
+        upserts = _to_arrow(list(batch.upserts.values()), schema, arrow_schema, name)
+        keys = None
+        if not batch.truncate and batch.changed_keys:
+            keys = _keys_to_arrow(batch.changed_keys, schema, arrow_schema, name)
+        self._commit_tables(table, name, upserts, keys, batch.truncate, len(batch.upserts), len(batch.deletes), schema,
+                            offsets)
+
+    def _commit_tables(
+        self,
+        table: Table,
+        name: str,
+        upserts: pa.Table,
+        keys: pa.Table | None,
+        truncate: bool,
+        upserted: int,
+        deleted: int,
+        schema: Schema,
+        offsets: dict[str, int],
+    ) -> None:
+        """One commit: delete every row (``truncate``) or the rows of ``keys`` (copy-on-write of
+        the files that can hold them), then append ``upserts`` (both in the table's columns)."""
         props = {OFFSETS_PROPERTY: encode_offsets(offsets), COMMIT_ID_PROPERTY: str(uuid.uuid4())}
         arrow_schema = table.schema().as_arrow()
         primary_key = list(schema.primary_key)
         # Sorted by key, so each file's key range stays narrow and the next commit's filter prunes files.
-        upserts = _sorted(_to_arrow(list(batch.upserts.values()), schema, arrow_schema, name), primary_key)
+        upserts = _sorted(upserts, primary_key)
         rewrite: list[Any] = []
         survivors: pa.Table | None = None
-        if not batch.truncate and batch.changed_keys:
-            keys = _keys_to_arrow(batch.changed_keys, schema, arrow_schema, name)
+        if not truncate and keys is not None:
             # Copy-on-write of only the files that can hold a changed key (partition and key range),
             # planned here: pyiceberg's delete(In(pk, keys)) re-projects every key through the
             # partition transforms once per data file (minutes for 10k keys on a bucketed table).
             rewrite, survivors = _rewrite_plan(table, keys, primary_key)
-        changed = len(batch.upserts) + len(batch.deletes)
+        changed = upserted + deleted
         try:
             # planned against the offsets the batch was filtered with (read from this same metadata)
             with OffsetsCheckedTransaction(table, read_committed_offsets(table)) as tx:
                 rewritten = survivors.num_rows if survivors is not None else 0
                 self._rows_rewritten = rewritten
-                summary = {**props, **write_amplification(rewritten, len(batch.upserts), changed)}
-                if batch.truncate:
+                summary = {**props, **write_amplification(rewritten, upserted, changed)}
+                if truncate:
                     with warnings.catch_warnings():
                         warnings.filterwarnings("ignore", message="Delete operation did not match any records")
                         tx.delete(AlwaysTrue(), snapshot_properties=props)
@@ -390,6 +428,24 @@ def _to_arrow(rows: list[Mapping[str, Any]], schema: Schema, arrow_schema: pa.Sc
         data_type = schema.column(name).type if name in schema else None
         values = [r.get(name) for r in rows] if data_type is not None else [None] * len(rows)
         arrays.append(to_arrow_array(values, data_type, lake_field.type, table=table, column=name))
+    return pa.Table.from_arrays(arrays, schema=arrow_schema)
+
+
+def _cast_to_lake(rows: pa.Table, arrow_schema: pa.Schema, table: str) -> pa.Table:
+    """A change batch's columns as the lake's Arrow schema (a lake column the batch lacks is
+    NULL). Raises IcebergTypeError naming the column a value does not fit (as :func:`_to_arrow`)."""
+    arrays = []
+    for lake_field in arrow_schema:
+        name = lake_field.name
+        if name not in rows.column_names:
+            arrays.append(pa.nulls(rows.num_rows, lake_field.type))
+            continue
+        column = rows.column(name)
+        try:
+            arrays.append(column if column.type == lake_field.type else column.cast(lake_field.type))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+            raise IcebergTypeError(f"cannot store column {name!r} of table {table!r} as {lake_field.type}: {exc}",
+                                table=table, column=name) from exc
     return pa.Table.from_arrays(arrays, schema=arrow_schema)
 
 

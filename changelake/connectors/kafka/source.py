@@ -59,9 +59,10 @@ from changelake.connectors.kafka.sink_options import ValueFormat
 from changelake.connectors.kafka.source_options import BoundedMode, KafkaSourceOptions, StartupMode
 from changelake.connectors.kafka_common import require_broker, unavailable_error, with_logger
 from changelake.formats import create_format
+from changelake.formats.debezium_json import decode_columns
 from changelake.formats.errors import DecodeError
 
-__all__ = ["SourceRecord", "KafkaPipelineSource", "TopicPartitionKey"]
+__all__ = ["SourceRecord", "RecordGroup", "KafkaPipelineSource", "TopicPartitionKey", "MIN_GROUP"]
 
 log = logging.getLogger(__name__)
 #: Commit errors that only mean "the group is rebalancing" (the advisory commit is then skipped).
@@ -92,6 +93,40 @@ class SourceRecord:
     timestamp: int | None
     headers: list[tuple[str, bytes]] = field(default_factory=list)
     value: bytes | None = None
+
+
+#: Fewer consecutive records than this of one schema are decoded one by one (a columnar call
+#: costs more than it saves on a handful).
+MIN_GROUP = 8
+
+
+@dataclass(frozen=True)
+class RecordGroup:
+    """Consecutive records of one partition and one schema header, decoded in Arrow
+    (:meth:`KafkaPipelineSource.poll_groups`).
+
+    Attributes:
+        topic, partition: where the records are.
+        offsets: each record's offset, in order.
+        table: the records' table (the topic's, or with ``distributed-tables`` the one their
+            ``source`` names).
+        schema: the schema the headers name.
+        changes: the changelog rows (:class:`~changelake.formats.debezium_json.ColumnarChanges`;
+            ``changes.message`` indexes ``offsets``).
+    """
+
+    topic: str
+    partition: int
+    offsets: list[int]
+    table: TableId
+    schema: Schema
+    changes: Any
+    messages: list[Any] = field(repr=False, compare=False)
+    source: "KafkaPipelineSource" = field(repr=False, compare=False)
+
+    def records(self) -> list[SourceRecord]:
+        """The same records decoded one by one, as :meth:`KafkaPipelineSource.poll` gives them."""
+        return [self.source._decode(msg) for msg in self.messages]
 
 
 class KafkaPipelineSource:
@@ -425,11 +460,82 @@ class KafkaPipelineSource:
                 ``<format>.ignore-parse-errors`` (then it is counted in ``parse_errors`` and skipped).
             SourceError: a consumer error (e.g. the topic was deleted).
         """
+        return [self._decode(msg) for msg in self._consume(max_records, timeout_s)]
+
+    def poll_groups(self, max_records: int = 500, timeout_s: float = 1.0) -> list["SourceRecord | RecordGroup"]:
+        """As :meth:`poll`, but the records that can be decoded in one columnar call come as
+        :class:`RecordGroup` items: consecutive records of one partition (in offset order) whose
+        headers name one schema (Pipeline 1's ``changelake.schema.id``), of the ``debezium-json``
+        format, decoded with :func:`~changelake.formats.debezium_json.decode_columns`. Every other
+        record, and every record of a group that columnar decode refuses (a corrupt one, a
+        truncate, a value that does not parse), is decoded one by one exactly as :meth:`poll`
+        does: a bad one is raised or skipped and dead-lettered naming topic, partition, offset.
+
+        The items come partition by partition, each partition's in offset order.
+
+        Raises:
+            DecodeError, SourceError: as :meth:`poll`.
+        """
+        msgs = self._consume(max_records, timeout_s)
+        if self.options.value_format is not ValueFormat.DEBEZIUM_JSON:
+            return [self._decode(msg) for msg in msgs]
+        by_partition: dict[TopicPartitionKey, list[Any]] = {}
+        for msg in msgs:
+            by_partition.setdefault((str(msg.topic()), int(msg.partition() or 0)), []).append(msg)
+        out: list[SourceRecord | RecordGroup] = []
+        for tp, part in by_partition.items():
+            run: list[Any] = []
+            run_key: str | None = None
+            for msg in part:
+                key = self._group_key(msg)
+                if run and key != run_key:
+                    out.extend(self._group_or_records(tp, run_key, run))
+                    run = []
+                run_key = key
+                run.append(msg)
+            if run:
+                out.extend(self._group_or_records(tp, run_key, run))
+        return out
+
+    def _group_key(self, msg: Any) -> str | None:
+        """The schema fingerprint a record can be grouped by, None when it must be decoded alone."""
+        value = msg.value()
+        headers = msg.headers()
+        if not value or not headers or side_record_kind(headers) is not None:
+            return None
+        ref = schema_header(headers)
+        return None if ref is None else f"{ref[0]}\x00{ref[1]}"
+
+    def _group_or_records(self, tp: TopicPartitionKey, key: str | None, msgs: list[Any]) -> list["SourceRecord | RecordGroup"]:
+        if key is None or len(msgs) < MIN_GROUP:
+            return [self._decode(msg) for msg in msgs]
+        headers = list(msgs[0].headers() or [])
+        try:
+            fmt, schema = self._format_for(headers)
+        except SourceError:
+            fmt = schema = None  # the schema cannot be found: each record says so
+        changes = decode_columns(fmt, [m.value() for m in msgs]) if schema is not None else None
+        if changes is None or schema is None:
+            if schema is None or len(msgs) < 2 * MIN_GROUP:
+                return [self._decode(msg) for msg in msgs]
+            # something in the group needs the per-record decoder (a corrupt record, a truncate):
+            # halve it, so only the few records around that one are decoded one by one
+            half = len(msgs) // 2
+            return self._group_or_records(tp, key, msgs[:half]) + self._group_or_records(tp, key, msgs[half:])
+        if self.options.distributed_tables:
+            db, name = changes.table
+            table = TableId(db, name)
+        else:
+            table = TableId.parse(tp[0])
+        return [RecordGroup(tp[0], tp[1], [int(m.offset()) for m in msgs], table, schema, changes, msgs, self)]
+
+    def _consume(self, max_records: int, timeout_s: float) -> list[Any]:
+        """The next records (not yet decoded), moving the positions past them."""
         consumer = self._require()
         bounded = self.options.bounded_mode is BoundedMode.LATEST_OFFSET
         if bounded and self.caught_up():
             return []
-        out: list[SourceRecord] = []
+        out: list[Any] = []
         msgs = consumer.consume(num_messages=max_records, timeout=timeout_s)
         for msg in msgs:
             err = msg.error()
@@ -446,7 +552,7 @@ class KafkaPipelineSource:
                     self._paused.add(tp)
                 continue
             self._pos[tp] = offset + 1
-            out.append(self._decode(msg))
+            out.append(msg)
         return out
 
     def _decode(self, msg: Any) -> SourceRecord:

@@ -52,7 +52,8 @@ class LakeChangelogSink(BufferedSink, ReportsMetrics):
     Attributes:
         metrics: ``events`` written, ``commits`` (checkpoints stored), ``table_commits`` and
             ``replays_skipped`` (table commits skipped as replays, after a crash) and
-            ``commit_redos`` (table writes redone after losing a commit race to another writer).
+            ``commit_redos`` (table writes redone after losing a commit race to another writer),
+            ``change_batches`` (batches written by the columnar lane, whole, in Arrow).
     """
 
     #: A lake table keeps the final image per key: every row kind is accepted.
@@ -72,7 +73,7 @@ class LakeChangelogSink(BufferedSink, ReportsMetrics):
         self._uncommitted = False  # events written since the last commit()
         self._open = False
         self.metrics: dict[str, int] = {"events": 0, "commits": 0, "table_commits": 0, "replays_skipped": 0,
-                                        "commit_redos": 0}
+                                        "commit_redos": 0, "change_batches": 0}
 
     # -- the subclass's part ----------------------------------------------------------------------
     def _locate(self, event: DataChangeEvent) -> tuple[str, int, int]:

@@ -10,12 +10,13 @@ deletes every row already in the table.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Union
+from typing import Any, Iterable, Mapping, Sequence, Union
 
 from changelake.changelog.row import ChangelogRow
 from changelake.connectors.lake.errors import NullPrimaryKeyError
 
-__all__ = ["TruncateMarker", "TRUNCATE", "BatchItem", "CompactedBatch", "compact"]
+__all__ = ["TruncateMarker", "TRUNCATE", "BatchItem", "CompactedBatch", "compact", "ArrowCompacted", "compact_batches",
+           "python_rows"]
 
 
 @dataclass(frozen=True)
@@ -123,3 +124,93 @@ def _key_of(values: Mapping[str, Any], primary_key: tuple[str, ...], table: str)
                 column=name,
             )
     return key
+
+
+# -- the columnar lane: change batches reduced in Arrow ---------------------------------------------
+@dataclass
+class ArrowCompacted:
+    """The net effect of change batches on one table, in Arrow (:func:`compact_batches`).
+
+    Attributes:
+        upserts: the final image of each upserted key (the batches' columns), ordered by the
+            key's last change.
+        upsert_kinds: ``+I`` or ``+U``, the kind of each upsert's last change (Paimon's row kind).
+        deletes: the key columns of the keys whose final state is deleted.
+        input_rows: changelog rows read.
+    """
+
+    upserts: Any
+    upsert_kinds: Any
+    deletes: Any
+    input_rows: int
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self.upserts.num_rows or self.deletes.num_rows)
+
+    def to_compacted(self, schema: Any) -> tuple[CompactedBatch, list[ChangelogRow]]:
+        """As :func:`compact` gives it, with Python values (TIME text back to ``timedelta``), and
+        the last upsert of each key as a changelog row (for a lake reading the row kinds)."""
+        from changelake.changelog.rowkind import RowKind
+
+        primary_key = tuple(schema.primary_key)
+        upserts = python_rows(self.upserts, schema)
+        deletes = python_rows(self.deletes, schema)
+        batch = CompactedBatch(input_rows=self.input_rows)
+        last: list[ChangelogRow] = []
+        for values, kind in zip(upserts, self.upsert_kinds.to_pylist()):
+            key = tuple(values[k] for k in primary_key)
+            batch.upserts[key] = values
+            last.append(ChangelogRow(RowKind.from_short_string(kind), values))
+        batch.deletes = {tuple(values[k] for k in primary_key) for values in deletes}
+        return batch, last
+
+
+def python_rows(table: Any, schema: Any) -> list[dict[str, Any]]:
+    """A batch table's rows as the per-record path's values (TIME text back to ``timedelta``)."""
+    from changelake.changelog.types import TypeRoot
+    from changelake.formats.json_values import json_decoder_for
+
+    rows: list[dict[str, Any]] = table.to_pylist()
+    for column in schema.columns:
+        if column.type.root is TypeRoot.TIME and column.name in table.column_names:
+            decode = json_decoder_for(column.type, column.name)
+            for row in rows:
+                if row[column.name] is not None:
+                    row[column.name] = decode(row[column.name])
+    return rows
+
+
+def compact_batches(batches: Sequence[Any], primary_key: tuple[str, ...], *, table: str) -> ArrowCompacted:
+    """Reduce change batches (:class:`~changelake.changelog.change_batch.ChangeBatch`, oldest
+    first, one schema) to the last change per primary key, in Arrow: as :func:`compact` does
+    for rows (``+I``/``+U`` upsert the key, ``-U``/``-D`` delete it, the last change wins).
+
+    Raises:
+        NullPrimaryKeyError: a row has NULL (or lacks) a key column (names table and column).
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    rows = pa.concat_tables([b.rows for b in batches]) if len(batches) > 1 else batches[0].rows
+    kinds = pa.concat_arrays([b.kinds for b in batches]) if len(batches) > 1 else batches[0].kinds
+    for name in primary_key:
+        if name not in rows.column_names or rows.column(name).null_count:
+            raise NullPrimaryKeyError(
+                f"primary-key column {name!r} of table {table!r} is NULL; the lake cannot key this row",
+                table=table, column=name,
+            )
+    n = rows.num_rows
+    indexed = pa.table({**{k: rows.column(k) for k in primary_key}, "__i": pa.array(range(n), pa.int64())})
+    last = indexed.group_by(list(primary_key), use_threads=False).aggregate([("__i", "max")])
+    take = pc.sort_indices(last.column("__i_max"))
+    positions = last.column("__i_max").take(take)
+    final = rows.take(positions)
+    final_kinds = kinds.take(positions)
+    keep = pc.is_in(final_kinds, value_set=pa.array(["+I", "+U"]))
+    return ArrowCompacted(
+        upserts=final.filter(keep),
+        upsert_kinds=final_kinds.filter(keep),
+        deletes=final.filter(pc.invert(keep)).select(list(primary_key)),
+        input_rows=n,
+    )

@@ -16,17 +16,21 @@ after its tables committed, and reads the entries of the partitions the group as
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
+import pyarrow.compute as pc
+
+from changelake.changelog.change_batch import ChangeBatch
 from changelake.changelog.event import DataChangeEvent
-from changelake.connectors.base import LakeSink
+from changelake.connectors.base import LakeSink, WritesChangeBatches
+from changelake.connectors.lake.offsets import topic_partition
 from changelake.connectors.lake.changelog_sink import LakeChangelogSink
 from changelake.errors import PipelineDataError
 
 __all__ = ["LakeOffsetsSink"]
 
 
-class LakeOffsetsSink(LakeChangelogSink):
+class LakeOffsetsSink(LakeChangelogSink, WritesChangeBatches):
     """The :class:`~changelake.connectors.base.ChangelogSink` contract on top of a lake sink, for a
     partitioned source; the position is ``{"topic/partition": next offset}``.
 
@@ -71,6 +75,33 @@ class LakeOffsetsSink(LakeChangelogSink):
     def read_stored(self) -> dict[str, int]:
         """The checkpoint as stored in the lake now (other workers' advances included)."""
         return dict(self.lake.read_checkpoint(self.pipeline))
+
+    def write_change_batches(self, batches: Sequence[ChangeBatch]) -> None:
+        """Buffer each batch as it is (Arrow) in its lake table, in order with the events written
+        before and after it; its rows carry their Kafka offsets (no I/O).
+
+        Raises:
+            PipelineDataError: a table without primary key (names topic, partition, offset of the
+                batch's first row, and the table).
+        """
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            if not batch.schema.primary_key:
+                first = int(batch.offsets[0].as_py())
+                raise PipelineDataError(
+                    f"pipeline '{self.pipeline}': table {batch.table} (topic {batch.topic!r} partition "
+                    f"{batch.partition} offset {first}) has no primary key; declare it with a 'transform' rule: "
+                    "primary-keys: <col>[,<col>...]",
+                    pipeline=self.pipeline, table=str(batch.table), topic=batch.topic, partition=batch.partition,
+                    offset=first,
+                )
+            offsets = {topic_partition(batch.topic, batch.partition): int(pc.max(batch.offsets).as_py()) + 1}
+            self.lake.add(batch.table, [batch], batch.schema, offsets)
+            self.metrics["events"] += batch.records
+            self.metrics["change_batches"] += 1
+            self._uncommitted = True
+            self._polls.note(0, batch.records, offsets, {})
 
     def _locate(self, event: DataChangeEvent) -> tuple[str, int, int]:
         pos = event.position

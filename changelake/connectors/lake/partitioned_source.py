@@ -18,9 +18,10 @@ from dataclasses import replace
 from typing import Any, Callable, Mapping
 
 from changelake.changelog import DataChangeEvent, Op, Schema, TableId
+from changelake.changelog.change_batch import ChangeBatch
 from changelake.changelog.rowkind import RETRACT, RowKind
 from changelake.changelog.transform import infer_schema
-from changelake.connectors.base import PartitionedChangelogSource, RejectsRecords, ReportsBadRecords
+from changelake.connectors.base import EmitsChangeBatches, PartitionedChangelogSource, RejectsRecords, ReportsBadRecords
 from changelake.connectors.lake.offsets import split_topic_partition, topic_partition
 
 __all__ = ["PartitionedSource", "note_inferred"]
@@ -28,7 +29,7 @@ __all__ = ["PartitionedSource", "note_inferred"]
 log = logging.getLogger(__name__)
 
 
-class PartitionedSource(PartitionedChangelogSource, RejectsRecords, ReportsBadRecords):
+class PartitionedSource(PartitionedChangelogSource, RejectsRecords, ReportsBadRecords, EmitsChangeBatches):
     """Adapts a ``KafkaPipelineSource`` to the runner's source contract, with the optional
     abilities it declares (:mod:`changelake.connectors.base`).
 
@@ -62,6 +63,8 @@ class PartitionedSource(PartitionedChangelogSource, RejectsRecords, ReportsBadRe
         self.inferred_tables: list[str] = []
         #: Kafka records returned by the last poll (rejected and empty ones included)
         self.last_records = 0
+        #: the source decodes groups of records in Arrow (:meth:`poll_batches`)
+        self.change_batches = callable(getattr(source, "poll_groups", None))
 
     def open(self) -> None:
         """Assign and seek (or join the group). Raises KafkaUnavailableError, SourceError."""
@@ -94,6 +97,56 @@ class PartitionedSource(PartitionedChangelogSource, RejectsRecords, ReportsBadRe
                 self._records[id(record.events[0].position)] = record
                 events.extend(note_inferred(list(record.events), self.inferred_tables, self._static, static))
         return events
+
+    def poll_batches(self, max_events: int = 5000, timeout_s: float = 0.5) -> list[ChangeBatch | list[DataChangeEvent]]:
+        """As :meth:`poll`, with the records the source decodes in Arrow as :class:`ChangeBatch`
+        items (:meth:`~changelake.connectors.kafka.source.KafkaPipelineSource.poll_groups`), in
+        order per partition; the other records' events come as lists. A batch's ``fallback``
+        gives its records' events decoded one by one (registered for :meth:`reject`).
+        Raises DecodeError, SourceError."""
+        if self._discovery_s > 0 and time.monotonic() - self._last_discovery >= self._discovery_s:
+            self.source.refresh()
+            self._last_discovery = time.monotonic()
+        items = self.source.poll_groups(max_records=max_events, timeout_s=timeout_s)
+        self._records.clear()
+        static = self.source.options.inference_strategy.value == "static"
+        out: list[ChangeBatch | list[DataChangeEvent]] = []
+        records = 0
+        for item in items:
+            if hasattr(item, "changes"):  # a RecordGroup
+                tp = topic_partition(item.topic, item.partition)
+                self._position[tp] = max(self._position.get(tp, 0), item.offsets[-1] + 1)
+                records += len(item.offsets)
+                out.append(self._batch(item, static))
+                continue
+            records += 1
+            tp = topic_partition(item.topic, item.partition)
+            self._position[tp] = max(self._position.get(tp, 0), item.offset + 1)
+            if item.events:
+                self._records[id(item.events[0].position)] = item
+                events = note_inferred(list(item.events), self.inferred_tables, self._static, static)
+                if out and isinstance(out[-1], list):
+                    out[-1].extend(events)
+                else:
+                    out.append(events)
+        self.last_records = records
+        return out
+
+    def _batch(self, group: Any, static: bool) -> ChangeBatch:
+        import pyarrow as pa
+
+        def fallback() -> list[DataChangeEvent]:
+            events: list[DataChangeEvent] = []
+            for record in group.records():
+                if record.events:
+                    self._records[id(record.events[0].position)] = record
+                    events.extend(note_inferred(list(record.events), self.inferred_tables, self._static, static))
+            return events
+
+        changes = group.changes
+        offsets = pa.array(group.offsets, pa.int64()).take(changes.message)
+        return ChangeBatch(group.table, group.schema, changes.rows, changes.kinds, offsets, group.topic,
+                           group.partition, len(group.offsets), group.offsets[-1], fallback, dict(changes.ops))
 
     @property
     def position(self) -> dict[str, int]:

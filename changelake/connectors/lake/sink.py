@@ -19,13 +19,25 @@ the offsets, and the commit of a compacted batch (:meth:`LakeTableSink._commit_b
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable, Mapping, Sequence, cast
+
+import pyarrow.compute as pc
+
+from changelake.changelog.change_batch import ChangeBatch
 
 from changelake.changelog.row import ChangelogRow
 from changelake.changelog.rowkind import RowKind
 from changelake.changelog.schema import Schema, TableId
-from changelake.connectors.lake.compaction import TRUNCATE, BatchItem, CompactedBatch, compact
+from changelake.connectors.lake.compaction import (
+    TRUNCATE,
+    ArrowCompacted,
+    BatchItem,
+    CompactedBatch,
+    compact,
+    compact_batches,
+    python_rows,
+)
 from changelake.connectors.lake.ddl import (
     apply_schema_change_policy,
     dropped_after,
@@ -86,8 +98,9 @@ class WriteResult:
 @dataclass
 class _Buffer:
     schema: Schema
-    rows: list[BatchItem] = field(default_factory=list)
+    rows: list[BatchItem | ChangeBatch] = field(default_factory=list)
     offsets: dict[str, int] = field(default_factory=dict)
+    count: int = 0  # changelog rows (a batch counts its rows)
 
 
 def already_absorbed(item: BatchItem, committed: Mapping[str, int]) -> bool:
@@ -232,14 +245,18 @@ class LakeTableSink:
         return self._read_committed_offsets(table) if table is not None else {}
 
     # -- writing -------------------------------------------------------------------------------
-    def write(self, table_id: TableId, rows: Sequence[BatchItem], schema: Schema, offsets: Mapping[str, int]) -> WriteResult:
+    def write(self, table_id: TableId, rows: Sequence[BatchItem | ChangeBatch], schema: Schema,
+              offsets: Mapping[str, int]) -> WriteResult:
         """Apply a changelog batch to the lake table in ONE commit.
 
         Args:
             table_id: the source table.
             rows: changelog rows in order, oldest first, and
                 :class:`~changelake.connectors.lake.compaction.TruncateMarker` items (delete every
-                row written before them). ``-U`` rows retract their key; the batch is reduced to
+                row written before them), or :class:`~changelake.changelog.change_batch.ChangeBatch`
+                items (the columnar lane: when they are all there is and the schema change policy
+                is the default, the batch is reduced and committed in Arrow; mixed with rows or
+                markers they are turned into rows first, so the order is kept). ``-U`` rows retract their key; the batch is reduced to
                 the last change per key. A row or marker whose ``metadata`` has ``topic``,
                 ``partition`` and ``offset`` below the committed offset of that partition is
                 dropped (partial replay).
@@ -262,17 +279,17 @@ class LakeTableSink:
                 table=name,
             )
         policy = self.schema_change_policy
+        if any(isinstance(r, ChangeBatch) for r in rows):
+            if policy.is_default and all(isinstance(r, ChangeBatch) for r in rows):
+                return self._write_batches(table_id, name, [r for r in rows if isinstance(r, ChangeBatch)], schema,
+                                           offsets)
+            rows = as_items(rows)  # mixed with rows or markers, or a schema change policy: row by row
+        rows = cast("Sequence[BatchItem]", rows)
         if not policy.is_default:  # pipeline.schema.change.behavior / include / exclude.schema.changes
             rows, schema = apply_schema_change_policy(self, policy, table_id, name, rows, schema)
         markers_only = bool(rows) and not any(isinstance(r, ChangelogRow) for r in rows)
-        if self._dropped.get(name) is not False and not markers_only:
-            # the source table was dropped (a pipeline property, read fresh while it is set):
-            # a re-CREATE starts from its new definition
-            dropped = self._dropped[name] = bool(self.read_pipeline_property(dropped_key(name)))
-            if dropped and dropped_after(rows) is not True:  # rows of the re-created table
-                self.recreate_schema(table_id, schema)
-                self.write_pipeline_property(dropped_key(name), "")  # once: later changes evolve
-                self._dropped[name] = False
+        if not markers_only:
+            self._recreate_if_dropped(table_id, name, schema, dropped_after(rows))
         # a batch of truncates / drops only writes no row of its schema: the table stays as it is
         # (a drop copy read after the re-CREATE's first rows must not evolve the table back)
         table = (self.load_table(table_id) if markers_only else None) or self.ensure_table(table_id, schema)
@@ -309,6 +326,51 @@ class LakeTableSink:
             rows_applied=applied,
         )
 
+    def _recreate_if_dropped(self, table_id: TableId, name: str, schema: Schema, dropped_at_end: bool | None) -> None:
+        if self._dropped.get(name) is not False:
+            # the source table was dropped (a pipeline property, read fresh while it is set):
+            # a re-CREATE starts from its new definition
+            dropped = self._dropped[name] = bool(self.read_pipeline_property(dropped_key(name)))
+            if dropped and dropped_at_end is not True:  # rows of the re-created table
+                self.recreate_schema(table_id, schema)
+                self.write_pipeline_property(dropped_key(name), "")  # once: later changes evolve
+                self._dropped[name] = False
+
+    def _write_batches(self, table_id: TableId, name: str, batches: list[ChangeBatch], schema: Schema,
+                       offsets: Mapping[str, int]) -> WriteResult:
+        """:meth:`write` of change batches only (the columnar lane): the same steps, in Arrow."""
+        self._recreate_if_dropped(table_id, name, schema, None)
+        table = self.ensure_table(table_id, schema)
+        committed = self._read_committed_offsets(table)
+        rows_in = sum(b.num_rows for b in batches)
+        if is_replay(committed, offsets):
+            return WriteResult(name, skipped=True, rows_in=rows_in, offsets=committed, sink_table=str(table_id))
+        fresh = [b for b in (_unabsorbed(b, committed) for b in batches) if b.num_rows]
+        applied = sum(int(pc.sum(pc.not_equal(b.kinds, "-U")).as_py() or 0) for b in fresh)
+        batch = (compact_batches(fresh, tuple(schema.primary_key), table=name) if fresh else None)
+        if (batch is None or batch.is_empty) and not offsets:
+            return WriteResult(name, skipped=False, rows_in=batch.input_rows if batch else 0, offsets=committed,
+                               sink_table=str(table_id), rows_applied=applied)
+        new_offsets = merge_offsets(committed, offsets)
+        if batch is None:
+            snapshot_id, upserted, deleted, rewritten = self._commit_batch(table, name, CompactedBatch(), [], schema,
+                                                                           new_offsets)
+        else:
+            snapshot_id, upserted, deleted, rewritten = self._commit_arrow(table, name, batch, schema, new_offsets)
+        return WriteResult(
+            name, skipped=False, rows_in=batch.input_rows if batch else 0, rows_upserted=upserted,
+            keys_deleted=deleted, truncated=False, snapshot_id=snapshot_id, offsets=new_offsets,
+            rows_rewritten=rewritten, sink_table=str(table_id), rows_applied=applied,
+        )
+
+    def _commit_arrow(self, table: Any, name: str, batch: ArrowCompacted, schema: Schema,
+                      offsets: dict[str, int]) -> tuple[int | None, int, int, int]:
+        """Commit an Arrow-compacted batch as one snapshot; returns as :meth:`_commit_batch`. This
+        default turns it into the :class:`CompactedBatch` :func:`compact` would give and commits
+        that; a table format that writes Arrow directly overrides it."""
+        compacted, last = batch.to_compacted(schema)
+        return self._commit_batch(table, name, compacted, last, schema, offsets)
+
     def truncate(self, table_id: TableId, schema: Schema, offsets: Mapping[str, int]) -> WriteResult:
         """Delete every row of the lake table in one commit (MySQL ``TRUNCATE TABLE``).
 
@@ -317,8 +379,10 @@ class LakeTableSink:
         return self.write(table_id, [TRUNCATE], schema, offsets)
 
     # -- buffering -----------------------------------------------------------------------------
-    def add(self, table_id: TableId, rows: Iterable[BatchItem], schema: Schema, offsets: Mapping[str, int]) -> None:
-        """Buffer rows of one table for the next :meth:`flush` (no I/O).
+    def add(self, table_id: TableId, rows: Iterable[BatchItem | ChangeBatch], schema: Schema,
+            offsets: Mapping[str, int]) -> None:
+        """Buffer rows of one table for the next :meth:`flush` (no I/O); a
+        :class:`~changelake.changelog.change_batch.ChangeBatch` stands for its rows, in order.
 
         ``offsets`` are merged (max per partition) into the table's pending offsets. A schema
         different from the buffered one flushes that table first, so each commit has one schema.
@@ -329,13 +393,15 @@ class LakeTableSink:
             buffer = None
         if buffer is None:
             buffer = self._buffers[table_id] = _Buffer(schema)
-        buffer.rows.extend(rows)
+        for item in rows:
+            buffer.rows.append(item)
+            buffer.count += item.num_rows if isinstance(item, ChangeBatch) else 1
         buffer.offsets = merge_offsets(buffer.offsets, offsets)
 
     @property
     def buffered_rows(self) -> int:
         """Changelog rows waiting in the buffer, over all tables."""
-        return sum(len(b.rows) for b in self._buffers.values())
+        return sum(b.count for b in self._buffers.values())
 
     def should_flush(self) -> bool:
         """True once :attr:`buffered_rows` reaches ``commit.max-rows``."""
@@ -416,3 +482,29 @@ def _count_changes(items: Sequence[BatchItem]) -> int:
 
 def _count_rows(rows: Sequence[BatchItem]) -> int:
     return sum(1 for r in rows if isinstance(r, ChangelogRow))
+
+
+def as_items(rows: Sequence[BatchItem | ChangeBatch]) -> list[BatchItem]:
+    """``rows`` with each change batch turned into its changelog rows (the per-record path's
+    values, each with its ``topic``, ``partition`` and ``offset``)."""
+    out: list[BatchItem] = []
+    for item in rows:
+        if not isinstance(item, ChangeBatch):
+            out.append(item)
+            continue
+        values = python_rows(item.rows, item.schema)
+        kinds = item.kinds.to_pylist()
+        for row, kind, offset in zip(values, kinds, item.offsets.to_pylist()):
+            out.append(ChangelogRow(RowKind.from_short_string(kind), row, item.table,
+                                    {"topic": item.topic, "partition": item.partition, "offset": offset}))
+    return out
+
+
+def _unabsorbed(batch: ChangeBatch, committed: Mapping[str, int]) -> ChangeBatch:
+    """``batch`` without the rows of records below the committed next offset of its partition."""
+    next_offset = committed.get(topic_partition(batch.topic, batch.partition))
+    if next_offset is None or int(pc.min(batch.offsets).as_py()) >= next_offset:
+        return batch
+    keep = pc.greater_equal(batch.offsets, next_offset)
+    return replace(batch, rows=batch.rows.filter(keep), kinds=batch.kinds.filter(keep),
+                   offsets=batch.offsets.filter(keep))

@@ -28,10 +28,10 @@ import pyarrow as pa
 from changelake.changelog.row import ChangelogRow
 from changelake.changelog.schema import Schema, TableId
 from changelake.changelog.types import parse_data_type
-from changelake.connectors.lake.compaction import BatchItem, CompactedBatch, TruncateMarker
+from changelake.connectors.lake.compaction import ArrowCompacted, BatchItem, CompactedBatch, TruncateMarker, python_rows
 from changelake.connectors.lake.offsets import COMMIT_ID_PROPERTY, OFFSETS_PROPERTY, encode_offsets
 from changelake.connectors.lake.sink import LakeTableSink, WriteResult
-from changelake.connectors.paimon.errors import PaimonCommitError, PaimonSinkError
+from changelake.connectors.paimon.errors import PaimonCommitError, PaimonSinkError, PaimonTypeError
 from changelake.connectors.paimon.evolve import (
     classify_columns,
     comment_changes,
@@ -259,6 +259,42 @@ class PaimonSink(LakeTableSink):
         data, upserted, deleted = self._changes(table, name, batch, schema, _last_kinds(items, schema))
         return self._commit(table, name, data, offsets), upserted, deleted, 0
 
+    def _commit_arrow(self, table: Any, name: str, batch: ArrowCompacted, schema: Schema,
+                      offsets: dict[str, int]) -> tuple[int | None, int, int, int]:
+        """The columnar lane's commit: the upserts go to the table as Arrow (cast to its
+        columns), each with its last row kind; ``-D`` rows only for deleted keys the table holds
+        (as :meth:`_commit_batch`, whose key lookup they share)."""
+        lake_fields = [(f.name, str(f.type.type)) for f in table.table_schema.fields]
+        lake_types = dict(lake_fields)
+        primary_key = list(schema.primary_key)
+        upserts = batch.upserts
+        deleted_keys = [tuple(row[k] for k in primary_key) for row in python_rows(batch.deletes, schema)]
+        deletes = _present_keys(table, name, schema, lake_types, deleted_keys)
+        arrays = []
+        fields = []
+        for column, type_name in lake_fields:
+            arrow_type = arrow_type_of(type_name)
+            if column == ROW_KIND_FIELD:
+                array = pa.concat_arrays([upserts_kinds(batch), pa.array(["-D"] * len(deletes), pa.string())])
+            else:
+                data_type = schema.column(column).type if column in schema else None
+                if column in upserts.column_names:
+                    try:
+                        head = upserts.column(column).combine_chunks().cast(arrow_type)
+                    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+                        raise PaimonTypeError(f"cannot store column {column!r} of Paimon table {name!r} as "
+                                              f"{arrow_type}: {exc}", table=name, column=column) from exc
+                else:
+                    head = pa.nulls(upserts.num_rows, arrow_type)
+                at = primary_key.index(column) if column in primary_key else None
+                tail = to_arrow_array([k[at] for k in deletes] if at is not None else [None] * len(deletes),
+                                      data_type, arrow_type, table=name, column=column)
+                array = pa.concat_arrays([head, tail])
+            arrays.append(array)
+            fields.append(pa.field(column, arrow_type, nullable=column not in primary_key and column != ROW_KIND_FIELD))
+        data = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+        return self._commit(table, name, data, offsets), upserts.num_rows, len(deletes), 0
+
     def _changes(
         self, table: Any, name: str, batch: CompactedBatch, schema: Schema, kinds: Mapping[tuple[Any, ...], str]
     ) -> tuple[pa.Table, int, int]:
@@ -314,6 +350,12 @@ class PaimonSink(LakeTableSink):
             write.close()
             commit.close()
         return _latest_snapshot_id(table)
+
+
+def upserts_kinds(batch: ArrowCompacted) -> pa.Array:
+    """The row kind of each upsert of ``batch`` (``+I`` / ``+U``, its last change), as one array."""
+    kinds = batch.upsert_kinds
+    return kinds.combine_chunks() if isinstance(kinds, pa.ChunkedArray) else kinds
 
 
 def _last_kinds(items: Sequence[BatchItem], schema: Schema) -> dict[tuple[Any, ...], str]:

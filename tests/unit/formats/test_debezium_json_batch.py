@@ -121,3 +121,58 @@ def test_truncate_and_delete_events():
     assert batch == _per_message(fmt, values)
     assert [e[0].op for e in batch] == [Op.TRUNCATE, Op.DELETE] and isinstance(batch[1][0], DataChangeEvent)
     assert batch[1][0].before["price"] is None and batch[1][0].before["id"] == 3
+
+
+# -- decode_columns: the changelog rows in Arrow, for the columnar lane --------------------------------
+def _rows_of(fmt, values):
+    """The per-message decoder's changelog rows: (kind, values) with TIME as its text, in the
+    batch's Arrow types (what the lakes store)."""
+    import pyarrow as pa
+
+    from changelake.changelog.change_batch import batch_arrow_schema
+    from changelake.formats.json_values import format_time
+
+    target = batch_arrow_schema(fmt.schema)
+    kinds, rows = [], []
+    for value in values:
+        for event in fmt.decode_events(value):
+            for row in event.to_rows():
+                kinds.append(row.kind.short_string)
+                image = dict(row.values)
+                for c in fmt.schema.columns:
+                    if c.type.root.name == "TIME" and image.get(c.name) is not None:
+                        image[c.name] = format_time(image[c.name], c.type.precision)
+                rows.append(image)
+    return kinds, pa.Table.from_pylist([{c: r.get(c) for c in target.names} for r in rows], schema=target)
+
+
+def test_columns_are_the_per_message_rows():
+    from changelake.formats.debezium_json import decode_columns
+
+    fmt = create_format("debezium-json", SCHEMA, {})
+    rng = random.Random(4)
+    values = [_message(rng, k) for k in range(400)]
+    got = decode_columns(fmt, values)
+    assert got is not None, "the common case must take the columnar path"
+    kinds, expected = _rows_of(fmt, values)
+    assert got.kinds.to_pylist() == kinds
+    assert got.rows.schema == expected.schema
+    assert got.rows.equals(expected)
+    assert got.table == ("shop", "orders")
+    assert sum(got.ops.values()) == 400
+    assert got.message.to_pylist()[:1] == [0] and got.message.to_pylist()[-1] == 399
+
+
+@pytest.mark.parametrize("bad", [
+    b'{"before":null,"after":null,"op":"t","source":{"db":"shop","table":"orders","ts_ms":5}}',  # truncate
+    b'{"before":null,"after":{"id":1},"op":"c","source":{"db":"shop","table":"other","ts_ms":0}}',  # 2nd table
+    b'{"before":null,"after":{"id":1,"day":"28.02.2026"},"op":"c","source":{"db":"shop","table":"orders","ts_ms":0}}',
+    b'{"before":null,"after":{"id":1,"t":"12:xx"},"op":"c","source":{"db":"shop","table":"orders","ts_ms":0}}',
+])
+def test_columns_refuse_what_needs_the_per_message_path(bad):
+    from changelake.formats.debezium_json import decode_columns
+
+    fmt = create_format("debezium-json", SCHEMA, {})
+    rng = random.Random(5)
+    values = [_message(rng, k) for k in range(20)]
+    assert decode_columns(fmt, values[:10] + [bad] + values[10:]) is None
