@@ -105,9 +105,14 @@ def run(args: argparse.Namespace) -> int:
             print(f"\n{row['table']} {row['check']}: sample differing keys")
             print("\n".join(f"  {line}" for line in str(md[SAMPLES]).splitlines()))
         if md.get(NEXT_STEP):
-            steps.setdefault(str(md[NEXT_STEP]), []).append(f"{row['table']} {row['check']}")
+            steps.setdefault(str(md[NEXT_STEP]), []).append(row)
     for step, where in steps.items():
-        print(f"\nnext step ({len(where)} failed check(s), e.g. {where[0]}): {step}")
+        bad = [r for r in where if r["severity"] != "WARN"]
+        warns = [r for r in where if r["severity"] == "WARN"]
+        first = (bad or warns)[0]
+        counts = f"{len(bad)} failed check(s)" if bad else f"{len(warns)} warned check(s)"
+        also = f"; {len(warns)} warned" if bad and warns else ""
+        print(f"\nnext step ({counts}, e.g. {first['table']} {first['check']}{also}): {step}")
     # a WARN (a stale lake_is_fresh) neither passed nor fails the command: counted on its own
     passed = len(rows) - len(failed) - len(warned)
     print(f"\nlake checks passed: {passed}, failed: {len(failed)}, warned: {len(warned)}" if rows else "no lake checks")

@@ -6,7 +6,7 @@
     changelake changelog ...                   print a topic as a changelog (+I/-U/+U/-D)
     changelake demo                            the main job, end to end on the local services
     changelake check [--pipeline FILE]         every lake check, headless; exit 1 on failure
-    changelake dev [--port P]                  the Dagster UI + daemon on the CLI's Dagster home
+    changelake dev [--port P] [--host H]         the Dagster UI + daemon on the CLI's Dagster home
     changelake lake maintain FILE.yaml         compact, expire snapshots, remove orphan files
 """
 

@@ -105,8 +105,11 @@ def _refuse_shared_lake_tables(pipelines: list[tuple[Path, PipelineDefinition]])
     checkpoint (Kafka offsets against a binlog position): refuse, naming both files and the table.
 
     The same lake = the same sink type with the same ``catalog.*`` and ``namespace`` options as
-    written (``${VAR}`` references unresolved); tables as :func:`~changelake.pipeline.lake_tables.lake_tables`
-    lists them (after ``route``).
+    written, where every value referencing the environment (``${...}``) counts as one: the
+    deployment's lake resource fills such keys whatever the variable is called
+    (:mod:`changelake.pipeline.bind`), so ``${ICEBERG_CATALOG_URI}`` and ``${OTHER_URI}`` are the
+    same catalog once bound. Tables as :func:`~changelake.pipeline.lake_tables.lake_tables` lists
+    them (after ``route``).
 
     Raises:
         OptionValidationError: two files' pipelines write the same lake table.
@@ -118,13 +121,16 @@ def _refuse_shared_lake_tables(pipelines: list[tuple[Path, PipelineDefinition]])
         if not is_lake(structure):
             continue
         lake = (structure.sink_type, tuple(sorted(
-            (k, str(v)) for k, v in structure.sink.items() if k.startswith("catalog.") or k == "namespace")))
+            (k, "${deployment}" if "${" in str(v) else str(v))
+            for k, v in structure.sink.items() if k.startswith("catalog.") or k == "namespace")))
         for table in lake_tables(structure):
             first = owner.setdefault((lake, str(table)), path)
             if first != path:
                 raise OptionValidationError(
                     f"pipeline files {first} and {path} both write lake table {table} of the same "
                     f"{structure.sink_type} catalog; each lake table must have one writing pipeline (give one of "
-                    "them another catalog, 'namespace' or route, or move one file out of the pipelines folder)",
+                    "them another catalog, 'namespace' or route, or move one file out of the pipelines folder; a "
+                    "catalog option written as ${...} is filled by the deployment's lake resource, whatever the "
+                    "variable is called)",
                     option="sink",
                 )

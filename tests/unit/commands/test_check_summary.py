@@ -31,3 +31,14 @@ def test_only_warnings_exit_zero_and_pass_nothing(monkeypatch, capsys):
     code, out = _run(monkeypatch, capsys, [_row("db.a", "lake_is_fresh", False, "WARN")], ok=True)
     assert code == 0
     assert "lake checks passed: 0, failed: 0, warned: 1" in out, out
+
+
+def test_the_next_step_counts_failed_and_warned_checks_apart(monkeypatch, capsys):
+    step = {"next_step": "Run the pipelines until caught up"}
+    rows = [{**_row("db.a", "lake_is_fresh", False, "WARN"), "metadata": step},
+            {**_row("db.b", "lake_is_fresh", False, "WARN"), "metadata": step},
+            {**_row("db.b", "key_state_matches_mysql", False), "metadata": step}]
+    _, out = _run(monkeypatch, capsys, rows, ok=False)
+    assert "next step (1 failed check(s), e.g. db.b key_state_matches_mysql; 2 warned): Run the pipelines" in out, out
+    _, out = _run(monkeypatch, capsys, rows[:2], ok=True)
+    assert "next step (2 warned check(s), e.g. db.a lake_is_fresh): Run the pipelines" in out, out

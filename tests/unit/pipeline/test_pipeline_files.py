@@ -35,8 +35,19 @@ def test_two_pipelines_writing_one_lake_table_are_refused_by_name(tmp_path, monk
         load_pipelines()
 
 
+def test_a_catalog_given_by_another_variable_is_still_the_deployments_catalog(tmp_path, monkeypatch):
+    # the lake resource fills every ${...} catalog key (pipeline/bind.py), whatever the variable's name
+    monkeypatch.setenv("CHANGELAKE_PIPELINES_DIR", str(tmp_path))
+    monkeypatch.setenv("CHANGELAKE_STATE_DIR", str(tmp_path / "state"))
+    _write(tmp_path, "kafka-to-lake", FROM_KAFKA)
+    _write(tmp_path, "kafka-to-lake-pg", FROM_KAFKA,
+           ICEBERG.replace("${ICEBERG_CATALOG_URI}", "${CHANGELAKE_POSTGRES_CATALOG_URI}"))
+    with pytest.raises(OptionValidationError, match=r"both write lake table shop.orders.*filled by the deployment"):
+        load_pipelines()
+
+
 @pytest.mark.parametrize("other", [
-    ICEBERG.replace("${ICEBERG_CATALOG_URI}", "${OTHER_CATALOG_URI}"),   # another catalog
+    ICEBERG.replace("${ICEBERG_CATALOG_URI}", "sqlite:////tmp/other.db"),  # another catalog, written out
     ICEBERG + "  namespace: mirror\n",                                   # another namespace
     "sink:\n  type: kafka\n  properties.bootstrap.servers: k:9092\n",    # not a lake
 ])
