@@ -282,9 +282,11 @@ class KafkaPipelineSource:
         )
         try:
             self._consumer.subscribe(topics, on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke)
-            if opts.bounded_mode is BoundedMode.LATEST_OFFSET:
-                self._stored = start_offsets
-                self._run_ends = self._subscription_ends()
+            # Whatever stops the run at caught_up (``scan.bounded.mode: latest-offset``, or the
+            # runner's ``until_caught_up``, which reads unbounded): it stops only once the whole
+            # subscription is absorbed (see caught_up).
+            self._stored = start_offsets
+            self._run_ends = self._subscription_ends()
         except KafkaException as exc:
             self.close()
             raise SourceError(f"cannot subscribe to {self._topic_text()}: {exc}") from exc
@@ -431,8 +433,9 @@ class KafkaPipelineSource:
         """True when every assigned partition has reached the end offset snapshotted at open/refresh
         (in a group, :meth:`open_group`: at assignment; never before the first assignment).
 
-        A bounded run in a group (``scan.bounded.mode: latest-offset`` with :meth:`open_group`) is
-        caught up only when the whole subscription is: every partition not assigned to this member
+        In a group (:meth:`open_group`; a ``scan.bounded.mode: latest-offset`` run, or a run stopped
+        at ``caught_up`` by its caller, e.g. ``run_pipeline(until_caught_up=True)`` of a parallel
+        worker) a member is caught up only when the whole subscription is: every partition not assigned to this member
         now must also have reached, in the caller's store (``start_offsets`` of
         :meth:`open_group`, read fresh), the end it had when this member joined. Otherwise a
         member whose first assignment is empty, or whose partitions a rebalance moved away, would

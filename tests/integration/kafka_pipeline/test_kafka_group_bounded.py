@@ -90,3 +90,64 @@ def test_bounded_group_members_stop_only_when_every_partition_is_absorbed(kafka_
     for table in tables:
         assert {o for t, o in got if t == str(table)} == set(range(ROWS)), str(table)
     assert all(store.get((str(t), 0), 0) >= ROWS for t in tables), store
+
+
+def test_a_member_of_an_until_caught_up_run_is_not_caught_up_while_another_members_partitions_are_unread(
+        kafka_bootstrap):
+    """No ``scan.bounded.mode``: what a parallel Pipeline 2 worker run with ``until_caught_up``
+    reads (issue: ``test_ddl_mid_snapshot`` lost one partition's tail with two workers). A member
+    that read its own partitions to their end is not caught up while the partitions the group gave
+    the other member are not absorbed in the store, and is once they are."""
+    db = f"gu_{_uid()}"
+    tables = [TableId(db, f"t{i}") for i in range(4)]
+    with KafkaPipelineSink({"properties.bootstrap.servers": kafka_bootstrap}, pipeline_name=f"p-{_uid()}") as sink:
+        for table in tables:
+            sink.write([DataChangeEvent(table, Op.CREATE, None, {"id": i, "price": decimal.Decimal("1.00")}, SCHEMA)
+                        for i in range(20)])
+        sink.commit({"pos": 1})
+    store: dict[tuple[str, int], int] = {}
+    group = f"g-{_uid()}"
+
+    def member() -> KafkaPipelineSource:
+        src = KafkaPipelineSource({"properties.bootstrap.servers": kafka_bootstrap, "topic-pattern": f"{db}\\..*",
+                                   "properties.session.timeout.ms": "6000"}, group_id=group, timeout_s=10)
+        src.open_group(lambda tps: dict(store))
+        return src
+
+    a = member()
+    b = None
+    try:
+        for _ in range(200):  # a alone: every partition (polled, nothing stored)
+            a.poll(max_records=1, timeout_s=0.2)
+            if len(a.positions()) == len(tables):
+                break
+        assert len(a.positions()) == len(tables), a.positions()
+        b = member()
+        for _ in range(400):  # both poll until the group has spread the partitions over both
+            a.poll(max_records=1, timeout_s=0.1)
+            b.poll(max_records=100, timeout_s=0.1)
+            if a.positions() and b.positions() and len(a.positions()) + len(b.positions()) == len(tables):
+                break
+        mine, theirs = set(b.positions()), set(a.positions())
+        assert mine and theirs and len(mine | theirs) == len(tables), (mine, theirs)
+        _read_to_end(b)
+        store.update(b.positions())  # b's partitions absorbed (as its checkpoint entries say)
+        assert not b.caught_up(), f"b would stop while a's partitions {sorted(theirs)} are not absorbed"
+        _read_to_end(a)
+        store.update(a.positions())
+        assert b.caught_up() and a.caught_up(), (store, b.positions(), a.positions())
+    finally:
+        a.close()
+        if b is not None:
+            b.close()
+
+
+def _read_to_end(src: KafkaPipelineSource, rows: int = 20) -> None:
+    """Poll ``src`` until each of its partitions is past its ``rows`` records and three polls in a
+    row returned nothing (a transaction marker after them stepped over)."""
+    empty = 0
+    for _ in range(300):
+        empty = 0 if src.poll(max_records=100, timeout_s=0.2) else empty + 1
+        if empty >= 3 and all(p >= rows for p in src.positions().values()):
+            return
+    raise AssertionError(f"never read to the end: {src.positions()}")
