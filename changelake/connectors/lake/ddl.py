@@ -186,8 +186,8 @@ def apply_schema_change_policy(sink: Any, policy: Any, table_id: TableId, table_
                 return [], schema, Refusal(err, list(rows))
         found = policy.first_refused_marker(table_name, rows)
         if found is not None:  # the items before it: none refused (every change in them is ignored)
-            refusal = Refusal(found[1], list(rows[found[0]:]))
-            rows = rows[:found[0]]
+            rows, tail = _before_refused(policy, rows, found[0])
+            refusal = Refusal(found[1], tail)
     items = policy.filter_markers(table_name, rows)
     if not exists:
         return items, schema, refusal  # create.table: a new lake table always starts from the schema
@@ -195,6 +195,32 @@ def apply_schema_change_policy(sink: Any, policy: Any, table_id: TableId, table_
     if plan.drop_columns:
         sink.drop_columns(table_id, plan.drop_columns)
     return plan.apply(items), plan.schema, refusal
+
+
+def _before_refused(policy: Any, rows: Sequence[BatchItem], at: int) -> tuple[list[BatchItem], list[BatchItem]]:
+    """``rows`` split into the items before the refused truncate / drop at ``at`` and the rest.
+
+    A truncate of a ``hash-by-key`` topic has a copy in every partition (a scoped marker): a
+    partition's records before its own copy precede the TRUNCATE, so each partition is cut at
+    its first refused copy (records of one partition are in binlog order; those of different
+    partitions are interleaved as polled). An unscoped marker cuts every partition where it is."""
+    cut: set[str] = set()
+    written: list[BatchItem] = []
+    tail: list[BatchItem] = []
+    everything = False  # an unscoped refused marker: everything after it is cut
+    for index, item in enumerate(rows):
+        found = _located(item)
+        if isinstance(item, TruncateMarker) and index >= at and policy.applies(
+                "drop.table" if item.drop else "truncate.table"):
+            if item.scope is None or found is None:
+                everything = True
+            else:
+                cut.add(found[0])
+        if everything or (found is not None and found[0] in cut) or (found is None and index >= at):
+            tail.append(item)
+        else:
+            written.append(item)
+    return written, tail
 
 
 def _located(item: BatchItem) -> tuple[str, int] | None:
