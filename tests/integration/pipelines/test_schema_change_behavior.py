@@ -190,3 +190,28 @@ def test_exception_stops_with_the_lake_at_mysqls_state_just_before_the_first_ref
         assert rows == expected
         seen.append((rows, _committed(p2, t)))
     assert seen[0] == seen[1]
+
+
+def test_exception_on_a_hash_by_key_topic_stops_with_every_partition_at_the_truncate(
+        database_factory, mysql_exec, mysql_params, pipeline_pair):
+    """Pipeline 1 writes a TRUNCATE into each of the 3 partitions; each partition's rows before its
+    copy precede the TRUNCATE, so the lake holds them all, whatever order the partitions are polled in."""
+    db = database_factory()
+    mysql_exec(db, "CREATE TABLE ex3(id INT PRIMARY KEY, v INT)", "INSERT INTO ex3 VALUES (1,1),(2,2)")
+    p1, p2 = pipeline_pair(db, ["ex3"], p1_extra={"partition.strategy": "hash-by-key", "sink.topic.partitions": 3})
+    p2 = _with(p2, "exception")
+    t = TableId(db, "ex3")
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)
+    mysql_exec(db, "INSERT INTO ex3 VALUES " + ",".join(f"({i},{i})" for i in range(3, 40)),
+               "UPDATE ex3 SET v = v + 100 WHERE id % 3 = 0", "DELETE FROM ex3 WHERE id % 5 = 0")
+    before_truncate = _mysql_state(mysql_params, db, "ex3")
+    mysql_exec(db, "TRUNCATE TABLE ex3", "INSERT INTO ex3 VALUES (100,100),(101,101),(102,102)")
+    run_pipeline(p1, until_caught_up=True)
+    seen = []
+    for _ in range(2):
+        with pytest.raises(SchemaChangeError, match="truncate.table"):
+            run_pipeline(p2, until_caught_up=True)
+        assert _lake(p2, t)[1] == before_truncate
+        seen.append(_committed(p2, t))
+    assert seen[0] == seen[1]

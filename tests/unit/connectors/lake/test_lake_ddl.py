@@ -151,3 +151,25 @@ def test_offsets_before_a_refused_change_stop_at_its_record_per_partition():
     # (written, nothing after) to the batch's offset, a partition none of the table's records came from left out
     assert offsets_before(refusal, [at(0, 5), at(1, 2), at(2, 4)], {"t/0": 9, "t/1": 4, "t/2": 6, "u/0": 1}) == \
         {"t/0": 7, "t/1": 3, "t/2": 6}
+
+
+def test_a_truncate_copied_to_every_partition_is_cut_per_partition_under_exception():
+    from changelake.connectors.lake.ddl import _before_refused
+
+    headers = truncate_scope_headers(3, KeyFormat.JSON)
+
+    def row(p, o):
+        return ChangelogRow(RowKind.INSERT, {"id": o}, T, {"topic": "t", "partition": p, "offset": o})
+
+    def copy(p, o):
+        return TruncateMarker(metadata={"topic": "t", "partition": p, "offset": o},
+                              scope=scope_of(headers, "db.t", S, p))
+
+    policy = SchemaChangePolicy.of("exception")
+    # partition 1's rows before its own copy precede the TRUNCATE, even when polled after partition 0's copy
+    rows = [row(0, 1), copy(0, 2), row(0, 3), row(1, 10), row(1, 11), copy(1, 12), row(1, 13), row(2, 20)]
+    written, tail = _before_refused(policy, rows, 1)
+    assert written == [rows[0], rows[3], rows[4], rows[7]] and tail == [rows[1], rows[2], rows[5], rows[6]]
+    # an unscoped marker (the table in one partition) cuts everything after it
+    plain = [row(0, 1), TruncateMarker(metadata={"topic": "t", "partition": 0, "offset": 2}), row(1, 10)]
+    assert _before_refused(policy, plain, 1) == ([plain[0]], plain[1:])
