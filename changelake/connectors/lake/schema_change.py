@@ -14,7 +14,8 @@ mode          what the lake does
               ``truncate.table`` and ``drop.table`` applied: the lake equals MySQL.
 ``exception`` the first schema change (any type below, after the include/exclude filter) stops
               the pipeline with :class:`SchemaChangeError` naming table and change; the lake
-              does not move past it. A new table (``create.table``) is created.
+              table holds every change before it (committed first, offsets up to it) and
+              none after. A new table (``create.table``) is created.
 ``evolve``    every change applied: columns added, dropped, widened; a change the lake cannot
               apply stops the pipeline.
 ``try_evolve`` as ``evolve``, but a change the lake cannot apply is skipped: the column keeps its
