@@ -9,16 +9,19 @@ nothing else; a marker without a scope deletes every row, as before.
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Any, Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Mapping, Sequence
 
 from changelake.changelog.row import ChangelogRow
 from changelake.changelog.rowkind import RowKind
 from changelake.changelog.schema import Schema, TableId
 from changelake.connectors.lake.compaction import BatchItem, TruncateMarker
+from changelake.connectors.lake.offsets import topic_partition
+from changelake.connectors.lake.schema_change import SchemaChangeBehavior, SchemaChangeError
 from changelake.errors import PipelineDataError
 
-__all__ = ["scoped", "has_scoped_truncate", "expand_scoped_truncates"]
+__all__ = ["scoped", "has_scoped_truncate", "expand_scoped_truncates", "Refusal", "apply_schema_change_policy",
+           "offsets_before"]
 
 
 def scoped(scope: Any, schema: Schema) -> Any:
@@ -149,20 +152,100 @@ def lake_schema(lake: Any, table_id: TableId) -> Schema | None:
 
 
 # -- pipeline.schema.change.behavior ---------------------------------------------------------------
+@dataclass(frozen=True)
+class Refusal:
+    """A schema change refused under ``exception``: the error (naming table and change) and the
+    batch's items from the refused change on (none of them is written)."""
+
+    error: SchemaChangeError
+    tail: list[BatchItem]
+
+
 def apply_schema_change_policy(sink: Any, policy: Any, table_id: TableId, table_name: str,
-                               rows: Sequence[BatchItem], schema: Schema) -> tuple[list[BatchItem], Schema]:
+                               rows: Sequence[BatchItem],
+                               schema: Schema) -> tuple[list[BatchItem], Schema, Refusal | None]:
     """The batch and schema to write under ``policy``
     (:class:`~changelake.connectors.lake.schema_change.SchemaChangePolicy`): truncates / drops it
     ignores are left out, columns are added, kept, dropped or renamed as the mode says.
 
+    Under ``exception`` the first refused change ends the batch: the items before it are returned
+    with a :class:`Refusal` (the caller commits them, then raises its error). A column change
+    is the batch's schema, so it comes before every item of the batch (the lake sink commits one
+    schema per batch) and is found before any truncate / drop in it.
+
     Raises:
-        SchemaChangeError: ``exception`` met a schema change (names table and change).
         the lake's schema-evolution errors: ``evolve`` met a change the lake cannot apply.
     """
+    exists = sink.load_table(table_id) is not None
+    refusal = None
+    if policy.behavior is SchemaChangeBehavior.EXCEPTION:
+        if exists:
+            try:
+                policy.plan(table_name, sink.column_changes(table_id, schema), schema)
+            except SchemaChangeError as err:
+                return [], schema, Refusal(err, list(rows))
+        found = policy.first_refused_marker(table_name, rows)
+        if found is not None:  # the items before it: none refused (every change in them is ignored)
+            rows, tail = _before_refused(policy, rows, found[0])
+            refusal = Refusal(found[1], tail)
     items = policy.filter_markers(table_name, rows)
-    if sink.load_table(table_id) is None:
-        return items, schema  # create.table: a new lake table always starts from the schema
+    if not exists:
+        return items, schema, refusal  # create.table: a new lake table always starts from the schema
     plan = policy.plan(table_name, sink.column_changes(table_id, schema), schema)
     if plan.drop_columns:
         sink.drop_columns(table_id, plan.drop_columns)
-    return plan.apply(items), plan.schema
+    return plan.apply(items), plan.schema, refusal
+
+
+def _before_refused(policy: Any, rows: Sequence[BatchItem], at: int) -> tuple[list[BatchItem], list[BatchItem]]:
+    """``rows`` split into the items before the refused truncate / drop at ``at`` and the rest.
+
+    A truncate of a ``hash-by-key`` topic has a copy in every partition (a scoped marker): a
+    partition's records before its own copy precede the TRUNCATE, so each partition is cut at
+    its first refused copy (records of one partition are in binlog order; those of different
+    partitions are interleaved as polled). An unscoped marker cuts every partition where it is."""
+    cut: set[str] = set()
+    written: list[BatchItem] = []
+    tail: list[BatchItem] = []
+    everything = False  # an unscoped refused marker: everything after it is cut
+    for index, item in enumerate(rows):
+        found = _located(item)
+        if isinstance(item, TruncateMarker) and index >= at and policy.applies(
+                "drop.table" if item.drop else "truncate.table"):
+            if item.scope is None or found is None:
+                everything = True
+            else:
+                cut.add(found[0])
+        if everything or (found is not None and found[0] in cut) or (found is None and index >= at):
+            tail.append(item)
+        else:
+            written.append(item)
+    return written, tail
+
+
+def _located(item: BatchItem) -> tuple[str, int] | None:
+    meta = item.metadata
+    if "topic" not in meta or "partition" not in meta or "offset" not in meta:
+        return None
+    return topic_partition(str(meta["topic"]), int(meta["partition"])), int(meta["offset"])
+
+
+def offsets_before(refusal: Refusal, written: Sequence[BatchItem], offsets: Mapping[str, int]) -> dict[str, int]:
+    """The offsets to commit with ``written``, the part of a batch before a refused schema
+    change: per ``topic/partition`` a record of the batch came from, the offset of its first
+    record not written (the refused one, in its partition), or else the batch's next offset
+    (``offsets``; at least the next after its last written record). Partitions no record of the
+    table came from are left out, so a restart that stops at the same change commits nothing."""
+    out: dict[str, int] = {}
+    for item in written:
+        found = _located(item)
+        if found is not None:
+            tp, offset = found
+            out[tp] = max(out.get(tp, 0), offsets.get(tp, 0), offset + 1)
+    first: dict[str, int] = {}
+    for item in refusal.tail:
+        found = _located(item)
+        if found is not None and found[0] not in first:
+            first[found[0]] = found[1]  # records of one partition are in offset order
+    out.update(first)
+    return out

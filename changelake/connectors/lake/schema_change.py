@@ -14,7 +14,8 @@ mode          what the lake does
               ``truncate.table`` and ``drop.table`` applied: the lake equals MySQL.
 ``exception`` the first schema change (any type below, after the include/exclude filter) stops
               the pipeline with :class:`SchemaChangeError` naming table and change; the lake
-              does not move past it. A new table (``create.table``) is created.
+              table holds every change before it (committed first, offsets up to it) and
+              none after. A new table (``create.table``) is created.
 ``evolve``    every change applied: columns added, dropped, widened; a change the lake cannot
               apply stops the pipeline.
 ``try_evolve`` as ``evolve``, but a change the lake cannot apply is skipped: the column keeps its
@@ -74,7 +75,9 @@ class SchemaChangeBehavior(enum.Enum):
 
 class SchemaChangeError(PipelineDataError):
     """A schema change refused under ``pipeline.schema.change.behavior: exception`` (names the
-    table, the change and the column). The lake holds every batch before it and nothing after."""
+    table, the first refused change and the column). The lake table holds every change before it
+    and nothing after: the lake sink commits the part of the batch before it, with the offsets up
+    to the refused record, then raises (a restart stops at the same change)."""
 
 
 @dataclass(frozen=True)
@@ -159,19 +162,27 @@ class SchemaChangePolicy:
         return not any(_matches(t, event_type) for t in excluded)
 
     # -- truncate and drop markers -------------------------------------------------------------
-    def filter_markers(self, table: str, items: Sequence[BatchItem]) -> list[BatchItem]:
-        """The items without the truncates / drops the policy ignores. Raises SchemaChangeError
-        for one under ``exception``."""
-        out: list[BatchItem] = []
-        for item in items:
+    def first_refused_marker(self, table: str, items: Sequence[BatchItem]) -> tuple[int, SchemaChangeError] | None:
+        """Under ``exception``: the index in ``items`` of the first truncate / drop the policy
+        applies, with the error refusing it; None when there is none (or another mode)."""
+        if self.behavior is not SchemaChangeBehavior.EXCEPTION:
+            return None
+        for at, item in enumerate(items):
             if isinstance(item, TruncateMarker):
                 event_type = "drop.table" if item.drop else "truncate.table"
-                if not self.applies(event_type):
-                    continue
-                if self.behavior is SchemaChangeBehavior.EXCEPTION:
-                    raise self._refuse(table, event_type, None, "")
-            out.append(item)
-        return out
+                if self.applies(event_type):
+                    return at, self._refuse(table, event_type, None, "")
+        return None
+
+    def filter_markers(self, table: str, items: Sequence[BatchItem]) -> list[BatchItem]:
+        """The items without the truncates / drops the policy ignores. Raises SchemaChangeError
+        for one under ``exception`` (:meth:`first_refused_marker` says where, so the lake sink
+        can commit the items before it first)."""
+        refused = self.first_refused_marker(table, items)
+        if refused is not None:
+            raise refused[1]
+        return [item for item in items if not isinstance(item, TruncateMarker)
+                or self.applies("drop.table" if item.drop else "truncate.table")]
 
     def _refuse(self, table: str, event_type: str, column: str | None, detail: str) -> SchemaChangeError:
         what = f"{event_type} of column {column!r}" + (f" ({detail})" if detail else "") if column else event_type

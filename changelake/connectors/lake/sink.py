@@ -44,6 +44,8 @@ from changelake.connectors.lake.ddl import (
     dropped_key,
     expand_scoped_truncates,
     has_scoped_truncate,
+    lake_schema,
+    offsets_before,
 )
 from changelake.connectors.lake.schema_change import SchemaChangePolicy
 from changelake.errors import PipelineDataError
@@ -267,6 +269,10 @@ class LakeTableSink:
 
         Raises:
             NullPrimaryKeyError: a row's key column is NULL (names table and column).
+            SchemaChangeError: ``pipeline.schema.change.behavior: exception`` met a schema change;
+                raised after committing the items before it with the offsets up to it (per
+                partition, the refused record's offset), so the lake table holds every change
+                before it and a restart stops at the same change without a new commit.
             the table format's type, schema-evolution and commit errors (names the table).
         """
         name = self.table_name(table_id)
@@ -286,7 +292,35 @@ class LakeTableSink:
             rows = as_items(rows)  # mixed with rows or markers, or a schema change policy: row by row
         rows = cast("Sequence[BatchItem]", rows)
         if not policy.is_default:  # pipeline.schema.change.behavior / include / exclude.schema.changes
-            rows, schema = apply_schema_change_policy(self, policy, table_id, name, rows, schema)
+            rows, schema, refusal = apply_schema_change_policy(self, policy, table_id, name, rows, schema)
+            if refusal is not None:  # exception: commit every change before the refused one, then stop
+                before = offsets_before(refusal, rows, offsets)
+                if rows:
+                    self._write_items(table_id, name, rows, schema, before)
+                else:
+                    self._record_offsets(table_id, name, before)
+                raise refusal.error
+        return self._write_items(table_id, name, rows, schema, offsets)
+
+    def _record_offsets(self, table_id: TableId, name: str, offsets: Mapping[str, int]) -> None:
+        """Commit ``offsets`` to the lake table in an empty snapshot (its schema unchanged), unless
+        it holds them already or does not exist."""
+        table = self.load_table(table_id)
+        if table is None or not offsets:
+            return
+        committed = self._read_committed_offsets(table)
+        if is_replay(committed, offsets):
+            return
+        self._commit_batch(table, name, CompactedBatch(), [], self._table_schema(table_id),
+                           merge_offsets(committed, offsets))
+
+    def _table_schema(self, table_id: TableId) -> Schema:
+        found = lake_schema(self, table_id)
+        assert found is not None
+        return found
+
+    def _write_items(self, table_id: TableId, name: str, rows: Sequence[BatchItem], schema: Schema,
+                     offsets: Mapping[str, int]) -> WriteResult:
         markers_only = bool(rows) and not any(isinstance(r, ChangelogRow) for r in rows)
         if not markers_only:
             self._recreate_if_dropped(table_id, name, schema, dropped_after(rows))

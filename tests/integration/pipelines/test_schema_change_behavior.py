@@ -136,3 +136,82 @@ def test_table_and_column_comment_changes_reach_the_lake(database_factory, mysql
     run_pipeline(p2, until_caught_up=True)
     columns, table = _lake_comments(p2, t)
     assert columns["v"] == "the value" and table == "the table"
+
+
+def _mysql_state(mysql_params, db, t):
+    import pymysql
+
+    conn = pymysql.connect(**mysql_params, database=db, charset="utf8mb4")
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT id, v FROM `{t}` ORDER BY id")
+            return [{"id": i, "v": v} for i, v in cur.fetchall()]
+    finally:
+        conn.close()
+
+
+def _committed(p2, t):
+    """The lake table's stored offsets (what its last commit absorbed)."""
+    from changelake.connectors.registry import ConnectorContext, find_factory
+
+    sink = find_factory(p2.sink_type).create_sink(p2.options("sink"), ConnectorContext(p2.name))
+    with sink:
+        return sink._read_committed_offsets(sink.load_table(t))
+
+
+@pytest.mark.parametrize("exclude, refused", [
+    ("[add.column]", "truncate.table"),  # the ADD COLUMN is ignored: the TRUNCATE is the first refused change
+    (None, "add.column of column 'w'"),  # the ADD COLUMN comes first, although the batch also holds the TRUNCATE
+])
+def test_exception_stops_with_the_lake_at_mysqls_state_just_before_the_first_refused_change(
+        database_factory, mysql_exec, mysql_params, pipeline_pair, exclude, refused):
+    db = database_factory()
+    mysql_exec(db, "CREATE TABLE ex3(id INT PRIMARY KEY, v INT)", "INSERT INTO ex3 VALUES (1,1),(2,2)")
+    p1, p2 = pipeline_pair(db, ["ex3"])
+    p2 = _with(p2, "exception", **({"exclude.schema.changes": exclude} if exclude else {}))
+    t = TableId(db, "ex3")
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)
+    mysql_exec(db, "INSERT INTO ex3 VALUES (3,3)")
+    before_alter = _mysql_state(mysql_params, db, "ex3")
+    mysql_exec(db, "ALTER TABLE ex3 ADD COLUMN w INT", "INSERT INTO ex3 VALUES (4,4,4)",
+               "UPDATE ex3 SET v=22 WHERE id=2")
+    before_truncate = _mysql_state(mysql_params, db, "ex3")
+    mysql_exec(db, "TRUNCATE TABLE ex3", "INSERT INTO ex3 VALUES (5,5,5)")
+    run_pipeline(p1, until_caught_up=True)
+    expected = before_truncate if exclude else before_alter
+    seen = []
+    for _ in range(2):  # a restart stops at the same change, and the lake does not move
+        with pytest.raises(SchemaChangeError) as err:
+            run_pipeline(p2, until_caught_up=True)
+        assert f"{db}.ex3" in str(err.value) and f"schema change {refused}" in str(err.value)
+        names, rows = _lake(p2, t)
+        assert names == ["id", "v"]  # the ADD COLUMN never reached the lake (excluded, or refused)
+        assert rows == expected
+        seen.append((rows, _committed(p2, t)))
+    assert seen[0] == seen[1]
+
+
+def test_exception_on_a_hash_by_key_topic_stops_with_every_partition_at_the_truncate(
+        database_factory, mysql_exec, mysql_params, pipeline_pair):
+    """Pipeline 1 writes a TRUNCATE into each of the 3 partitions; each partition's rows before its
+    copy precede the TRUNCATE, so the lake holds them all, whatever order the partitions are polled in."""
+    db = database_factory()
+    mysql_exec(db, "CREATE TABLE ex3(id INT PRIMARY KEY, v INT)", "INSERT INTO ex3 VALUES (1,1),(2,2)")
+    p1, p2 = pipeline_pair(db, ["ex3"], p1_extra={"partition.strategy": "hash-by-key", "sink.topic.partitions": 3})
+    p2 = _with(p2, "exception")
+    t = TableId(db, "ex3")
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)
+    mysql_exec(db, "INSERT INTO ex3 VALUES " + ",".join(f"({i},{i})" for i in range(3, 40)),
+               "UPDATE ex3 SET v = v + 100 WHERE id % 3 = 0", "DELETE FROM ex3 WHERE id % 5 = 0")
+    before_truncate = _mysql_state(mysql_params, db, "ex3")
+    mysql_exec(db, "TRUNCATE TABLE ex3", "INSERT INTO ex3 VALUES (100,100),(101,101),(102,102)")
+    run_pipeline(p1, until_caught_up=True)
+    seen = []
+    for _ in range(2):
+        with pytest.raises(SchemaChangeError, match="truncate.table"):
+            run_pipeline(p2, until_caught_up=True)
+        assert _lake(p2, t)[1] == before_truncate
+        seen.append(_committed(p2, t))
+    assert seen[0] == seen[1]

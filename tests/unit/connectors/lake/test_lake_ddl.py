@@ -99,3 +99,77 @@ def test_two_source_tables_on_one_lake_table_are_refused_by_name(tmp_path):
             sink.write(TableId("db2", "t"), [ChangelogRow(RowKind.INSERT, {"id": 1, "v": "b"})], S, {})
     assert "db1.t" in str(err.value) and "db2.t" in str(err.value) and "'lake.t'" in str(err.value)
     assert "route" in str(err.value)
+
+
+def _at(kind, values, offset):
+    return ChangelogRow(kind, values, T, {"topic": "t", "partition": 0, "offset": offset})
+
+
+S2 = Schema.of([("id", parse_data_type("INT NOT NULL")), ("v", parse_data_type("STRING")),
+                ("w", parse_data_type("INT"))], ["id"])
+
+
+@pytest.mark.parametrize("exclude, refused, ids, committed", [
+    ("[add.column]", "truncate.table", {1: "1", 2: "22", 4: "4"}, 4),  # the changes before the truncate
+    (None, "add.column of column 'w'", {1: "1", 2: "2"}, 2),  # the ADD COLUMN is first: nothing of it
+])
+def test_exception_commits_every_change_before_the_first_refused_one(tmp_path, exclude, refused, ids, committed):
+    (tmp_path / "wh").mkdir()
+    sink = IcebergSink(IcebergSinkOptions.sql(f"sqlite:///{tmp_path}/c.db", f"file://{tmp_path}/wh", namespace="lake"))
+    sink.schema_change_policy = SchemaChangePolicy.of("exception", exclude=exclude)
+    later = [_at(RowKind.INSERT, {"id": 4, "v": "4", "w": 4}, 2),
+             _at(RowKind.UPDATE_BEFORE, {"id": 2, "v": "2", "w": None}, 3),
+             _at(RowKind.UPDATE_AFTER, {"id": 2, "v": "22", "w": None}, 3),
+             TruncateMarker(metadata={"topic": "t", "partition": 0, "offset": 4}),
+             _at(RowKind.INSERT, {"id": 5, "v": "5", "w": 5}, 5)]
+    with sink:
+        sink.write(T, [_at(RowKind.INSERT, {"id": 1, "v": "1"}, 0), _at(RowKind.INSERT, {"id": 2, "v": "2"}, 1)], S,
+                   {"t/0": 2})
+        for _ in range(2):  # a restart stops at the same change, and the lake does not move
+            with pytest.raises(SchemaChangeError) as err:
+                sink.write(T, later, S2, {"t/0": 6, "other/0": 9})
+            assert "lake.t" in str(err.value) and refused in str(err.value)
+            table = sink.load_table(T)
+            lake = {r["id"]: r["v"] for r in sink.read_table(T).to_pylist()}
+            assert lake == ids
+            assert sink._read_committed_offsets(table) == {"t/0": committed}
+            assert sink.read_table(T).schema.names == ["id", "v"]
+            if _ == 0:
+                snapshot = table.current_snapshot().snapshot_id
+        assert table.current_snapshot().snapshot_id == snapshot
+
+
+def test_offsets_before_a_refused_change_stop_at_its_record_per_partition():
+    from changelake.connectors.lake.ddl import Refusal, offsets_before
+
+    def at(p, o):
+        return ChangelogRow(RowKind.INSERT, {"id": o}, T, {"topic": "t", "partition": p, "offset": o})
+
+    refusal = Refusal(SchemaChangeError("x"), [TruncateMarker(metadata={"topic": "t", "partition": 0, "offset": 7}),
+                                               at(1, 3), at(0, 8)])
+    # partition 0 up to the refused record, partition 1 up to its first record after it, partition 2
+    # (written, nothing after) to the batch's offset, a partition none of the table's records came from left out
+    assert offsets_before(refusal, [at(0, 5), at(1, 2), at(2, 4)], {"t/0": 9, "t/1": 4, "t/2": 6, "u/0": 1}) == \
+        {"t/0": 7, "t/1": 3, "t/2": 6}
+
+
+def test_a_truncate_copied_to_every_partition_is_cut_per_partition_under_exception():
+    from changelake.connectors.lake.ddl import _before_refused
+
+    headers = truncate_scope_headers(3, KeyFormat.JSON)
+
+    def row(p, o):
+        return ChangelogRow(RowKind.INSERT, {"id": o}, T, {"topic": "t", "partition": p, "offset": o})
+
+    def copy(p, o):
+        return TruncateMarker(metadata={"topic": "t", "partition": p, "offset": o},
+                              scope=scope_of(headers, "db.t", S, p))
+
+    policy = SchemaChangePolicy.of("exception")
+    # partition 1's rows before its own copy precede the TRUNCATE, even when polled after partition 0's copy
+    rows = [row(0, 1), copy(0, 2), row(0, 3), row(1, 10), row(1, 11), copy(1, 12), row(1, 13), row(2, 20)]
+    written, tail = _before_refused(policy, rows, 1)
+    assert written == [rows[0], rows[3], rows[4], rows[7]] and tail == [rows[1], rows[2], rows[5], rows[6]]
+    # an unscoped marker (the table in one partition) cuts everything after it
+    plain = [row(0, 1), TruncateMarker(metadata={"topic": "t", "partition": 0, "offset": 2}), row(1, 10)]
+    assert _before_refused(policy, plain, 1) == ([plain[0]], plain[1:])
