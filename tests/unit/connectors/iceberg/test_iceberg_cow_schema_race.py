@@ -115,6 +115,9 @@ def test_a_schema_only_change_during_a_copy_on_write_lets_it_land(
         else:
             a.write(T, [arrow_update(5, "a2", 3)], OLD, {"orders/0": 4})
         assert raced and a.commit_redos == 0
+        with IcebergSink(opts) as check:  # A's commit (old schema id in its snapshot) kept B's schema
+            table = check.load_table(T)
+            assert table is not None and [f.name for f in table.schema().fields] == ["id", "v", "w"]
         b.write(T, [rec({"id": 4, "v": "b", "w": 40}, 1, 0), rec({"id": 6, "v": "b", "w": 60}, 1, 1)], NEW,
                 {"orders/1": 2})
         # A still holds the table from before B's rows: its next write refreshes and rewrites them
