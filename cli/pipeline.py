@@ -23,15 +23,44 @@ run's heartbeat in the instance; on the same host also its process), then takes 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from pathlib import Path
 
-__all__ = ["register", "run", "run_pipeline_job", "QUIET_LOG_LEVEL"]
+__all__ = ["register", "run", "run_pipeline_job", "show_pipeline_log", "QUIET_LOG_LEVEL"]
 
 #: Dagster console log level for in-process runs started from the CLI (the UI shows everything);
 #: failures are printed by the commands themselves, one line each, with their root cause.
 QUIET_LOG_LEVEL = os.environ.get("CHANGELAKE_LOG_LEVEL", "CRITICAL")
+
+
+class _StderrLog(logging.Handler):
+    """``level: message`` lines on the *current* ``sys.stderr`` (looked up per record, as logging's
+    last-resort handler, so a rich progress display that redirects stderr keeps them above it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stderr.write(f"{record.levelname.lower()}: {self.format(record)}\n")
+            sys.stderr.flush()
+        except Exception:  # noqa: BLE001 - as logging.StreamHandler
+            self.handleError(record)
+
+
+def show_pipeline_log(level: int = logging.INFO) -> logging.Handler:
+    """Show the pipeline's Python log (the ``changelake`` loggers) from ``level`` on stderr, as a
+    Debezium connector's log at INFO: e.g. a ``log`` signal's message, an ad-hoc snapshot starting,
+    a Kafka signal record skipped for its key. Without it only warnings reach stderr (logging's
+    last resort). Idempotent; returns the handler."""
+    logger = logging.getLogger("changelake")
+    for handler in logger.handlers:
+        if isinstance(handler, _StderrLog):
+            return handler
+    handler = _StderrLog(level)
+    logger.addHandler(handler)
+    if logger.getEffectiveLevel() > level:
+        logger.setLevel(level)
+    return handler
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -143,6 +172,7 @@ def run(args: argparse.Namespace) -> int:
     from assets.reporting import PROGRESS_ENV
 
     os.environ.setdefault(PROGRESS_ENV, "stderr")  # progress lines on stderr (CHANGELAKE_PROGRESS=off: none)
+    show_pipeline_log()  # the connectors' INFO lines (a log signal's message, ...) on stderr too
     result = run_pipeline_job(args.file, args.until_caught_up, args.max_duration, worker_id=worker_id,
                               standby=args.standby)
     outputs = [e for e in result.all_events if e.event_type_value == "STEP_OUTPUT" and e.step_output_data]

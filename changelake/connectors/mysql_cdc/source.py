@@ -42,7 +42,14 @@ from changelake.connectors.mysql_cdc.binlog.heartbeat import HeartbeatAction, He
 from changelake.connectors.mysql_cdc.binlog.transactions import TransactionMonitor
 from changelake.connectors.mysql_cdc.snapshot.conditions import AdditionalConditionError, parse_conditions, where_clause
 from changelake.connectors.mysql_cdc.snapshot.kafka_signals import KafkaSignalChannel
-from changelake.connectors.mysql_cdc.snapshot.signals import Signal, SignalCaptured, parse_signal, snapshot_tables
+from changelake.connectors.mysql_cdc.snapshot.signals import (
+    Signal,
+    SignalCaptured,
+    collections_shape_error,
+    log_signal,
+    parse_signal,
+    snapshot_tables,
+)
 from changelake.connectors.mysql_cdc.options import MySqlSourceOptions, StartupMode
 from changelake.connectors.mysql_cdc.positions import BinlogPosition, SnapshotProgress, SourcePosition, binlog_file_index
 from changelake.connectors.mysql_cdc.binlog.gtid import earliest_position, gtid_start_position, parse_gtid_set, timestamp_start_file
@@ -505,11 +512,12 @@ class MySqlSource:
     def _on_signal_row(self, event: DataChangeEvent) -> tuple[Signal, list[str], dict[str, list[str]]] | None:
         """A row of ``signal.data.collection`` read while streaming: see :meth:`_on_signal`."""
         signal = parse_signal(event)
-        return self._on_signal(signal) if signal is not None else None
+        return self._on_signal(signal, dict(event.position)) if signal is not None else None
 
-    def _on_signal(self, signal: Signal) -> tuple[Signal, list[str], dict[str, list[str]]] | None:
+    def _on_signal(self, signal: Signal, offset: Any = None) -> tuple[Signal, list[str], dict[str, list[str]]] | None:
         """Act on a signal read while streaming: (signal, tables, additional conditions) when an
-        ``execute-snapshot`` is to start right after it, else None (other signals are logged)."""
+        ``execute-snapshot`` is to start right after it, else None (other signals are logged;
+        ``offset``: the position the signal arrived at, for a ``log`` signal's ``{}``)."""
         if signal.type == "execute-snapshot":
             kind = str(signal.data.get("type", "incremental")).lower()
             if kind not in ("incremental", "blocking"):
@@ -536,7 +544,7 @@ class MySqlSource:
         if signal.type == "stop-snapshot":
             log.warning("signal %r: stop-snapshot: no ad-hoc snapshot is in progress; ignored", signal.id)
         elif signal.type == "log":
-            log.info("signal %r: %s", signal.id, signal.data.get("message", ""))
+            log_signal(signal, offset if offset is not None else self._position_dict())
         else:
             log.warning("signal %r: unknown signal type %r; ignored", signal.id, signal.type)
         return None
@@ -601,10 +609,14 @@ class MySqlSource:
                 self._stop_snapshot(signal)
                 channel.ack()
             elif signal.type == "log":
-                log.info("signal %r: %s", signal.id, signal.data.get("message", ""))
+                log_signal(signal, self._position_dict())
                 channel.ack()
             else:  # acted on when streaming resumes (the stored offset stays before it)
                 return
+
+    def _position_dict(self) -> dict[str, Any] | None:
+        """The current source position as JSON (None before the first one)."""
+        return self._position.to_dict() if self._position is not None else None
 
     def _stop_snapshot(self, signal: Signal) -> None:
         """Debezium's ``stop-snapshot``: the running ad-hoc snapshot stops for the named tables
@@ -617,6 +629,10 @@ class MySqlSource:
             return
         if kind != "incremental":
             log.warning("signal %r: stop-snapshot of type %r is not supported (incremental); ignored", signal.id, kind)
+            return
+        wrong = collections_shape_error(signal)
+        if wrong is not None:  # not "all tables": the user meant some
+            log.warning("%s; the stop-snapshot is ignored", wrong)
             return
         running = [TableId.parse(t) for t in snap.progress.tables]
         names = signal.data.get("data-collections")

@@ -173,10 +173,19 @@ def test_kafka_signal_with_additional_conditions_exactly_once_across_kill_9(
             "additional-conditions": [{"data-collection": f"{db}.t", "filter": bad}]}})
     _produce(kafka_bootstrap, topic, "another-pipeline", {"type": "execute-snapshot", "data": {
         "data-collections": [f"{db}.t"], "type": "incremental"}})
-    with caplog.at_level(logging.ERROR, logger="changelake.connectors.mysql_cdc.source"):
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    producer.produce(topic, key=name.encode(), value=None)  # a tombstone (offset 5)
+    assert producer.flush(30) == 0
+    _produce(kafka_bootstrap, topic, name, {"type": "log", "data": {"message": "signal at {}"}})  # offset 6
+    with caplog.at_level(logging.ERROR, logger="changelake.connectors.mysql_cdc.source"), \
+            caplog.at_level(logging.INFO, logger="changelake.connectors.mysql_cdc.snapshot"):
         run_pipeline(parse_pipeline(raw, env={}), until_caught_up=True)
     refused = [r.getMessage() for r in caplog.records if "additional-conditions filter" in r.getMessage()]
     assert len(refused) == 4, refused
+    infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert any("offset 4" in m and "'another-pipeline'" in m and repr(name) in m for m in infos), infos
+    assert any("offset 5" in m and "tombstone" in m for m in infos), infos
+    assert any(m.startswith("signal 'kafka:6': signal at {") and '"file"' in m for m in infos), infos
     assert "'kafka:0'" in refused[0] and f"{db}.t" in refused[0] and "2 statements" in refused[0]
     assert "SLEEP" in refused[1] and "subquery" in refused[2] and "comment" in refused[3]
     assert _reads(_records(kafka_bootstrap, f"{db}.t")) == Counter()  # nothing was snapshotted

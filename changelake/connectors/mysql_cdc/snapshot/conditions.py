@@ -47,12 +47,13 @@ _BOOLEAN: tuple[type[exp.Expression], ...] = (
 class AdditionalConditionError(SourceError):
     """An ``additional-conditions`` entry of a signal is not a plain boolean condition over the table's columns."""
 
-    def __init__(self, signal_id: str, table: str, text: str, reason: str) -> None:
-        super().__init__(f"signal {signal_id!r}: additional-conditions filter {text!r} for {table} is refused: {reason}")
+    def __init__(self, signal_id: str, table: str | None, text: str, reason: str) -> None:
+        where = f" for {table}" if table else ""  # None: not an entry of one table (its data-collection is missing)
+        super().__init__(f"signal {signal_id!r}: additional-conditions filter {text!r}{where} is refused: {reason}")
         self.signal_id, self.table, self.text, self.reason = signal_id, table, text, reason
 
 
-def render_condition(text: str, columns: Iterable[str], *, signal_id: str = "?", table: str = "?") -> str:
+def render_condition(text: str, columns: Iterable[str], *, signal_id: str = "?", table: str | None = None) -> str:
     """The filter ``text`` re-rendered from its sqlglot tree (MySQL, identifiers back-quoted).
 
     Args:
@@ -94,7 +95,8 @@ def render_condition(text: str, columns: Iterable[str], *, signal_id: str = "?",
             if node.table or node.args.get("db") or node.args.get("catalog"):
                 raise refuse(f"column {node.sql(dialect='mysql')!r} is qualified; name the table's columns alone")
             if node.name.lower() not in known:
-                raise refuse(f"{node.name!r} is not a column of {table} (columns: {sorted(known.values())})")
+                raise refuse(f"{node.name!r} is not a column of {table or 'the table'} "
+                             f"(columns: {sorted(known.values())})")
             node.set("this", exp.to_identifier(known[node.name.lower()], quoted=True))
         if isinstance(node, exp.In) and node.args.get("query") is not None:
             raise refuse("IN with a subquery is not allowed")
@@ -114,22 +116,25 @@ def parse_conditions(signal_id: str, data: Mapping[str, Any], tables: Iterable[s
             signal does not snapshot, or its filter is refused by the parser.
     """
     if data.get("additional-condition") is not None:  # Debezium 1.x/2.0's single filter, since replaced
-        raise AdditionalConditionError(signal_id, "?", str(data["additional-condition"]),
+        raise AdditionalConditionError(signal_id, None, str(data["additional-condition"]),
                                        "Debezium's deprecated 'additional-condition' is not supported; use "
                                        "'additional-conditions': [{\"data-collection\": \"db.table\", \"filter\": ...}]")
     raw = data.get("additional-conditions")
     if raw is None:
         return {}
     if not isinstance(raw, list):
-        raise AdditionalConditionError(signal_id, "?", str(raw), "'additional-conditions' must be a list of "
+        raise AdditionalConditionError(signal_id, None, str(raw), "'additional-conditions' must be a list of "
                                        "{\"data-collection\": ..., \"filter\": ...}")
     wanted = list(tables)
     out: dict[str, list[str]] = {}
     for entry in raw:
-        if not isinstance(entry, Mapping) or not isinstance(entry.get("data-collection"), str) \
-                or not isinstance(entry.get("filter"), str):
-            raise AdditionalConditionError(signal_id, "?", str(entry), "each entry must be "
-                                           "{\"data-collection\": \"db.table\", \"filter\": \"<condition>\"}")
+        shape = "each entry must be {\"data-collection\": \"db.table\", \"filter\": \"<condition>\"}"
+        named = entry.get("data-collection") if isinstance(entry, Mapping) else None
+        if not isinstance(named, str) or not named:
+            raise AdditionalConditionError(signal_id, None, str(entry), "the entry has no 'data-collection' "
+                                           f"naming its table ({shape})")
+        if not isinstance(entry.get("filter"), str):
+            raise AdditionalConditionError(signal_id, named, str(entry), f"the entry has no 'filter' string ({shape})")
         table, text = str(entry["data-collection"]), str(entry["filter"])
         if table not in wanted:
             raise AdditionalConditionError(signal_id, table, text, f"{table} is not among the tables this signal "
@@ -138,7 +143,8 @@ def parse_conditions(signal_id: str, data: Mapping[str, Any], tables: Iterable[s
     return out
 
 
-def where_clause(conditions: Iterable[str], columns: Iterable[str], *, signal_id: str = "?", table: str = "?") -> str:
+def where_clause(conditions: Iterable[str], columns: Iterable[str], *, signal_id: str = "?",
+                 table: str | None = None) -> str:
     """``"(<c1>) AND (<c2>)"`` from filters each re-rendered by :func:`render_condition`; ``""`` for none.
 
     Raises:

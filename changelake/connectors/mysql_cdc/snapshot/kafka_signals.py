@@ -2,7 +2,8 @@
 
 As Debezium's ``KafkaSignalChannel``: signals are records of ``signal.kafka.topic`` (one partition,
 partition 0 is read) whose key is the connector's ``topic.prefix`` -- here the pipeline name (the
-Kafka sink's default ``topic.prefix``); records with another key are skipped. The value is JSON::
+Kafka sink's default ``topic.prefix``); records with another key are skipped (logged at INFO, as
+Debezium), as are tombstones (null values). The value is JSON::
 
     key:   orders
     value: {"type": "execute-snapshot", "data": {"data-collections": ["shop.orders"], "type": "incremental"}}
@@ -92,12 +93,16 @@ class KafkaSignalChannel:
 
     def _parse(self, msg: Any) -> Signal | None:
         key = msg.key().decode("utf-8", "replace") if msg.key() is not None else None
-        where = f"signal.kafka.topic {self.topic!r} partition 0 offset {msg.offset()}"
-        if key != self.key:
-            log.debug("%s: key %r is not this pipeline's %r; skipped", where, key, self.key)
+        where = f"signal.kafka.topic {self.topic!r} partition {msg.partition()} offset {msg.offset()}"
+        if key != self.key:  # as Debezium's KafkaSignalChannel, at INFO
+            log.info("%s: signal record skipped: its key is %s, this pipeline's signals have the key %r (Debezium's "
+                     "topic.prefix; here the pipeline name)", where, "missing" if key is None else repr(key), self.key)
+            return None
+        if msg.value() is None:
+            log.info("%s: a tombstone (null value), not a signal; ignored", where)
             return None
         try:
-            value = json.loads(msg.value() or b"")
+            value = json.loads(msg.value())
         except ValueError as exc:
             log.warning("%s: value is not JSON (%s); ignored", where, exc)
             return None

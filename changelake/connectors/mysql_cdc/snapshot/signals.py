@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence
 from changelake.changelog.event import DataChangeEvent, Op
 from changelake.changelog.schema import TableId
 
-__all__ = ["Signal", "SignalCaptured", "parse_signal", "snapshot_tables"]
+__all__ = ["Signal", "SignalCaptured", "collections_shape_error", "log_signal", "parse_signal", "snapshot_tables"]
 
 log = logging.getLogger(__name__)
 
@@ -85,8 +85,12 @@ def snapshot_tables(signal: Signal, captured: Sequence[TableId]) -> list[str]:
     are logged. ``[]`` when nothing is left.
     """
     names = signal.data.get("data-collections")
+    wrong = collections_shape_error(signal)
+    if wrong is not None:
+        log.warning("%s; ignored", wrong)
+        return []
     if not isinstance(names, list) or not names:
-        log.warning("signal %r: execute-snapshot without 'data-collections'; ignored", signal.id)
+        log.warning("signal %r: %s without 'data-collections'; ignored", signal.id, signal.type)
         return []
     chosen: list[str] = []
     for name in names:
@@ -100,3 +104,35 @@ def snapshot_tables(signal: Signal, captured: Sequence[TableId]) -> list[str]:
             log.warning("signal %r: %r matches no captured table; skipped", signal.id, name)
         chosen.extend(h for h in hits if h not in chosen)
     return chosen
+
+
+def collections_shape_error(signal: Signal) -> str | None:
+    """The message for a ``data-collections`` that is present but not a list (e.g. the string
+    ``"shop.orders"``), None when it is a list or absent. Debezium's shape is a JSON array of
+    ``db.table`` names or regular expressions: ``"data-collections": ["shop.orders"]``."""
+    names = signal.data.get("data-collections")
+    if names is None or isinstance(names, list):
+        return None
+    example = json.dumps([names] if isinstance(names, str) else ["db.table"])
+    return (f"signal {signal.id!r}: {signal.type} 'data-collections' must be a list of table names or regular "
+            f"expressions (Debezium's shape: \"data-collections\": {example}), not {type(names).__name__} {names!r}")
+
+
+def log_signal(signal: Signal, offset: Any) -> None:
+    """Debezium's ``log`` signal: its ``message`` logged at INFO on this module's logger (the
+    pipeline's log; ``changelake pipeline run`` shows it on stderr). As Debezium's ``Log`` action
+    (SLF4J), a ``{}`` in the message is replaced by the offset the signal arrived at; a missing or
+    empty ``message`` is a warning.
+
+    Args:
+        signal: a signal of type ``log``.
+        offset: the source position at the signal (a JSON-able mapping, e.g. the binlog
+            position of the signal row), or None (shown as ``<none>``, as Debezium).
+    """
+    message = signal.data.get("message")
+    if not isinstance(message, str) or not message:
+        log.warning("signal %r: log signal without a 'message' in its data %s; nothing to log", signal.id,
+                    json.dumps(signal.data, default=str))
+        return
+    where = json.dumps(offset, sort_keys=True, default=str) if offset is not None else "<none>"
+    log.info("signal %r: %s", signal.id, message.replace("{}", where, 1))

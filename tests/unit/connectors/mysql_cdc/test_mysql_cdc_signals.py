@@ -148,3 +148,91 @@ def test_stop_tables_drops_the_running_and_waiting_tables_from_the_progress():
     assert reader.stop_tables(["db.a"]) == ["db.a"]
     assert reader.progress == SnapshotProgress(("db.c",), None)
     assert reader.stop_tables(["db.c"]) == ["db.c"] and reader.done
+
+
+# -- the messages a new user sees (issue 20's trial) ------------------------------------------
+import logging  # noqa: E402
+
+from confluent_kafka import Message  # noqa: E402
+
+from changelake.connectors.mysql_cdc.snapshot.kafka_signals import KafkaSignalChannel  # noqa: E402
+from changelake.connectors.mysql_cdc.snapshot.signals import collections_shape_error, log_signal  # noqa: E402
+
+SIGNALS_LOG = "changelake.connectors.mysql_cdc.snapshot.signals"
+KAFKA_SIGNALS_LOG = "changelake.connectors.mysql_cdc.snapshot.kafka_signals"
+
+
+def test_data_collections_as_a_string_is_named_as_the_wrong_shape(caplog):
+    captured = [TableId("shop", "orders")]
+    with caplog.at_level(logging.WARNING, logger=SIGNALS_LOG):
+        assert snapshot_tables(Signal("s9", "execute-snapshot", {"data-collections": "shop.orders"}), captured) == []
+    (message,) = [r.getMessage() for r in caplog.records]
+    assert "'s9'" in message and "must be a list of table names or regular expressions" in message, message
+    assert '["shop.orders"]' in message and "without" not in message, message
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger=SIGNALS_LOG):
+        assert snapshot_tables(Signal("s10", "execute-snapshot", {"data-collections": {"x": 1}}), captured) == []
+        assert snapshot_tables(Signal("s11", "execute-snapshot", {}), captured) == []
+    shape, missing = [r.getMessage() for r in caplog.records]
+    assert "'s10'" in shape and "must be a list" in shape and "dict" in shape, shape
+    assert "'s11'" in missing and "without 'data-collections'" in missing, missing
+    # a stop-snapshot with a string is refused (not read as "no tables named", which would stop them all)
+    stop = collections_shape_error(Signal("s12", "stop-snapshot", {"data-collections": "shop.orders"}))
+    assert stop is not None and "'s12'" in stop and "stop-snapshot" in stop and "must be a list" in stop
+    assert collections_shape_error(Signal("s13", "stop-snapshot", {})) is None
+    assert collections_shape_error(Signal("s14", "stop-snapshot", {"data-collections": ["shop.orders"]})) is None
+
+
+def _channel():
+    return KafkaSignalChannel("localhost:1", "orders-signal", "kafka-signal", "orders", None)
+
+
+def test_kafka_signal_tombstone_is_named_as_a_tombstone(caplog):
+    with caplog.at_level(logging.INFO, logger=KAFKA_SIGNALS_LOG):
+        assert _channel()._parse(Message(topic="orders-signal", partition=0, offset=7, key=b"orders", value=None)) is None
+    (message,) = [r.getMessage() for r in caplog.records]
+    assert "tombstone" in message and "ignored" in message and "not JSON" not in message, message
+    assert "'orders-signal'" in message and "partition 0" in message and "offset 7" in message, message
+
+
+def test_kafka_signal_with_another_key_is_logged_at_info_with_both_keys(caplog):
+    value = b'{"type": "log", "data": {"message": "hi"}}'
+    with caplog.at_level(logging.INFO, logger=KAFKA_SIGNALS_LOG):
+        assert _channel()._parse(Message(topic="orders-signal", partition=0, offset=3, key=b"other", value=value)) is None
+        assert _channel()._parse(Message(topic="orders-signal", partition=0, offset=4, key=None, value=value)) is None
+    other, keyless = caplog.records
+    assert other.levelno == logging.INFO and keyless.levelno == logging.INFO
+    assert "'other'" in other.getMessage() and "'orders'" in other.getMessage(), other.getMessage()
+    assert "'orders-signal'" in other.getMessage() and "partition 0 offset 3" in other.getMessage()
+    assert "key is missing" in keyless.getMessage() and "offset 4" in keyless.getMessage(), keyless.getMessage()
+    # the right key still parses
+    assert _channel()._parse(Message(topic="orders-signal", partition=0, offset=5, key=b"orders", value=value)) \
+        == Signal("kafka:5", "log", {"message": "hi"})
+
+
+def test_refused_conditions_entry_names_its_table_or_says_it_has_none():
+    with pytest.raises(AdditionalConditionError) as info:
+        parse_conditions("s", {"additional-conditions": [{"data-collection": "db.t"}]}, ["db.t"])
+    assert "for db.t" in str(info.value) and "no 'filter'" in str(info.value) and "?" not in str(info.value)
+    for entry in ({"filter": "id > 1"}, "id > 1", {"data-collection": ["db.t"], "filter": "id > 1"}):
+        with pytest.raises(AdditionalConditionError, match="has no 'data-collection'") as info:
+            parse_conditions("s", {"additional-conditions": [entry]}, ["db.t"])
+        assert " for " not in str(info.value) and "?" not in str(info.value), str(info.value)
+    with pytest.raises(AdditionalConditionError) as info:
+        parse_conditions("s", {"additional-conditions": "id > 1"}, ["db.t"])
+    assert "?" not in str(info.value)
+    with pytest.raises(AdditionalConditionError, match="not a column of the table"):
+        render_condition("other = 1", COLUMNS)
+
+
+def test_log_signal_message_is_logged_at_info_with_debeziums_offset_placeholder(caplog):
+    at = {"file": "mysql-bin.000003", "pos": 4567}
+    with caplog.at_level(logging.INFO, logger=SIGNALS_LOG):
+        log_signal(Signal("l1", "log", {"message": "backfill starts at {}"}), at)
+        log_signal(Signal("l2", "log", {"message": "no placeholder"}), None)
+        log_signal(Signal("l3", "log", {}), at)
+    first, second, empty = caplog.records
+    assert first.levelno == logging.INFO and first.getMessage() == \
+        "signal 'l1': backfill starts at {\"file\": \"mysql-bin.000003\", \"pos\": 4567}"
+    assert second.levelno == logging.INFO and second.getMessage() == "signal 'l2': no placeholder"
+    assert empty.levelno == logging.WARNING and "'l3'" in empty.getMessage() and "'message'" in empty.getMessage()
