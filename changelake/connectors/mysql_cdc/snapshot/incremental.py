@@ -220,6 +220,8 @@ class IncrementalSnapshotReader:
         self._marks_json: dict[str, Any] = {t: m.to_json() for t, m in self._marks.items()}
         self._schemas: dict[str, TableSchema] = {}
         self._keys: dict[str, tuple[str, ...]] = {}
+        #: a definition without a primary key seen by the last read of a chunk of the table (read again)
+        self._keyless: dict[str, TableSchema] = {}
         self._ctl: Any = None
         self._slots: "queue.Queue[_Slot]" = queue.Queue()
         self._all_slots: list[_Slot] = []
@@ -344,10 +346,13 @@ class IncrementalSnapshotReader:
         state at ``hw`` is no rows.
         """
         name = chunk.table
+        self._keyless.pop(name, None)
         for _attempt in range(_DDL_RETRIES):
             result = self._read_chunk_once(slot, chunk, self._schemas[name])
             if result is not None:
                 return result
+        if name in self._keyless:
+            self._ordering_key(self._keyless[name])  # raises: the table really has no primary key now
         raise SourceError(f"snapshot chunk {chunk.index} of {name}: the table's definition changed during each of "
                           f"{_DDL_RETRIES} reads of the chunk; pause the DDL and restart")
 
@@ -360,6 +365,11 @@ class IncrementalSnapshotReader:
         except SourceError:  # the table is gone (DROP TABLE): no rows at hw
             return ChunkResult(chunk, [], master_status(conn), -1, None)
         if table != known:
+            if not table.primary_key:
+                # read between a DROP and a CREATE (the columns of one, the keys of the other)
+                # or really without a key now: read again; after the retries the error says which
+                self._keyless[chunk.table] = table
+                return None
             if self._ordering_key(table) != self._keys[chunk.table]:
                 raise SourceError(f"the primary key of {chunk.table} changed during its incremental snapshot (now "
                                   f"{list(table.primary_key)}); snapshot it again under a new 'pipeline.name'")
