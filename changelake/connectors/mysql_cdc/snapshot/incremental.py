@@ -220,8 +220,6 @@ class IncrementalSnapshotReader:
         self._marks_json: dict[str, Any] = {t: m.to_json() for t, m in self._marks.items()}
         self._schemas: dict[str, TableSchema] = {}
         self._keys: dict[str, tuple[str, ...]] = {}
-        #: a definition without a primary key seen by the last read of a chunk of the table (read again)
-        self._keyless: dict[str, TableSchema] = {}
         self._ctl: Any = None
         self._slots: "queue.Queue[_Slot]" = queue.Queue()
         self._all_slots: list[_Slot] = []
@@ -346,18 +344,20 @@ class IncrementalSnapshotReader:
         state at ``hw`` is no rows.
         """
         name = chunk.table
-        self._keyless.pop(name, None)
+        keyless: list[TableSchema] = []  # definitions without a primary key this chunk's reads saw
         for _attempt in range(_DDL_RETRIES):
-            result = self._read_chunk_once(slot, chunk, self._schemas[name])
+            result = self._read_chunk_once(slot, chunk, self._schemas[name], keyless)
             if result is not None:
                 return result
-        if name in self._keyless:
-            self._ordering_key(self._keyless[name])  # raises: the table really has no primary key now
+        if keyless:
+            self._ordering_key(keyless[-1])  # raises: the table really has no primary key now
         raise SourceError(f"snapshot chunk {chunk.index} of {name}: the table's definition changed during each of "
                           f"{_DDL_RETRIES} reads of the chunk; pause the DDL and restart")
 
-    def _read_chunk_once(self, slot: _Slot, chunk: Chunk, known: TableSchema) -> ChunkResult | None:
-        """One read of ``chunk`` (see :meth:`_read_chunk_with`); None: read it again."""
+    def _read_chunk_once(self, slot: _Slot, chunk: Chunk, known: TableSchema,
+                         keyless: list[TableSchema]) -> ChunkResult | None:
+        """One read of ``chunk`` (see :meth:`_read_chunk_with`); None: read it again (a definition
+        without a primary key is appended to ``keyless`` first)."""
         conn = slot.connection()
         lw = master_status(conn)
         try:
@@ -368,7 +368,7 @@ class IncrementalSnapshotReader:
             if not table.primary_key:
                 # read between a DROP and a CREATE (the columns of one, the keys of the other)
                 # or really without a key now: read again; after the retries the error says which
-                self._keyless[chunk.table] = table
+                keyless.append(table)
                 return None
             if self._ordering_key(table) != self._keys[chunk.table]:
                 raise SourceError(f"the primary key of {chunk.table} changed during its incremental snapshot (now "
