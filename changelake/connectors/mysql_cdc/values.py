@@ -8,9 +8,10 @@
   datetime, bit strings, ``set`` ...), decoded with FULL row metadata.
 
 and returns the value of the column's changelake type (see :mod:`changelake.changelog.types`).
-For speed, the binlog path reads the common types with :mod:`.row_decoder`, which gives the same
-values (held to it by ``tests/integration/mysql_cdc/test_mysql_cdc_row_decoder.py``) and uses
-this module for DECIMAL and FLOAT:
+The binlog is read in production by :mod:`.binlog.row_decoder` alone, which gives the same values;
+the second form and :func:`library_rows` are its *test oracle* (held to it by
+``tests/integration/mysql_cdc/test_mysql_cdc_row_decoder.py``). The snapshot reads with
+:func:`convert`:
 
 ========================  ==============================================================
 MySQL                     Python value
@@ -30,7 +31,7 @@ BINARY(N)                 ``bytes`` right-padded with 0x00 to N, as MySQL return
 VARBINARY/BLOB            ``bytes``
 ENUM                      ``str`` (``''`` for the invalid index 0)
 SET                       ``str``: labels comma-separated in definition order (``''`` when empty)
-JSON                      ``str``: the document text (MariaDB keeps JSON as text: identical in both paths)
+JSON                      ``str``: the document text (MariaDB keeps JSON as text; MySQL's binary JSON: ``binlog.binary_json``)
 GEOMETRY                  ``str``: Flink CDC's GeoJSON-like ``{"coordinates":...,"type":...,"srid":...}``
 ========================  ==============================================================
 """

@@ -1,25 +1,38 @@
 """Per-table compiled row decoder: a rows event's row images straight to changelake values.
 
-mysql-replication frames the events and parses the table maps; reading the *rows* of a rows
-event is, with its generic per-column ``if`` chain, half of the binlog reader's time
-(``RowsEvent._read_column_data`` / ``__read_values_name``). For a table map (the library's
-``Table`` columns, reused as long as the map's bytes do not change, see
-:mod:`._replication_fixes`) and the table's :class:`~.schema_tracker.TableSchema`,
-:func:`decoder_for` builds once a :class:`RowDecoder`: runs of NOT NULL fixed-width columns are
-read with one precomputed :class:`struct.Struct`, every other column by a small closure chosen
-for its binlog type, and each value comes out as the changelake value
-:func:`~changelake.connectors.mysql_cdc.values.convert` would give for the library's value
-(``EventHandler`` used to call both). Every value is identical to the library path; the
-type matrix of ``tests/integration/mysql_cdc`` holds both to that.
+The one production reader of binlog *rows*. mysql-replication frames the events and parses the
+table maps (and, through :func:`install_framer`, most rows events are framed from the raw packet
+without it); reading the rows with the library's generic per-column ``if`` chain was half of the
+binlog reader's time. For a table map (the library's ``Table`` columns, reused as long as the
+map's bytes do not change, see :mod:`._replication_fixes`) and the table's
+:class:`~.schema.tracker.TableSchema`, :func:`decoder_for` builds once a :class:`RowDecoder`:
+runs of NOT NULL fixed-width columns are read with one precomputed :class:`struct.Struct`, every
+other column by a small closure chosen for its binlog type, and each value comes out as the
+changelake value :func:`~changelake.connectors.mysql_cdc.values.convert` gives for the library's
+value. The library's reading (:func:`~changelake.connectors.mysql_cdc.values.library_rows`) is
+the *test oracle*: ``tests/integration/mysql_cdc/test_mysql_cdc_row_decoder.py`` decodes the same
+bytes both ways and requires identical values and types.
 
-Compiled binlog types: TINY/SHORT/INT24/LONG/LONGLONG, YEAR, FLOAT, DOUBLE, NEWDECIMAL,
-VARCHAR/STRING (CHAR, VARCHAR, BINARY, VARBINARY), BLOB (TEXT, BLOB), DATE, TIME2, DATETIME2,
-TIMESTAMP2, ENUM, SET, BIT and GEOMETRY. A table with any other column (JSON - MySQL's binary
-JSON is read by the library's parser -, the pre-5.6 temporal types TIME/DATETIME/TIMESTAMP,
-NEWDATE, a column whose table map lacks the ENUM/SET labels...) gets no decoder (:func:`decoder_for` returns None) and
-its events are read by the library as before. A rows event whose bytes the decoder cannot read
-(an undecodable string, a value out of range) is left unread, so the caller can hand it to the
-library, whose error (or value) then stands.
+Binlog types read: TINY/SHORT/INT24/LONG/LONGLONG, YEAR, FLOAT, DOUBLE, NEWDECIMAL, VARCHAR/STRING
+(CHAR, VARCHAR, BINARY, VARBINARY), BLOB (TEXT, BLOB), DATE, TIME2, DATETIME2, TIMESTAMP2, the
+pre-5.6 TIME/DATETIME/TIMESTAMP (MariaDB with ``mysql56_temporal_format=OFF`` at CREATE time),
+ENUM, SET, BIT, GEOMETRY and MySQL's binary JSON (:mod:`.binary_json`). Facts a table map lacks
+without FULL metadata (``binlog_row_metadata=MINIMAL``: names, signedness, charsets, ENUM/SET
+labels) come from the schema; BINARY/VARBINARY/BLOB are always their bytes. Events:
+WRITE/UPDATE/DELETE_ROWS v1 and v2 and MariaDB's compressed v1 (``log_bin_compress``: the row
+images uncompressed by :mod:`.compression`). Where the library was wrong the decoder is not: a
+negative pre-5.6 TIME (the library reads it unsigned), a MINIMAL table map's ENUM (None), latin1
+text (read as utf-8) and binary columns (text), a compressed event's DECIMALs, a top-level JSON
+string or null.
+
+There is no fallback: a column the decoder does not read raises :class:`UndecodableColumnError`
+when the decoder is built, bytes it cannot read when the images are read
+(:meth:`RowDecoder.diagnose` names the column), and ``EventHandler`` stops with an
+``UnsupportedBinlogEventError`` naming the table, the column, the binlog file and position. Not
+read, so refused: MariaDB 5.3's TIME(n)/DATETIME(n)/TIMESTAMP(n) with n > 0 created with
+``mysql56_temporal_format=OFF`` (another format, with no fsp in the table map: the schema's
+precision tells them apart), NEWDATE (never in a binlog), MySQL's PARTIAL_UPDATE_ROWS_EVENT
+(``binlog_row_value_options=PARTIAL_JSON``).
 """
 
 from __future__ import annotations
@@ -34,7 +47,7 @@ from changelake.connectors.mysql_cdc.binlog._replication_fixes import FRACTION_B
 from changelake.connectors.mysql_cdc.binlog.compression import CompressedPayloadError, uncompress
 from changelake.connectors.mysql_cdc.schema.columns import MySqlColumn
 from changelake.connectors.mysql_cdc.binlog.geometry import geometry_to_json
-from changelake.connectors.mysql_cdc.values import _decimal, _set, python_codec
+from changelake.connectors.mysql_cdc.values import python_codec
 from changelake.formats.json_values import float32_shortest
 
 __all__ = ["FramedRows", "FramedTableMap", "ROWS_EVENT_KINDS", "RowDecoder", "UndecodableColumnError", "decoder_for",
@@ -220,6 +233,7 @@ def _decimal_step(name: str, lib: Any, col: MySqlColumn, index: int) -> Step:
     size_int, size_frac = _DEC_BYTES[comp_int], _DEC_BYTES[comp_frac]
     total = size_int + 4 * (uncomp_int + uncomp_frac) + size_frac
     bit = 1 << index
+    wide = (col.precision or 10) > 38  # values._decimal: DECIMAL(p > 38) as its plain text
 
     def step(data: bytes, pos: int, nulls: int, out: dict[str, Any]) -> int:
         if nulls & bit:
@@ -246,7 +260,9 @@ def _decimal_step(name: str, lib: Any, col: MySqlColumn, index: int) -> Step:
             p += 4
         if size_frac:
             parts.append(f"{int.from_bytes(raw[p:p + size_frac], 'big', signed=True) ^ mask:0{comp_frac}d}")
-        out[name] = _decimal(decimal.Decimal("".join(parts)), col)
+        # exactly `decimals` fraction digits already (values._decimal's quantize is a no-op on them)
+        value = decimal.Decimal("".join(parts))
+        out[name] = format(value, "f") if wide else value
         return pos + total
 
     return step
@@ -474,8 +490,7 @@ def _set_step(name: str, lib: Any, col: MySqlColumn, index: int) -> Step:
         mask = int.from_bytes(data[pos:pos + size], "little")
         text = cache.get(mask)
         if text is None:
-            chosen = {v for i, v in enumerate(members) if mask & (1 << i)}
-            text = _set(chosen, col) if chosen else ""
+            text = ",".join(v for i, v in enumerate(members) if mask & (1 << i))  # definition order
             if len(cache) < 4096:
                 cache[mask] = text
         out[name] = text
