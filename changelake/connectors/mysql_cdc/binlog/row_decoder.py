@@ -788,7 +788,7 @@ _V2_EXTRA = struct.Struct("<H")
 _library_wrapper: Any = None
 #: False: every event is framed by the library (the test oracle switches framing off).
 framing_enabled = True
-#: False: tables without a compiled decoder are framed too (tests of the fallback only).
+#: False: tables without a compiled decoder are framed too (tests only).
 framing_requires_decoder = True
 
 
@@ -799,7 +799,7 @@ class FramedRows:
     :class:`~.event_handler.EventHandler` and the library's ``BinLogStreamReader.fetchone`` read
     (``packet`` and ``event`` are the object itself, ``event_size`` the whole event's bytes as
     the library's packet wrapper has it). :meth:`library_event` (and :attr:`rows`) hand the same
-    packet to the library: the fallback when the compiled decoder cannot read the images."""
+    packet to the library: the test oracle (``values.library_rows``); production reads :attr:`data`."""
 
     __slots__ = ("event_type", "timestamp", "log_pos", "event_size", "table_id", "schema", "table", "primary_key",
                  "columns", "number_of_columns", "columns_present_bitmap", "columns_present_bitmap2", "per_row",
@@ -833,7 +833,7 @@ class FramedRows:
         return self
 
     def library_event(self) -> Any:
-        """The library's event for the same packet (built once): the fallback path."""
+        """The library's event for the same packet (built once): the test oracle's."""
         if self._library is None:
             if self._library_args is None:
                 raise ValueError("a rows event framed outside the stream reader has no packet for the library")
@@ -844,7 +844,7 @@ class FramedRows:
 
     @property
     def rows(self) -> list[dict[str, Any]]:
-        """The library's rows (the fallback path; the compiled decoder reads :attr:`data`)."""
+        """The library's rows (the test oracle; the compiled decoder reads :attr:`data`)."""
         return list(self.library_event().rows)
 
 
