@@ -8,9 +8,10 @@
   datetime, bit strings, ``set`` ...), decoded with FULL row metadata.
 
 and returns the value of the column's changelake type (see :mod:`changelake.changelog.types`).
-For speed, the binlog path reads the common types with :mod:`.row_decoder`, which gives the same
-values (held to it by ``tests/integration/mysql_cdc/test_mysql_cdc_row_decoder.py``) and uses
-this module for DECIMAL and FLOAT:
+The binlog is read in production by :mod:`.binlog.row_decoder` alone, which gives the same values;
+the second form and :func:`library_rows` are its *test oracle* (held to it by
+``tests/integration/mysql_cdc/test_mysql_cdc_row_decoder.py``). The snapshot reads with
+:func:`convert`:
 
 ========================  ==============================================================
 MySQL                     Python value
@@ -30,7 +31,7 @@ BINARY(N)                 ``bytes`` right-padded with 0x00 to N, as MySQL return
 VARBINARY/BLOB            ``bytes``
 ENUM                      ``str`` (``''`` for the invalid index 0)
 SET                       ``str``: labels comma-separated in definition order (``''`` when empty)
-JSON                      ``str``: the document text (MariaDB keeps JSON as text: identical in both paths)
+JSON                      ``str``: the document text (MariaDB keeps JSON as text; MySQL's binary JSON: ``binlog.binary_json``)
 GEOMETRY                  ``str``: Flink CDC's GeoJSON-like ``{"coordinates":...,"type":...,"srid":...}``
 ========================  ==============================================================
 """
@@ -45,11 +46,13 @@ import re
 import struct
 from typing import Any
 
+from changelake.changelog.event import Op
+from changelake.connectors.errors import SourceError
 from changelake.connectors.mysql_cdc.schema.columns import INTEGER_BITS, MySqlColumn
 from changelake.formats.json_values import float32_shortest
 from changelake.connectors.mysql_cdc.binlog.geometry import geometry_to_json
 
-__all__ = ["convert", "parse_time", "EMPTY_SET"]
+__all__ = ["convert", "library_rows", "parse_time", "EMPTY_SET"]
 
 #: mysql-replication's ``none_sources`` marker for an empty SET (which it returns as None).
 EMPTY_SET = "empty set"
@@ -267,3 +270,81 @@ def python_codec(charset: str | None) -> str:
 
 
 _python_codec = python_codec
+
+
+# -- the test oracle of the binlog row decoder --------------------------------------------------
+
+
+def library_rows(ev: Any, columns: tuple[MySqlColumn, ...]) -> list[tuple[Op, Any, Any]]:
+    """The rows of a rows event as mysql-replication reads them, converted by :func:`convert`:
+    the *test oracle* of :mod:`~changelake.connectors.mysql_cdc.binlog.row_decoder` (tests
+    decode the same bytes both ways and require identical values); no production path reads
+    rows this way. ``ev``: the library's rows event, or a framed one (its packet is handed to the
+    library). Returns (op, before, after) per row, as ``EventHandler._rows``.
+
+    Raises:
+        SourceError: a value :func:`convert` cannot read.
+    """
+    from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+
+    if hasattr(ev, "library_event"):  # row_decoder.FramedRows
+        ev = ev.library_event()
+    out: list[tuple[Op, Any, Any]] = []
+    for row in ev.rows:
+        if isinstance(ev, UpdateRowsEvent):
+            out.append((Op.UPDATE, _values(columns, row["before_values"], row.get("before_none_sources", {})),
+                        _values(columns, row["after_values"], row.get("after_none_sources", {}))))
+        elif isinstance(ev, WriteRowsEvent):
+            out.append((Op.CREATE, None, _values(columns, row["values"], row.get("none_sources", {}))))
+        elif isinstance(ev, DeleteRowsEvent):
+            out.append((Op.DELETE, _values(columns, row["values"], row.get("none_sources", {})), None))
+    return out
+
+
+#: fast paths of _values: binlog values that are already the changelake value.
+_AS_IS_INT, _AS_IS_STR, _RSTRIP = 1, 2, 3
+_PLANS: dict[int, tuple[tuple[Any, ...], tuple[tuple[str, int, Any], ...]]] = {}
+
+
+def _plan(cols: tuple[Any, ...]) -> tuple[tuple[str, int, Any], ...]:
+    """Per column: (name, fast path, column). Signed integers other than TINYINT(1) arrive as
+    the final int, VARCHAR/TEXT/ENUM as the final str, CHAR as str with trailing spaces to drop;
+    everything else goes through :func:`values.convert`."""
+    hit = _PLANS.get(id(cols))  # by identity: a schema's columns tuple is shared by its rows
+    if hit is not None and hit[0] is cols:
+        return hit[1]
+    out = []
+    for c in cols:
+        fast = 0
+        if c.kind in ("smallint", "mediumint", "int", "bigint") and not c.unsigned:
+            fast = _AS_IS_INT
+        elif c.kind == "tinyint" and not c.unsigned and c.width != 1:
+            fast = _AS_IS_INT
+        elif c.kind in ("varchar", "text", "enum"):
+            fast = _AS_IS_STR
+        elif c.kind == "char":
+            fast = _RSTRIP
+        out.append((c.name, fast, c))
+    plan = tuple(out)
+    if len(_PLANS) > 10_000:
+        _PLANS.clear()
+    _PLANS[id(cols)] = (cols, plan)
+    return plan
+
+
+def _values(cols: tuple[Any, ...], raw: dict[str, Any], none_sources: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    try:
+        for name, fast, col in _plan(cols):
+            v = raw.get(name)
+            if fast == _AS_IS_INT and type(v) is int:
+                out[name] = v
+            elif fast == _AS_IS_STR and type(v) is str:
+                out[name] = v
+            elif fast == _RSTRIP and type(v) is str:
+                out[name] = v.rstrip(" ")
+            else:
+                out[name] = convert(col, v, from_binlog=True, none_source=none_sources.get(name))
+    except ValueError as exc:
+        raise SourceError(str(exc)) from exc
+    return out

@@ -12,6 +12,7 @@ the source (which now goes through the compiled decoder) equal the snapshot's.
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 
 import pymysql
 import pytest
@@ -30,6 +31,7 @@ from changelake.connectors.mysql_cdc.binlog.row_decoder import (
     rows_bytes,
 )
 from changelake.connectors.mysql_cdc.schema.tracker import SchemaTracker
+from changelake.connectors.mysql_cdc.values import library_rows
 
 from mysql_cdc_support import run_sql
 
@@ -163,14 +165,8 @@ def row_decoder_lib_class(framed):
 
 
 def _library_rows(ev, schema):
-    """The rows of ``ev`` as EventHandler read them before the compiled decoder."""
-    saved = eh._compiled_rows
-    eh._compiled_rows = lambda e, s: None
-    try:
-        handler = eh.EventHandler.__new__(eh.EventHandler)
-        return handler._rows(ev, schema)
-    finally:
-        eh._compiled_rows = saved
+    """The rows of ``ev`` as mysql-replication + values.convert read them (the test oracle)."""
+    return library_rows(ev, schema.columns)
 
 
 def test_compiled_decoder_equals_library_on_every_type(mysql_params, database_factory):
@@ -227,30 +223,41 @@ def test_table_with_other_types_stays_with_the_library(mysql_params, database_fa
     assert fast_after == after
 
 
-def test_table_with_pre_56_temporal_types_stays_with_the_library(mysql_params, database_factory):
-    """TIME / DATETIME / TIMESTAMP in the pre-5.6 binlog format (MariaDB with
-    mysql56_temporal_format=OFF) are not compiled: such a table is read by the library."""
+def test_pre_56_temporal_types_are_compiled(mysql_params, database_factory):
+    """TIME / DATETIME / TIMESTAMP in the pre-5.6 binlog formats (MariaDB with
+    mysql56_temporal_format=OFF at CREATE time: binlog types 11, 12, 7) are compiled, with the
+    library's values; a negative old TIME, which the library reads unsigned, is read signed (as
+    the snapshot has it)."""
     db = database_factory()
-    conn = _connect(mysql_params)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SET GLOBAL mysql56_temporal_format = OFF")
-            try:
-                cur.execute(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, t TIME, dt DATETIME, ts TIMESTAMP NULL)")
-            finally:
-                cur.execute("SET GLOBAL mysql56_temporal_format = ON")
-            cur.execute("SHOW MASTER STATUS")
-            file, pos = cur.fetchone()[:2]
-    finally:
-        conn.close()
-    run_sql(mysql_params, db, "SET time_zone='+00:00'",
-            "INSERT INTO t VALUES (1, '-01:02:03', '2024-02-29 23:59:59', '2024-01-01 10:00:00')")
-    (ev, schema), = list(_rows_events(mysql_params, db, (str(file), int(pos))))
-    assert {int(c.type) for c in ev.columns} >= {11, 12}  # FIELD_TYPE.TIME, DATETIME: the old formats
-    assert decoder_for(ev.columns, schema.columns) is None
-    assert eh._compiled_rows(ev, schema) is None
-    (_, _, after), = _library_rows(ev, schema)
-    assert after["id"] == 1 and after["dt"] == dt.datetime(2024, 2, 29, 23, 59, 59)
+    with _old_temporal_format(mysql_params):
+        run_sql(mysql_params, db, "CREATE TABLE t (id INT PRIMARY KEY, t TIME, dt DATETIME, ts TIMESTAMP NULL)")
+    start = _binlog_start(mysql_params)
+    run_sql(mysql_params, db, "SET time_zone='+00:00'", "SET sql_mode=''",
+            "INSERT INTO t VALUES (1, '01:02:03', '2024-02-29 23:59:59', '2024-01-01 10:00:00')",
+            "INSERT INTO t VALUES (2, '838:59:59', '1000-01-01 00:00:00', '1970-01-01 00:00:01')",
+            "INSERT INTO t VALUES (3, '00:00:00', '0000-00-00 00:00:00', '0000-00-00 00:00:00')",
+            "INSERT INTO t VALUES (4, NULL, '2015-00-21 10:00:00', NULL)",
+            "INSERT INTO t VALUES (5, '-01:02:03', '9999-12-31 23:59:59', '2038-01-19 03:14:07')",
+            "UPDATE t SET t = '-838:59:59' WHERE id = 1")
+    events = list(_rows_events(mysql_params, db, start))
+    assert len(events) == 6
+    assert {int(c.type) for c in events[0][0].columns} == {3, 11, 12, 7}  # LONG, TIME, DATETIME, TIMESTAMP
+    compiled = [eh._compiled_rows(ev, schema) for ev, schema in events]
+    for (ev, schema), fast in zip(events[:4], compiled[:4]):
+        assert _assert_same_images(fast, _library_rows(ev, schema)) == 4
+    assert compiled[0][0][2] == {"id": 1, "t": dt.timedelta(hours=1, minutes=2, seconds=3),
+                                 "dt": dt.datetime(2024, 2, 29, 23, 59, 59),
+                                 "ts": dt.datetime(2024, 1, 1, 10, tzinfo=dt.timezone.utc)}
+    assert compiled[2][0][2] == {"id": 3, "t": dt.timedelta(0), "dt": None, "ts": None}
+    assert compiled[3][0][2] == {"id": 4, "t": None, "dt": None, "ts": None}
+    # negative TIME: the library's unsigned read is wrong; the decoder's is the snapshot's value
+    (_, _, fifth), = compiled[4]
+    (_, _, lib_fifth), = _library_rows(*events[4])
+    assert fifth["t"] == -dt.timedelta(hours=1, minutes=2, seconds=3) != lib_fifth["t"]
+    assert {k: v for k, v in fifth.items() if k != "t"} == {k: v for k, v in lib_fifth.items() if k != "t"}
+    (_, before, after), = compiled[5]
+    assert before["t"] == dt.timedelta(hours=1, minutes=2, seconds=3)
+    assert after["t"] == -dt.timedelta(hours=838, minutes=59, seconds=59)
 
 
 def test_binlog_values_equal_snapshot_values(capture):
@@ -265,14 +272,17 @@ def test_binlog_values_equal_snapshot_values(capture):
             assert type(b.after[name]) is type(s.after[name]), (name, b.after[name], s.after[name])
 
 
-def _check_framer(mysql_params, database_factory, table: str, rows: list[str]) -> tuple[int, int]:
+def _check_framer(mysql_params, database_factory, table: str | None, rows: list[str],
+                  db: str | None = None) -> tuple[int, int]:
     """Rows events framed from the raw packet (row_decoder.frame_rows) read exactly like the
     library's: same header fields, bitmaps and row-image span, and, decoded by the compiled
     decoder, the library's values. A second pass over the same binlog with the framer in front of
     the library's framing gets every rows event and every table map seen before as a framed event
-    (no library event object), with the same values. Returns (rows events, values compared)."""
-    db = database_factory()
-    run_sql(mysql_params, db, table)
+    (no library event object), with the same values. Returns (rows events, values compared).
+    ``db``: a database whose table exists already (``table`` None)."""
+    if db is None:
+        db = database_factory()
+        run_sql(mysql_params, db, table)
     start = _binlog_start(mysql_params)
     run_sql(mysql_params, db, *rows)
 
@@ -344,54 +354,34 @@ def test_framer_reads_set_bit_geometry_and_more_as_the_library(mysql_params, dat
 OLD_TEMPORAL = "CREATE TABLE t (id INT PRIMARY KEY, t TIME, dt DATETIME, ts TIMESTAMP NULL, v VARCHAR(10))"
 OLD_TEMPORAL_ROWS = [
     "SET time_zone='+00:00'",
-    "INSERT INTO t VALUES (1, '-01:02:03', '2024-02-29 23:59:59', '2024-01-01 10:00:00', 'a')",
+    "INSERT INTO t VALUES (1, '01:02:03', '2024-02-29 23:59:59', '2024-01-01 10:00:00', 'a')",
     "INSERT INTO t (id) VALUES (2)",
     "UPDATE t SET v = 'b', t = '12:00:00' WHERE id = 1",
     "DELETE FROM t WHERE id = 2",
 ]
 
 
-def test_framer_leaves_tables_without_a_compiled_decoder_to_the_library(mysql_params, database_factory):
-    """A table with pre-5.6 TIME / DATETIME / TIMESTAMP (which the decoder does not compile): the
-    framer reads its
-    packets exactly as the library does, but in the stream such a table's events stay the
-    library's (framing needs a compiled decoder), and the handler reads them through the library,
-    also when handed a framed event (its fallback)."""
-    db = database_factory()
-    conn = _connect(mysql_params)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SET GLOBAL mysql56_temporal_format = OFF")
-            try:
-                cur.execute(f"USE `{db}`")
-                cur.execute(OLD_TEMPORAL)
-            finally:
-                cur.execute("SET GLOBAL mysql56_temporal_format = ON")
-    finally:
-        conn.close()
-    start = _binlog_start(mysql_params)
-    run_sql(mysql_params, db, *OLD_TEMPORAL_ROWS)
-    frames: list = []
-    oracle = list(_rows_events(mysql_params, db, start, framing=False, frames=frames))
-    assert len(oracle) == 4
-    expected = []
-    for (lib, framed), (_, schema) in zip(frames, oracle):
-        _assert_framed_like_library(lib, framed)
-        assert decoder_for(lib.columns, schema.columns) is None
-        assert eh._compiled_rows(framed, schema) is None
-        expected.append(_library_rows(lib, schema))
-    streamed = list(_rows_events(mysql_params, db, start, framing=True))
-    assert len(streamed) == 4 and not any(isinstance(ev, FramedRows) for ev, _ in streamed)
-    # framed anyway (as if compiled): the handler falls back to the library for the same packet
-    row_decoder.framing_requires_decoder = False
-    try:
-        streamed = list(_rows_events(mysql_params, db, start, framing=True))
-    finally:
-        row_decoder.framing_requires_decoder = True
-    assert len(streamed) == 4
-    for (ev, schema), slow in zip(streamed, expected):
-        assert isinstance(ev, FramedRows)
-        assert _assert_same_images(eh.EventHandler._rows(eh.EventHandler.__new__(eh.EventHandler), ev, schema), slow) > 0
+class _old_temporal_format:
+    """``with _old_temporal_format(params):`` tables created inside use the pre-5.6 formats."""
+
+    def __init__(self, params: dict) -> None:
+        self.params = params
+
+    def __enter__(self) -> None:
+        run_sql(self.params, None, "SET GLOBAL mysql56_temporal_format = OFF")
+
+    def __exit__(self, *exc: object) -> None:
+        run_sql(self.params, None, "SET GLOBAL mysql56_temporal_format = ON")
+
+
+def test_framer_reads_pre_56_temporal_tables_as_the_library(mysql_params, database_factory):
+    """A table with pre-5.6 TIME / DATETIME / TIMESTAMP: compiled, framed from the raw packet
+    exactly as the library frames it, and read with the library's values."""
+    with _old_temporal_format(mysql_params):
+        db = database_factory()
+        run_sql(mysql_params, db, OLD_TEMPORAL)
+    events, compared = _check_framer(mysql_params, database_factory, None, OLD_TEMPORAL_ROWS, db=db)
+    assert (events, compared) == (4, 5 * 5)
 
 
 def test_framer_reads_partial_images_as_the_library(mysql_params, database_factory):
@@ -435,3 +425,154 @@ def test_framer_leaves_stream_readers_without_its_classes_to_the_library(mysql_p
     finally:
         stream.close()
     assert len(got) == 2 and not any(isinstance(ev, FramedRows) for ev in got)
+
+
+# -- the cases once left to the library: each compared value for value with the library oracle ----
+
+MINIMAL_TABLE = (
+    "CREATE TABLE t (id INT PRIMARY KEY, e ENUM('x','y,z','w'), s SET('a','b','c'), iu INT UNSIGNED,"
+    " tiu TINYINT UNSIGNED NOT NULL DEFAULT 0, miu MEDIUMINT UNSIGNED, biu BIGINT UNSIGNED, l VARCHAR(10) CHARACTER SET latin1,"
+    " u16 VARCHAR(10) CHARACTER SET utf16, ch CHAR(4), bn BINARY(4), vb VARBINARY(8), bl BLOB,"
+    " vcb VARCHAR(8) CHARACTER SET binary, tx TEXT, d DECIMAL(10,3))"
+)
+
+
+def _minimal_rows(base: int) -> list[str]:
+    return [
+        f"INSERT INTO t VALUES ({base + 1}, 'y,z', 'a,c', 4294967295, 255, 16777215, 18446744073709551615, 'café',"
+        " 'h€llo', 'ab', X'FF00', X'80FF00', X'00C3', X'FE', 'é', -1.5)",
+        f"INSERT INTO t (id, s) VALUES ({base + 2}, '')",
+        f"UPDATE t SET e = 'w', s = 'b', iu = 0, vb = X'C3A9' WHERE id = {base + 1}",
+        f"DELETE FROM t WHERE id = {base + 2}",
+    ]
+
+
+def _hinted_rows_events(mysql_params: dict, db: str, start: tuple[str, int], each=None, **kwargs):
+    """:func:`_rows_events` with a schema tracker that reads information_schema (as the source's);
+    ``each(ev, schema)``: called while streaming (the library reads rows with the table map of
+    the moment), its results returned instead of the events."""
+    from changelake.connectors.mysql_cdc.schema.tracker import load_table_schema
+
+    conn = pymysql.connect(host=mysql_params["host"], port=mysql_params["port"], user=mysql_params["user"],
+                           password=mysql_params["password"], autocommit=True, charset="utf8mb4")
+    saved = SchemaTracker.__init__
+
+    def init(self, loader):
+        saved(self, lambda table_id: load_table_schema(conn, table_id))
+
+    SchemaTracker.__init__ = init
+    try:
+        return [each(ev, schema) if each else (ev, schema) for ev, schema in _rows_events(mysql_params, db, start, **kwargs)]
+    finally:
+        SchemaTracker.__init__ = saved
+        conn.close()
+
+
+def _shift(rows, by: int):
+    def img(values):
+        return None if values is None else {**values, "id": values["id"] + by}
+    return [(op, img(b), img(a)) for op, b, a in rows]
+
+
+def test_table_maps_without_column_metadata_are_compiled(mysql_params, database_factory):
+    """binlog_row_metadata=MINIMAL: the table maps carry no column names, signedness, charsets
+    or ENUM/SET labels (the library reads such ENUMs as None, unsigned integers signed, every
+    string - BINARY/BLOB too - as utf-8 text). The decoder reads them with the schema's
+    (information_schema) facts: the same rows written under MINIMAL decode to exactly the values
+    the library oracle gives for them written under FULL, binary columns as bytes."""
+    db = database_factory()
+    run_sql(mysql_params, db, MINIMAL_TABLE)
+    start = _binlog_start(mysql_params)
+    run_sql(mysql_params, db, *_minimal_rows(0))
+    run_sql(mysql_params, None, "SET GLOBAL binlog_row_metadata = MINIMAL")
+    try:
+        run_sql(mysql_params, db, *_minimal_rows(100))
+    finally:
+        run_sql(mysql_params, None, "SET GLOBAL binlog_row_metadata = FULL")
+
+    def both(ev, schema):
+        names = [c.name for c in ev.columns]
+        fast = eh._compiled_rows(ev, schema)  # first: the library's read consumes the packet
+        try:
+            return names, fast, _library_rows(ev, schema)
+        except UnicodeDecodeError as exc:  # the library on MINIMAL maps: latin1 read as utf-8
+            return names, fast, exc
+
+    events = _hinted_rows_events(mysql_params, db, start, each=both, framing=False)
+    assert len(events) == 8
+    full, minimal = events[:4], events[4:]
+    assert all(n is not None for n in full[0][0])
+    assert all(n is None for n in minimal[0][0]), "MINIMAL table maps carry no names"
+    compared = 0
+    for (_, fast, oracle), (_, mfast, _) in zip(full, minimal):
+        assert _assert_same_images(fast, oracle) > 0
+        compared += _assert_same_images(_shift(mfast, -100), oracle)
+    assert compared == 5 * 16  # 2 inserts, 1 update (before and after), 1 delete; 16 columns
+    (_, _, first), = minimal[0][1]
+    assert (first["e"], first["s"], first["biu"], first["l"], first["bn"], first["vcb"]) == (
+        "y,z", "a,c", decimal.Decimal(18446744073709551615), "café", b"\xff\x00\x00\x00", b"\xfe")
+    # the library itself cannot read the MINIMAL event (latin1 'café' decoded as utf-8)
+    assert isinstance(minimal[0][2], UnicodeDecodeError)
+
+
+def test_compressed_rows_events_are_compiled(mysql_params, database_factory):
+    """log_bin_compress=ON: MariaDB's WRITE/UPDATE/DELETE_ROWS_COMPRESSED_EVENT_V1 are framed
+    from the raw packet (row images uncompressed, .compression) and read by the decoder, also
+    when the library framed them (uncompressed bytes pushed back, _replication_fixes item 3).
+    The same statements run uncompressed in another database are the oracle's (the library
+    itself misreads a compressed event's DECIMALs: its big-endian reads bypass the pushed-back
+    bytes): every value, for the whole type matrix, equals the library's."""
+    plain_db, db = database_factory(), database_factory()
+    run_sql(mysql_params, plain_db, TABLE)
+    run_sql(mysql_params, db, TABLE)
+    extra = ["INSERT INTO t (id, vc) VALUES (5, REPEAT('q', 300))", "UPDATE t SET vc = REPEAT('r', 290) WHERE id = 5",
+             "DELETE FROM t WHERE id = 5"]
+    start = _binlog_start(mysql_params)
+    run_sql(mysql_params, plain_db, *ROWS, *extra)
+    run_sql(mysql_params, None, "SET GLOBAL log_bin_compress = ON")
+    try:
+        run_sql(mysql_params, db, *ROWS, *extra)
+    finally:
+        run_sql(mysql_params, None, "SET GLOBAL log_bin_compress = OFF")
+    oracle = []
+    for ev, schema in _rows_events(mysql_params, plain_db, start, framing=False):
+        oracle.append((int(ev.packet.event_type), _library_rows(ev, schema)))
+    frames: list = []
+    compressed = list(_rows_events(mysql_params, db, start, framing=False, frames=frames))
+    codes = [int(lib.packet.event_type) for lib, _ in frames]
+    assert {0xA6, 0xA7, 0xA8} <= set(codes), codes
+    assert len(compressed) == len(oracle) == 9
+    compared = 0
+    for (lib, framed), (ev, schema), (plain_code, slow) in zip(frames, compressed, oracle):
+        assert framed is not None and framed.event_type == int(lib.packet.event_type)
+        compared += _assert_same_images(eh._compiled_rows(lib, schema), slow)  # framed by the library
+        _assert_same_images(eh._compiled_rows(framed, schema), slow)  # framed from the raw packet
+    assert compared == (10 + 4) * 41
+    streamed = list(_rows_events(mysql_params, db, start, framing=True))
+    assert len(streamed) == len(oracle)
+    for (ev, schema), (_, slow) in zip(streamed, oracle):
+        assert isinstance(ev, FramedRows), type(ev)
+        _assert_same_images(eh.EventHandler._rows(eh.EventHandler.__new__(eh.EventHandler), ev, schema), slow)
+
+
+def test_unreadable_column_stops_with_table_column_file_and_position(mysql_params, database_factory):
+    """No fallback: a column the decoder does not read (MariaDB 5.3's TIME(n) format, created
+    with mysql56_temporal_format=OFF) stops the reader with an error naming the table, the
+    column, the binlog file and the event's position."""
+    from changelake.connectors.mysql_cdc.errors import UnsupportedBinlogEventError
+
+    db = database_factory()
+    with _old_temporal_format(mysql_params):
+        run_sql(mysql_params, db, "CREATE TABLE t (id INT PRIMARY KEY, t3 TIME(3))")
+    start = _binlog_start(mysql_params)
+    run_sql(mysql_params, db, "INSERT INTO t VALUES (1, '01:02:03.456')")
+    (ev, schema), = _hinted_rows_events(mysql_params, db, start)
+    handler = eh.EventHandler.__new__(eh.EventHandler)
+    handler._file = start[0]
+    with pytest.raises(UnsupportedBinlogEventError) as err:
+        handler._rows(ev, schema)
+    text = str(err.value)
+    pos = int(ev.packet.log_pos) - int(ev.packet.event_size)
+    assert pos > start[1]
+    assert f"{db}.t" in text and "'t3'" in text and f"{start[0]}:{pos}" in text, text
+    assert (err.value.file, err.value.pos, err.value.table) == (start[0], pos, f"{db}.t")

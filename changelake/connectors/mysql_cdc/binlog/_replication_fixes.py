@@ -1,5 +1,10 @@
 """Fixes of two mysql-replication (pymysqlreplication 1.0.x) decoding defects, applied once.
 
+Items 1-2 and 6 concern the library's reading of rows, which production no longer uses (the
+compiled :mod:`.row_decoder` reads every rows event): they keep the library a faithful *test
+oracle* (``values.library_rows``), and item 2's codecs are also the ones the decoder picks for a
+table map's charsets. Items 3-5 and 7 frame the events the reader sees.
+
 1. ``TIME(fsp)`` (binlog type TIME2) with a fractional part and a negative value: the library takes
    the two's complement of the integer part only and reads the fraction as a *signed* big-endian
    number, so e.g. ``-00:00:01.5`` decodes wrongly for some precisions. MySQL stores the whole
@@ -34,8 +39,8 @@ optional metadata) although a table's map repeats unchanged before each rows eve
    ``Table.data`` dict built per event for the primary key, the filters) is replaced for
    WRITE/UPDATE/DELETE_ROWS_EVENT V1 and V2 by subclasses whose ``__init__`` reads the same header
    fields (table id, flags, V2 extra data, column count, column bitmaps) and sets the library's
-   private state, so that the library can still read the rows (``rows``) of tables the compiled
-   decoder (:mod:`.row_decoder`) leaves to it. They keep the wrapped behaviour of item 4. With a
+   private state, so that the library can still read the rows (``rows``: the test oracle);
+   production reads them with :mod:`.row_decoder`. They keep the wrapped behaviour of item 4. With a
    table/schema filter given to the stream reader (the reader gives none) the library's own
    ``__init__`` runs.
 

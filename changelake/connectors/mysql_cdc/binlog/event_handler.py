@@ -29,7 +29,6 @@ from typing import Any, Callable
 from changelake.changelog.event import DROP_TABLE, DataChangeEvent, Op
 from changelake.changelog.schema import TableId
 from changelake.connectors.errors import SourceError
-from changelake.connectors.mysql_cdc.binlog import _replication_fixes
 from changelake.connectors.mysql_cdc.errors import (
     RowImageError,
     StatementFormatError,
@@ -38,7 +37,7 @@ from changelake.connectors.mysql_cdc.errors import (
 )
 from changelake.connectors.mysql_cdc.binlog.event_policy import Action, rule_for
 from changelake.connectors.mysql_cdc.positions import BinlogPosition, PreparedXa, SourcePosition, TransactionTracker, binlog_file_index
-from changelake.connectors.mysql_cdc.binlog.row_decoder import FramedDeleteRows, FramedRows, FramedUpdateRows, FramedWriteRows, decoder_for, rows_bytes
+from changelake.connectors.mysql_cdc.binlog.row_decoder import ROWS_EVENT_KINDS, UndecodableColumnError, decoder_for, rows_bytes
 from changelake.connectors.mysql_cdc.schema.tracker import SchemaTracker, TableSchema
 from changelake.connectors.mysql_cdc.schema.statements import (
     StatementKind,
@@ -52,7 +51,6 @@ from changelake.connectors.mysql_cdc.schema.statements import (
     xa_id,
     xid_key,
 )
-from changelake.connectors.mysql_cdc.values import convert
 from changelake.connectors.mysql_cdc.binlog.xa import HeldChange, XaBook
 
 __all__ = ["EventHandler", "Progress", "missing_columns", "parse_truncate", "parse_drop_tables"]
@@ -336,7 +334,7 @@ class EventHandler:
             ts_ms = int(ev.timestamp) * 1000
             if self.min_ts_ms:
                 if ts_ms < self.min_ts_ms:  # before the startup timestamp: counted, not handed out
-                    for _ in range(len(ev.rows)):
+                    for _ in range(len(self._rows(ev, schema))):
                         self._tx.emit()
                     return
                 self.min_ts_ms = 0
@@ -556,111 +554,50 @@ class EventHandler:
         return schema
 
     def _rows(self, ev: Any, schema: TableSchema) -> list[tuple[Op, Any, Any]]:
-        fast = _compiled_rows(ev, schema)
-        if fast is not None:
-            return fast
-        if isinstance(ev, FramedRows):  # the framer's event, unreadable by the decoder: the library's
-            ev = ev.library_event()
-        from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+        """The rows of a rows event, read by :mod:`.row_decoder` (the one row decoder path).
 
-        cols = schema.columns
-        out: list[tuple[Op, Any, Any]] = []
-        for row in ev.rows:
-            if isinstance(ev, UpdateRowsEvent):
-                out.append((Op.UPDATE, _values(cols, row["before_values"], row.get("before_none_sources", {})),
-                            _values(cols, row["after_values"], row.get("after_none_sources", {}))))
-            elif isinstance(ev, WriteRowsEvent):
-                out.append((Op.CREATE, None, _values(cols, row["values"], row.get("none_sources", {}))))
-            elif isinstance(ev, DeleteRowsEvent):
-                out.append((Op.DELETE, _values(cols, row["values"], row.get("none_sources", {})), None))
-        return out
+        Raises:
+            UnsupportedBinlogEventError: a column or row image the decoder cannot read (names
+                the table, the column, the binlog file and position).
+        """
+        try:
+            return _compiled_rows(ev, schema)
+        except UndecodableColumnError as exc:
+            code = int(ev.packet.event_type)
+            start = int(ev.packet.log_pos) - int(ev.packet.event_size)
+            raise UnsupportedBinlogEventError(
+                event_type=rule_for(code).name, file=getattr(self, "_file", "?"), pos=start,
+                table=str(schema.table_id), reason=f"the row decoder cannot read {exc}") from None
 
 
-#: rows events read by the compiled row decoder: exact class -> (images per row, op); subclasses
-#: (MariaDB's compressed events) and PARTIAL_UPDATE_ROWS_EVENT stay with the library.
-_COMPILED: dict[type, tuple[int, Op]] = {}
-_ROWS_EVENT_TYPES = frozenset({23, 24, 25, 30, 31, 32})  # WRITE/UPDATE/DELETE_ROWS_EVENT V1 and V2
 _UNREADABLE = (ValueError, IndexError, KeyError, TypeError, ArithmeticError, OverflowError, struct.error)
+_OPS = {1: Op.CREATE, 2: Op.UPDATE, 3: Op.DELETE}
 
 
-def _compiled_rows(ev: Any, schema: TableSchema) -> list[tuple[Op, Any, Any]] | None:
-    """The rows of a full-image rows event read by :mod:`.row_decoder` (None: the library reads
-    them; an event the decoder cannot read is left unread for the library, whose result stands)."""
-    if not _COMPILED:
-        from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+def _compiled_rows(ev: Any, schema: TableSchema) -> list[tuple[Op, Any, Any]]:
+    """The rows of a full-image rows event read by :mod:`.row_decoder`.
 
-        _COMPILED.update({WriteRowsEvent: (1, Op.CREATE), UpdateRowsEvent: (2, Op.UPDATE),
-                          DeleteRowsEvent: (1, Op.DELETE)})
-        for cls, per_image in _replication_fixes.fast_rows_classes().items():  # their lean subclasses
-            _COMPILED[cls] = (per_image, Op.UPDATE if per_image == 2 else
-                              (Op.CREATE if issubclass(cls, WriteRowsEvent) else Op.DELETE))
-        _COMPILED.update({FramedWriteRows: (1, Op.CREATE), FramedUpdateRows: (2, Op.UPDATE),
-                          FramedDeleteRows: (1, Op.DELETE)})
-    kind = _COMPILED.get(type(ev))
-    if kind is None or int(ev.event_type) not in _ROWS_EVENT_TYPES:
-        return None
+    Raises:
+        UndecodableColumnError: an event, column or row image the decoder cannot read.
+    """
+    kind = ROWS_EVENT_KINDS.get(int(ev.event_type))
+    if kind is None:
+        raise UndecodableColumnError(None, f"rows event type 0x{int(ev.event_type):02x} is not decoded")
     decoder = decoder_for(ev.columns, schema.columns)
-    if decoder is None or int(ev.number_of_columns) != decoder.columns:
-        return None
+    if int(ev.number_of_columns) != decoder.columns:
+        raise UndecodableColumnError(None, f"the rows event has {int(ev.number_of_columns)} columns, the table "
+                                           f"{decoder.columns}")
     span = rows_bytes(ev)
     if span is None:
-        return None
-    per_row, op = kind
+        raise UndecodableColumnError(None, "the rows event's bytes are incomplete or not where the decoder reads")
+    per_row, op_kind = kind
     try:
         images = decoder.images(span[0], span[1], span[2], per_row)
     except _UNREADABLE:
-        return None
+        raise decoder.diagnose(span[0], span[1], span[2], per_row) from None
+    op = _OPS[op_kind]
     if op is Op.CREATE:
         return [(op, None, a) for a in images]
     if op is Op.DELETE:
         return [(op, b, None) for b in images]
     return [(op, images[i], images[i + 1]) for i in range(0, len(images), 2)]
-
-
-#: fast paths of _values: binlog values that are already the changelake value.
-_AS_IS_INT, _AS_IS_STR, _RSTRIP = 1, 2, 3
-_PLANS: dict[int, tuple[tuple[Any, ...], tuple[tuple[str, int, Any], ...]]] = {}
-
-
-def _plan(cols: tuple[Any, ...]) -> tuple[tuple[str, int, Any], ...]:
-    """Per column: (name, fast path, column). Signed integers other than TINYINT(1) arrive as
-    the final int, VARCHAR/TEXT/ENUM as the final str, CHAR as str with trailing spaces to drop;
-    everything else goes through :func:`values.convert`."""
-    hit = _PLANS.get(id(cols))  # by identity: a schema's columns tuple is shared by its rows
-    if hit is not None and hit[0] is cols:
-        return hit[1]
-    out = []
-    for c in cols:
-        fast = 0
-        if c.kind in ("smallint", "mediumint", "int", "bigint") and not c.unsigned:
-            fast = _AS_IS_INT
-        elif c.kind == "tinyint" and not c.unsigned and c.width != 1:
-            fast = _AS_IS_INT
-        elif c.kind in ("varchar", "text", "enum"):
-            fast = _AS_IS_STR
-        elif c.kind == "char":
-            fast = _RSTRIP
-        out.append((c.name, fast, c))
-    plan = tuple(out)
-    if len(_PLANS) > 10_000:
-        _PLANS.clear()
-    _PLANS[id(cols)] = (cols, plan)
-    return plan
-
-
-def _values(cols: tuple[Any, ...], raw: dict[str, Any], none_sources: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    try:
-        for name, fast, col in _plan(cols):
-            v = raw.get(name)
-            if fast == _AS_IS_INT and type(v) is int:
-                out[name] = v
-            elif fast == _AS_IS_STR and type(v) is str:
-                out[name] = v
-            elif fast == _RSTRIP and type(v) is str:
-                out[name] = v.rstrip(" ")
-            else:
-                out[name] = convert(col, v, from_binlog=True, none_source=none_sources.get(name))
-    except ValueError as exc:
-        raise SourceError(str(exc)) from exc
-    return out

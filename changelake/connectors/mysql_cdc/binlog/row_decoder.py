@@ -1,25 +1,38 @@
 """Per-table compiled row decoder: a rows event's row images straight to changelake values.
 
-mysql-replication frames the events and parses the table maps; reading the *rows* of a rows
-event is, with its generic per-column ``if`` chain, half of the binlog reader's time
-(``RowsEvent._read_column_data`` / ``__read_values_name``). For a table map (the library's
-``Table`` columns, reused as long as the map's bytes do not change, see
-:mod:`._replication_fixes`) and the table's :class:`~.schema_tracker.TableSchema`,
-:func:`decoder_for` builds once a :class:`RowDecoder`: runs of NOT NULL fixed-width columns are
-read with one precomputed :class:`struct.Struct`, every other column by a small closure chosen
-for its binlog type, and each value comes out as the changelake value
-:func:`~changelake.connectors.mysql_cdc.values.convert` would give for the library's value
-(``EventHandler`` used to call both). Every value is identical to the library path; the
-type matrix of ``tests/integration/mysql_cdc`` holds both to that.
+The one production reader of binlog *rows*. mysql-replication frames the events and parses the
+table maps (and, through :func:`install_framer`, most rows events are framed from the raw packet
+without it); reading the rows with the library's generic per-column ``if`` chain was half of the
+binlog reader's time. For a table map (the library's ``Table`` columns, reused as long as the
+map's bytes do not change, see :mod:`._replication_fixes`) and the table's
+:class:`~.schema.tracker.TableSchema`, :func:`decoder_for` builds once a :class:`RowDecoder`:
+runs of NOT NULL fixed-width columns are read with one precomputed :class:`struct.Struct`, every
+other column by a small closure chosen for its binlog type, and each value comes out as the
+changelake value :func:`~changelake.connectors.mysql_cdc.values.convert` gives for the library's
+value. The library's reading (:func:`~changelake.connectors.mysql_cdc.values.library_rows`) is
+the *test oracle*: ``tests/integration/mysql_cdc/test_mysql_cdc_row_decoder.py`` decodes the same
+bytes both ways and requires identical values and types.
 
-Compiled binlog types: TINY/SHORT/INT24/LONG/LONGLONG, YEAR, FLOAT, DOUBLE, NEWDECIMAL,
-VARCHAR/STRING (CHAR, VARCHAR, BINARY, VARBINARY), BLOB (TEXT, BLOB), DATE, TIME2, DATETIME2,
-TIMESTAMP2, ENUM, SET, BIT and GEOMETRY. A table with any other column (JSON - MySQL's binary
-JSON is read by the library's parser -, the pre-5.6 temporal types TIME/DATETIME/TIMESTAMP,
-NEWDATE, a column whose table map lacks the ENUM/SET labels...) gets no decoder (:func:`decoder_for` returns None) and
-its events are read by the library as before. A rows event whose bytes the decoder cannot read
-(an undecodable string, a value out of range) is left unread, so the caller can hand it to the
-library, whose error (or value) then stands.
+Binlog types read: TINY/SHORT/INT24/LONG/LONGLONG, YEAR, FLOAT, DOUBLE, NEWDECIMAL, VARCHAR/STRING
+(CHAR, VARCHAR, BINARY, VARBINARY), BLOB (TEXT, BLOB), DATE, TIME2, DATETIME2, TIMESTAMP2, the
+pre-5.6 TIME/DATETIME/TIMESTAMP (MariaDB with ``mysql56_temporal_format=OFF`` at CREATE time),
+ENUM, SET, BIT, GEOMETRY and MySQL's binary JSON (:mod:`.binary_json`). Facts a table map lacks
+without FULL metadata (``binlog_row_metadata=MINIMAL``: names, signedness, charsets, ENUM/SET
+labels) come from the schema; BINARY/VARBINARY/BLOB are always their bytes. Events:
+WRITE/UPDATE/DELETE_ROWS v1 and v2 and MariaDB's compressed v1 (``log_bin_compress``: the row
+images uncompressed by :mod:`.compression`). Where the library was wrong the decoder is not: a
+negative pre-5.6 TIME (the library reads it unsigned), a MINIMAL table map's ENUM (None), latin1
+text (read as utf-8) and binary columns (text), a compressed event's DECIMALs, a top-level JSON
+string or null.
+
+There is no fallback: a column the decoder does not read raises :class:`UndecodableColumnError`
+when the decoder is built, bytes it cannot read when the images are read
+(:meth:`RowDecoder.diagnose` names the column), and ``EventHandler`` stops with an
+``UnsupportedBinlogEventError`` naming the table, the column, the binlog file and position. Not
+read, so refused: MariaDB 5.3's TIME(n)/DATETIME(n)/TIMESTAMP(n) with n > 0 created with
+``mysql56_temporal_format=OFF`` (another format, with no fsp in the table map: the schema's
+precision tells them apart), NEWDATE (never in a binlog), MySQL's PARTIAL_UPDATE_ROWS_EVENT
+(``binlog_row_value_options=PARTIAL_JSON``).
 """
 
 from __future__ import annotations
@@ -29,14 +42,16 @@ import decimal
 import struct
 from typing import Any, Callable
 
-from changelake.connectors.mysql_cdc.binlog import _replication_fixes
+from changelake.connectors.mysql_cdc.binlog import _replication_fixes, binary_json
 from changelake.connectors.mysql_cdc.binlog._replication_fixes import FRACTION_BYTES, decode_time2
+from changelake.connectors.mysql_cdc.binlog.compression import CompressedPayloadError, uncompress
 from changelake.connectors.mysql_cdc.schema.columns import MySqlColumn
 from changelake.connectors.mysql_cdc.binlog.geometry import geometry_to_json
-from changelake.connectors.mysql_cdc.values import _decimal, _set, python_codec
+from changelake.connectors.mysql_cdc.values import python_codec
 from changelake.formats.json_values import float32_shortest
 
-__all__ = ["FramedRows", "FramedTableMap", "RowDecoder", "decoder_for", "frame_rows", "framed_classes", "install_framer", "rows_bytes"]
+__all__ = ["FramedRows", "FramedTableMap", "ROWS_EVENT_KINDS", "RowDecoder", "UndecodableColumnError", "decoder_for",
+           "frame_rows", "framed_classes", "install_framer", "rows_bytes"]
 
 _UTC = dt.timezone.utc
 
@@ -45,6 +60,7 @@ _TINY, _SHORT, _LONG, _FLOAT, _DOUBLE, _LONGLONG, _INT24 = 1, 2, 3, 4, 5, 8, 9
 _DATE, _YEAR, _VARCHAR, _NEWDECIMAL, _ENUM, _BLOB, _STRING = 10, 13, 15, 246, 247, 252, 254
 _TIMESTAMP2, _DATETIME2, _TIME2 = 17, 18, 19
 _BIT, _SET, _GEOMETRY = 16, 248, 255
+_TIMESTAMP, _TIME, _DATETIME, _JSON = 7, 11, 12, 245  # the pre-5.6 temporal formats; MySQL's binary JSON
 
 #: fixed-width integer types: (bytes, struct code signed, struct code unsigned); INT24 has no code.
 _INTS = {_TINY: (1, "b", "B"), _SHORT: (2, "h", "H"), _LONG: (4, "i", "I"), _LONGLONG: (8, "q", "Q")}
@@ -58,7 +74,20 @@ Step = Callable[[bytes, int, int, dict[str, Any]], int]
 
 
 class _Unsupported(Exception):
-    """A column the compiled decoder does not read (the table is left to the library)."""
+    """A column the compiled decoder does not read (becomes an :class:`UndecodableColumnError`)."""
+
+
+class UndecodableColumnError(ValueError):
+    """A column (or row image) the decoder cannot read: the reader stops on it.
+
+    Attributes:
+        column: the column's name, or None when the table map does not match the schema at all.
+        reason: why (binlog field type, charset, truncated or invalid bytes...).
+    """
+
+    def __init__(self, column: str | None, reason: str) -> None:
+        self.column, self.reason = column, reason
+        super().__init__(f"column {column!r}: {reason}" if column is not None else reason)
 
 
 def _int_final(col: MySqlColumn) -> Callable[[int], Any] | None:
@@ -77,7 +106,8 @@ def _fixed_item(lib: Any, col: MySqlColumn) -> tuple[str, Callable[[Any], Any] |
     t = int(lib.type)
     if t in _INTS:
         _, signed, unsigned = _INTS[t]
-        return (unsigned if lib.unsigned else signed), _int_final(col)
+        # the schema's signedness: a table map without FULL metadata marks every column signed
+        return (unsigned if col.unsigned else signed), _int_final(col)
     if t == _FLOAT:
         if col.kind != "float":
             raise _Unsupported(col.kind)
@@ -114,22 +144,22 @@ def _string_step(name: str, lib: Any, col: MySqlColumn, index: int, nullable: bo
         size = int(lib.length_size)
     else:
         size = 2 if int(lib.max_length) > 255 else 1
-    # the codec mysql-replication decodes with (None: it keeps the bytes), as RowsEvent.__read_string
+    # the codec of the column's charset: the table map's (FULL metadata) as the library reads it,
+    # else the schema's (binlog_row_metadata=MINIMAL maps carry no charset)
     charset = getattr(lib, "character_set_name", None)
-    lib_codec: str | None = "utf-8"
-    if charset is not None:
-        lib_codec = _codec_or_none(_library_encoding(str(charset)))
     kind = col.kind
     if kind in _TEXT_KINDS:
-        codec = lib_codec if lib_codec is not None else python_codec(col.charset)
+        codec = _codec_or_none(_library_encoding(str(charset))) if charset is not None else None
+        if codec is None:
+            codec = python_codec(col.charset)
+            if _codec_or_none(codec) is None:
+                raise _Unsupported(f"character set {col.charset!r} has no Python codec")
         strip = kind == "char"
         text = True
-    elif kind in _BYTES_KINDS:
-        if lib_codec is not None:  # the library would hand out str: rare, left to it
-            raise _Unsupported(kind)
+    elif kind in _BYTES_KINDS:  # binary charset: the bytes, whatever the table map says
         codec, strip, text = "", False, False
     else:
-        raise _Unsupported(kind)
+        raise _Unsupported(f"{kind} column in a string field (binlog type {t})")
     pad = int(col.length or 0) if kind == "binary" else 0
     bit = 1 << index
 
@@ -203,6 +233,7 @@ def _decimal_step(name: str, lib: Any, col: MySqlColumn, index: int) -> Step:
     size_int, size_frac = _DEC_BYTES[comp_int], _DEC_BYTES[comp_frac]
     total = size_int + 4 * (uncomp_int + uncomp_frac) + size_frac
     bit = 1 << index
+    wide = (col.precision or 10) > 38  # values._decimal: DECIMAL(p > 38) as its plain text
 
     def step(data: bytes, pos: int, nulls: int, out: dict[str, Any]) -> int:
         if nulls & bit:
@@ -229,7 +260,9 @@ def _decimal_step(name: str, lib: Any, col: MySqlColumn, index: int) -> Step:
             p += 4
         if size_frac:
             parts.append(f"{int.from_bytes(raw[p:p + size_frac], 'big', signed=True) ^ mask:0{comp_frac}d}")
-        out[name] = _decimal(decimal.Decimal("".join(parts)), col)
+        # exactly `decimals` fraction digits already (values._decimal's quantize is a no-op on them)
+        value = decimal.Decimal("".join(parts))
+        out[name] = format(value, "f") if wide else value
         return pos + total
 
     return step
@@ -252,6 +285,8 @@ def _temporal_step(name: str, lib: Any, col: MySqlColumn, index: int) -> Step:
             return pos + 3
 
         return date_step
+    if t in (_TIME, _DATETIME, _TIMESTAMP):
+        return _old_temporal_step(name, t, col, bit)
     fsp = int(getattr(lib, "fsp", 0) or 0)
     nfrac, frac = _fsp_reader(fsp)
     if t == _TIME2:
@@ -311,9 +346,89 @@ def _temporal_step(name: str, lib: Any, col: MySqlColumn, index: int) -> Step:
     raise _Unsupported(f"binlog type {t}")
 
 
+def _old_temporal_step(name: str, t: int, col: MySqlColumn, bit: int) -> Step:
+    """The pre-5.6 formats (MySQL < 5.6, MariaDB with ``mysql56_temporal_format=OFF`` at CREATE
+    time), as MariaDB's ``Field_time`` / ``Field_datetime`` / ``Field_timestamp`` store them:
+    TIME = 3-byte signed little-endian ``[-]HHMMSS``; DATETIME = 8-byte little-endian
+    ``YYYYMMDDhhmmss``; TIMESTAMP = 4-byte little-endian seconds since the epoch. Same values as
+    ``values.convert`` of the library's, except a negative TIME, which the library reads unsigned."""
+    kind = {_TIME: "time", _DATETIME: "datetime", _TIMESTAMP: "timestamp"}[t]
+    if col.kind != kind:
+        raise _Unsupported(col.kind)
+    if col.precision:  # MariaDB 5.3's TIME(n)/DATETIME(n)/TIMESTAMP(n) ("hires") formats
+        raise _Unsupported(f"MariaDB's pre-5.6 {kind.upper()}({col.precision}) format is not decoded")
+    if t == _TIME:
+        def time_step(data: bytes, pos: int, nulls: int, out: dict[str, Any]) -> int:
+            if nulls & bit:
+                out[name] = None
+                return pos
+            v = data[pos] | (data[pos + 1] << 8) | (data[pos + 2] << 16)
+            if v >= 0x800000:
+                v -= 0x1000000
+            a = -v if v < 0 else v
+            delta = dt.timedelta(hours=a // 10000, minutes=a // 100 % 100, seconds=a % 100)
+            out[name] = -delta if v < 0 else delta
+            return pos + 3
+
+        return time_step
+    if t == _DATETIME:
+        def datetime_step(data: bytes, pos: int, nulls: int, out: dict[str, Any]) -> int:
+            if nulls & bit:
+                out[name] = None
+                return pos
+            if pos + 8 > len(data):
+                raise ValueError("DATETIME value truncated")
+            v = int.from_bytes(data[pos:pos + 8], "little")
+            d, t_ = divmod(v, 1000000)
+            y, m, day = d // 10000, d // 100 % 100, d % 100
+            if y == 0 or m == 0 or day == 0:  # zero or partial date -> None (as DATE)
+                out[name] = None
+            else:
+                out[name] = dt.datetime(y, m, day, t_ // 10000, t_ // 100 % 100, t_ % 100)
+            return pos + 8
+
+        return datetime_step
+
+    def timestamp_step(data: bytes, pos: int, nulls: int, out: dict[str, Any]) -> int:
+        if nulls & bit:
+            out[name] = None
+            return pos
+        if pos + 4 > len(data):
+            raise ValueError("TIMESTAMP value truncated")
+        seconds = data[pos] | (data[pos + 1] << 8) | (data[pos + 2] << 16) | (data[pos + 3] << 24)
+        # the zero TIMESTAMP is stored as epoch 0 (values.convert)
+        out[name] = None if seconds == 0 else dt.datetime.fromtimestamp(seconds, _UTC)
+        return pos + 4
+
+    return timestamp_step
+
+
+def _json_step(name: str, lib: Any, col: MySqlColumn, index: int) -> Step:
+    """MySQL's binary JSON: a ``lib.length_size``-byte length and the document
+    (:mod:`.binary_json`) -> its text; length 0 -> None (as the library)."""
+    if col.kind != "json":
+        raise _Unsupported(col.kind)
+    size = int(lib.length_size)
+    bit = 1 << index
+
+    def step(data: bytes, pos: int, nulls: int, out: dict[str, Any]) -> int:
+        if nulls & bit:
+            out[name] = None
+            return pos
+        n = int.from_bytes(data[pos:pos + size], "little")
+        pos += size
+        raw = bytes(data[pos:pos + n])
+        if len(raw) != n:
+            raise ValueError("JSON value truncated")
+        out[name] = binary_json.to_text(raw) if n else None
+        return pos + n
+
+    return step
+
+
 def _int24_step(name: str, lib: Any, col: MySqlColumn, index: int) -> Step:
     final = _int_final(col)
-    unsigned = bool(lib.unsigned)
+    unsigned = bool(col.unsigned)
     bit = 1 << index
 
     def step(data: bytes, pos: int, nulls: int, out: dict[str, Any]) -> int:
@@ -330,10 +445,15 @@ def _int24_step(name: str, lib: Any, col: MySqlColumn, index: int) -> Step:
 
 
 def _enum_step(name: str, lib: Any, col: MySqlColumn, index: int) -> Step:
-    values = getattr(lib, "enum_values", None)
-    if col.kind != "enum" or not values or not all(isinstance(v, str) for v in values):
+    values = getattr(lib, "enum_values", None)  # FULL metadata: [""] + labels, as the library has them
+    if col.kind != "enum":
         raise _Unsupported(col.kind)
-    labels = tuple(values)
+    if values and all(isinstance(v, str) for v in values):
+        labels = tuple(values)
+    elif col.labels:  # no labels in the table map (binlog_row_metadata MINIMAL): the schema's
+        labels = ("",) + tuple(col.labels)
+    else:
+        raise _Unsupported("ENUM without labels in the table map or the schema")
     size = int(lib.size)
     bit = 1 << index
 
@@ -351,9 +471,14 @@ def _set_step(name: str, lib: Any, col: MySqlColumn, index: int) -> Step:
     """SET: the member bitmask (``lib.size`` bytes, little-endian) -> ``values._set`` of the
     library's member set; no member -> '' (the library's None with its "empty set" source)."""
     values = getattr(lib, "set_values", None)
-    if col.kind != "set" or not values or not all(isinstance(v, str) for v in values):
+    if col.kind != "set":
         raise _Unsupported(col.kind)
-    members = tuple(values)
+    if values and all(isinstance(v, str) for v in values):
+        members = tuple(values)
+    elif col.labels:  # no labels in the table map (binlog_row_metadata MINIMAL): the schema's
+        members = tuple(col.labels)
+    else:
+        raise _Unsupported("SET without labels in the table map or the schema")
     size = int(lib.size)
     bit = 1 << index
     cache: dict[int, str] = {}
@@ -365,8 +490,7 @@ def _set_step(name: str, lib: Any, col: MySqlColumn, index: int) -> Step:
         mask = int.from_bytes(data[pos:pos + size], "little")
         text = cache.get(mask)
         if text is None:
-            chosen = {v for i, v in enumerate(members) if mask & (1 << i)}
-            text = _set(chosen, col) if chosen else ""
+            text = ",".join(v for i, v in enumerate(members) if mask & (1 << i))  # definition order
             if len(cache) < 4096:
                 cache[mask] = text
         out[name] = text
@@ -478,10 +602,11 @@ class RowDecoder:
         columns: number of columns of an image (= bits of its null bitmap).
     """
 
-    def __init__(self, steps: tuple[Step, ...], columns: int) -> None:
+    def __init__(self, steps: tuple[Step, ...], columns: int, names: tuple[tuple[str, ...], ...] = ()) -> None:
         self._steps = steps
         self.columns = columns
         self._null_bytes = (columns + 7) // 8
+        self._names = names  # the column names each step reads (for the error of diagnose)
 
     def image(self, data: bytes, pos: int) -> tuple[dict[str, Any], int]:
         """One row image at ``data[pos:]``: (column name -> changelake value, position after it).
@@ -513,26 +638,63 @@ class RowDecoder:
             raise ValueError(f"row images overran the rows event by {pos - end} bytes")
         return out
 
+    def diagnose(self, data: bytes, pos: int, end: int, per_row: int) -> UndecodableColumnError:
+        """After :meth:`images` failed on these bytes: the error naming the column (and row
+        image) whose bytes could not be read. Slow; only on the error path."""
+        nb = self._null_bytes
+        image = 0
+        try:
+            while pos < end:
+                for _ in range(per_row):
+                    image += 1
+                    nulls = int.from_bytes(data[pos:pos + nb], "little")
+                    if pos + nb > end:
+                        return UndecodableColumnError(None, f"row image {image}: null bitmap past the event's end")
+                    pos += nb
+                    out: dict[str, Any] = {}
+                    for step, names in zip(self._steps, self._names):
+                        try:
+                            pos = step(data, pos, nulls, out)
+                        except Exception as exc:  # noqa: BLE001 - reported, with the column
+                            return UndecodableColumnError(",".join(names), f"row image {image}: "
+                                                          f"{type(exc).__name__}: {exc}")
+                        if pos > end:
+                            return UndecodableColumnError(",".join(names), f"row image {image}: value past the "
+                                                          "event's end")
+        except Exception as exc:  # noqa: BLE001
+            return UndecodableColumnError(None, f"row image {image}: {type(exc).__name__}: {exc}")
+        if pos != end:
+            return UndecodableColumnError(None, f"row images end {pos - end} bytes off the event's end")
+        return UndecodableColumnError(None, "row images unreadable")
 
-def build_decoder(lib_columns: list[Any], columns: tuple[MySqlColumn, ...]) -> RowDecoder | None:
+
+def build_decoder(lib_columns: list[Any], columns: tuple[MySqlColumn, ...]) -> RowDecoder:
     """Compile the decoder of a table map's columns (library ``Column`` objects, in order) and
-    the table's :class:`MySqlColumn` s; None when a column is not supported (module doc)."""
+    the table's :class:`MySqlColumn` s.
+
+    Raises:
+        UndecodableColumnError: a column the decoder cannot read (names the column and why), or
+            a table map whose columns are not the schema's.
+    """
     if len(lib_columns) != len(columns) or not columns:
-        return None
+        raise UndecodableColumnError(None, f"the table map has {len(lib_columns)} columns, the schema {len(columns)}")
     steps: list[Step] = []
+    names: list[tuple[str, ...]] = []
     run: list[tuple[str, str, Callable[[Any], Any] | None]] = []
-    try:
-        for i, (lib, col) in enumerate(zip(lib_columns, columns)):
-            name = col.name
-            if str(getattr(lib, "name", name)) != name:
-                return None
-            t = int(lib.type)
+    for i, (lib, col) in enumerate(zip(lib_columns, columns)):
+        name = col.name
+        lib_name = getattr(lib, "name", None)  # None without FULL metadata
+        if lib_name is not None and str(lib_name) != name:
+            raise UndecodableColumnError(name, f"the table map names column {i + 1} {lib_name!r}")
+        t = int(lib.type)
+        try:
             fixed = _fixed_item(lib, col)
             if fixed is not None and not col.nullable:
                 run.append((name, fixed[0], fixed[1]))
                 continue
             if run:
                 steps.append(_fixed_run(run))
+                names.append(tuple(n for n, _, _ in run))
                 run = []
             if fixed is not None:
                 steps.append(_nullable_fixed(name, fixed[0], fixed[1], i))
@@ -542,7 +704,7 @@ def build_decoder(lib_columns: list[Any], columns: tuple[MySqlColumn, ...]) -> R
                 steps.append(_string_step(name, lib, col, i, col.nullable))
             elif t == _NEWDECIMAL:
                 steps.append(_decimal_step(name, lib, col, i))
-            elif t in (_DATE, _TIME2, _DATETIME2, _TIMESTAMP2):
+            elif t in (_DATE, _TIME2, _DATETIME2, _TIMESTAMP2, _TIME, _DATETIME, _TIMESTAMP):
                 steps.append(_temporal_step(name, lib, col, i))
             elif t == _ENUM:
                 steps.append(_enum_step(name, lib, col, i))
@@ -552,22 +714,33 @@ def build_decoder(lib_columns: list[Any], columns: tuple[MySqlColumn, ...]) -> R
                 steps.append(_bit_step(name, lib, col, i))
             elif t == _GEOMETRY:
                 steps.append(_geometry_step(name, lib, col, i))
+            elif t == _JSON:
+                steps.append(_json_step(name, lib, col, i))
             else:
-                return None
-        if run:
-            steps.append(_fixed_run(run))
-    except _Unsupported:
-        return None
-    return RowDecoder(tuple(steps), len(columns))
+                raise _Unsupported(f"binlog field type {t} is not decoded")
+        except _Unsupported as exc:
+            reason = str(exc)
+            if reason == col.kind:
+                reason = f"binlog field type {t} does not hold a {col.kind} column"
+            raise UndecodableColumnError(name, reason) from None
+        names.append((name,))
+    if run:
+        steps.append(_fixed_run(run))
+        names.append(tuple(n for n, _, _ in run))
+    return RowDecoder(tuple(steps), len(columns), tuple(names))
 
 
-_DECODERS: dict[int, tuple[Any, Any, RowDecoder | None]] = {}
+_DECODERS: dict[int, tuple[Any, Any, RowDecoder]] = {}
 _DECODERS_MAX = 4096
 
 
-def decoder_for(lib_columns: list[Any], columns: tuple[MySqlColumn, ...]) -> RowDecoder | None:
+def decoder_for(lib_columns: list[Any], columns: tuple[MySqlColumn, ...]) -> RowDecoder:
     """:func:`build_decoder`, cached by the identity of the library's column list (reused while
-    the table map's bytes are unchanged) and of the schema's columns tuple."""
+    the table map's bytes are unchanged) and of the schema's columns tuple.
+
+    Raises:
+        UndecodableColumnError: as :func:`build_decoder` (not cached).
+    """
     hit = _DECODERS.get(id(lib_columns))
     if hit is not None and hit[0] is lib_columns and hit[1] is columns:
         return hit[2]
@@ -580,11 +753,18 @@ def decoder_for(lib_columns: list[Any], columns: tuple[MySqlColumn, ...]) -> Row
 
 def rows_bytes(event: Any) -> tuple[bytes, int, int] | None:
     """(buffer, start, end) of a rows event's unread row images, without consuming them; None
-    when the library holds pushed-back bytes (compressed events) or the event is incomplete."""
+    when the event is incomplete or holds pushed-back bytes it should not (the caller stops on
+    it). A MariaDB compressed rows event framed by the library (``_replication_fixes``, item 3)
+    holds its uncompressed row images pushed back: those are returned."""
     if isinstance(event, FramedRows):
         return event.data, event.start, event.end
     wrapper = event.packet
-    if getattr(wrapper, "_BinLogPacketWrapper__data_buffer", b"") or not getattr(event, "complete", True):
+    if not getattr(event, "complete", True):
+        return None
+    pushed = getattr(wrapper, "_BinLogPacketWrapper__data_buffer", b"")
+    if pushed:
+        if int(event.event_type) in _ROWS_COMPRESSED:
+            return bytes(pushed), 0, len(pushed)
         return None
     raw = getattr(wrapper, "packet", None)
     data, start = getattr(raw, "_data", None), getattr(raw, "_position", None)
@@ -600,6 +780,7 @@ def rows_bytes(event: Any) -> tuple[bytes, int, int] | None:
 
 _ROWS_V1 = {0x17: 1, 0x18: 2, 0x19: 1}  # WRITE/UPDATE/DELETE_ROWS_EVENT_V1 -> images per row
 _ROWS_V2 = {0x1E: 1, 0x1F: 2, 0x20: 1}  # ... _V2
+_ROWS_COMPRESSED = {0xA6: 1, 0xA7: 2, 0xA8: 1}  # MariaDB's WRITE/UPDATE/DELETE_ROWS_COMPRESSED_EVENT_V1
 _HEADER = struct.Struct("<IBIIIH")  # after the OK byte: timestamp, type, server id, size, next pos, flags
 _V2_EXTRA = struct.Struct("<H")
 
@@ -607,7 +788,7 @@ _V2_EXTRA = struct.Struct("<H")
 _library_wrapper: Any = None
 #: False: every event is framed by the library (the test oracle switches framing off).
 framing_enabled = True
-#: False: tables without a compiled decoder are framed too (tests of the fallback only).
+#: False: tables without a compiled decoder are framed too (tests only).
 framing_requires_decoder = True
 
 
@@ -618,7 +799,7 @@ class FramedRows:
     :class:`~.event_handler.EventHandler` and the library's ``BinLogStreamReader.fetchone`` read
     (``packet`` and ``event`` are the object itself, ``event_size`` the whole event's bytes as
     the library's packet wrapper has it). :meth:`library_event` (and :attr:`rows`) hand the same
-    packet to the library: the fallback when the compiled decoder cannot read the images."""
+    packet to the library: the test oracle (``values.library_rows``); production reads :attr:`data`."""
 
     __slots__ = ("event_type", "timestamp", "log_pos", "event_size", "table_id", "schema", "table", "primary_key",
                  "columns", "number_of_columns", "columns_present_bitmap", "columns_present_bitmap2", "per_row",
@@ -652,7 +833,7 @@ class FramedRows:
         return self
 
     def library_event(self) -> Any:
-        """The library's event for the same packet (built once): the fallback path."""
+        """The library's event for the same packet (built once): the test oracle's."""
         if self._library is None:
             if self._library_args is None:
                 raise ValueError("a rows event framed outside the stream reader has no packet for the library")
@@ -663,7 +844,7 @@ class FramedRows:
 
     @property
     def rows(self) -> list[dict[str, Any]]:
-        """The library's rows (the fallback path; the compiled decoder reads :attr:`data`)."""
+        """The library's rows (the test oracle; the compiled decoder reads :attr:`data`)."""
         return list(self.library_event().rows)
 
 
@@ -680,7 +861,10 @@ class FramedDeleteRows(FramedRows):
 
 
 _FRAMED_CLASS = {1: FramedWriteRows, 2: FramedUpdateRows, 3: FramedDeleteRows}
-_KIND = {0x17: 1, 0x1E: 1, 0x18: 2, 0x1F: 2, 0x19: 3, 0x20: 3}
+_KIND = {0x17: 1, 0x1E: 1, 0xA6: 1, 0x18: 2, 0x1F: 2, 0xA7: 2, 0x19: 3, 0x20: 3, 0xA8: 3}
+#: rows-event type code -> (row images per row, 1 write / 2 update / 3 delete): the events the
+#: compiled decoder reads (every WRITE/UPDATE/DELETE_ROWS event but MySQL's PARTIAL_UPDATE_ROWS).
+ROWS_EVENT_KINDS = {code: (2 if kind == 2 else 1, kind) for code, kind in _KIND.items()}
 
 
 def _compiled(columns: Any) -> bool:
@@ -699,14 +883,14 @@ def frame_rows(data: bytes, table_map: dict[int, Any], use_checksum: bool,
     if len(data) < 30 or data[0] != 0:
         return None
     code = data[5]
-    per_row = _ROWS_V1.get(code) or _ROWS_V2.get(code)
+    per_row = _ROWS_V1.get(code) or _ROWS_V2.get(code) or _ROWS_COMPRESSED.get(code)
     if per_row is None:
         return None
     timestamp, _, _, event_size, log_pos, _ = _HEADER.unpack_from(data, 1)
     end = 1 + event_size - (4 if use_checksum else 0)
     if end > len(data) or event_size < 19:
         return None
-    known = 10 if code >= 0x1E else 8
+    known = 10 if code in _ROWS_V2 else 8
     if post_header_lengths and code - 1 < len(post_header_lengths) and post_header_lengths[code - 1] != known:
         return None
     table_id = int.from_bytes(data[20:26], "little")
@@ -736,6 +920,12 @@ def frame_rows(data: bytes, table_map: dict[int, Any], use_checksum: bool,
     ev.event_type, ev.timestamp, ev.log_pos, ev.event_size = code, timestamp, log_pos, event_size
     ev.table_id, ev.schema, ev.table, ev.primary_key = table_id, table.schema, table.table, table.primary_key
     ev.columns, ev.number_of_columns, ev.per_row = table.columns, n, per_row
+    if code in _ROWS_COMPRESSED:  # the row images are one zlib envelope (.compression)
+        try:
+            data = uncompress(bytes(data[pos:end]))
+        except CompressedPayloadError:
+            return None  # the library frames it (and its error stands)
+        pos, end = 0, len(data)
     ev.data, ev.start, ev.end = data, pos, end
     ev._library, ev._library_args = None, None
     return ev

@@ -184,6 +184,10 @@ def column_from_table_map(col: Any, nullable: bool, hint: MySqlColumn | None = N
         base["precision"] = int(col.bits)
     elif kind in ("time", "datetime", "timestamp"):
         base["precision"] = int(getattr(col, "fsp", 0) or 0)
+        if t in (7, 11, 12) and hint is not None and hint.kind == kind:
+            # pre-5.6 types carry no fsp in the map; MariaDB's TIME(n)/DATETIME(n)/TIMESTAMP(n) of
+            # that family (mysql56_temporal_format=OFF) use another format: the row decoder refuses them
+            base["precision"] = hint.precision
     elif kind == "enum":
         base["labels"] = tuple((col.enum_values or [""])[1:])
         base["charset"] = _mysql_charset(col)
@@ -274,7 +278,16 @@ class SchemaTracker:
             if not pk and hint is not None and all(k in names for k in hint.primary_key):
                 pk = hint.primary_key
             cols = []
-            for i, c in enumerate(event.columns):
+            if hint is not None and event.columns and any(c.name is None for c in event.columns):
+                # binlog_row_metadata=MINIMAL: no names, signedness, charsets or ENUM/SET labels in
+                # the map: information_schema's columns, by position (same count), the map's nullability
+                if len(hint.columns) != len(event.columns):
+                    raise SourceError(f"table {table_id}: the table map (without column metadata) has "
+                                      f"{len(event.columns)} columns, information_schema {len(hint.columns)}")
+                pk = hint.primary_key
+                for i, h in enumerate(hint.columns):
+                    cols.append(replace(h, nullable=bool(bitmap[i // 8] & (1 << (i % 8))) and h.name not in pk))
+            for i, c in enumerate(event.columns if not cols else ()):
                 nullable = bool(bitmap[i // 8] & (1 << (i % 8))) and str(c.name) not in pk
                 cols.append(column_from_table_map(c, nullable, hints.get(str(c.name))))
             cached = TableSchema(table_id, tuple(cols), pk, hint.comment if hint is not None else None,

@@ -14,7 +14,8 @@ from changelake.changelog.types import DataType, TypeRoot
 from changelake.connectors.errors import OptionValidationError
 from changelake.connectors.mysql_cdc.schema.columns import MySqlColumn
 from changelake.connectors.mysql_cdc.errors import MissingPrivilegeError, RowImageError
-from changelake.connectors.mysql_cdc.binlog.event_handler import _full_bitmap, _values, missing_columns
+from changelake.connectors.mysql_cdc.binlog.event_handler import _full_bitmap, missing_columns
+from changelake.connectors.mysql_cdc.values import _values
 from changelake.connectors.mysql_cdc.binlog.gtid import Gtid, parse_gtid_set
 from changelake.connectors.mysql_cdc.metadata import MetadataColumns
 from changelake.connectors.mysql_cdc.options import ChunkKeyColumn
