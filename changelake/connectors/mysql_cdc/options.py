@@ -1,8 +1,11 @@
 """Options of the MySQL CDC source, declared once with Flink CDC's keys, defaults and docs.
 
 Keys, defaults and messages follow Flink CDC's MySQL pipeline connector
-(``MySqlDataSourceOptions.java`` / ``MySqlDataSourceFactory.java``). Raw string options become
-:class:`MySqlSourceOptions` only in :func:`changelake.connectors.mysql_cdc.factory.validate_options`.
+(``MySqlDataSourceOptions.java`` / ``MySqlDataSourceFactory.java``), each a
+:class:`~changelake.options.ConfigOption` (the engine's one option idiom) bound to its field of
+:class:`MySqlSourceOptions` with :func:`~changelake.options.option_field`. Raw string options become
+:class:`MySqlSourceOptions` only in :func:`changelake.connectors.mysql_cdc.factory.validate_options`,
+which words its errors as Flink CDC's MySQL factory does.
 """
 
 from __future__ import annotations
