@@ -191,7 +191,7 @@ def did_you_mean(unknown: Iterable[str], supported: Iterable[str]) -> str:
 
 
 def validate_unsupported_options(identifier: str, raw: Mapping[str, Any], options: Iterable[ConfigOption[Any] | str],
-                                 prefixes: Iterable[str] = ()) -> None:
+                                 prefixes: Iterable[str] = (), *, accepted: Iterable[str] = ()) -> None:
     """Refuse keys that are neither declared nor under one of ``prefixes``, as Flink CDC's
     ``FactoryHelper.validateExcept``.
 
@@ -200,6 +200,8 @@ def validate_unsupported_options(identifier: str, raw: Mapping[str, Any], option
         raw: the raw options.
         options: the declared options (ConfigOption or plain keys).
         prefixes: accepted key prefixes (``properties.``, the chosen formats' ``<format>.``).
+        accepted: keys accepted but not listed as supported (e.g. the pipeline's ``type``/``name``
+            next to a source's options).
 
     Raises:
         OptionValidationError: "Unsupported options found for '<identifier>'.\\n\\nUnsupported
@@ -208,7 +210,8 @@ def validate_unsupported_options(identifier: str, raw: Mapping[str, Any], option
     """
     declared = sorted({o if isinstance(o, str) else o.key for o in options})
     heads = tuple(p for p in prefixes if p)
-    unknown = sorted(k for k in raw if k not in declared and not k.startswith(heads))
+    quiet = set(accepted)
+    unknown = sorted(k for k in raw if k not in declared and k not in quiet and not k.startswith(heads))
     if unknown:
         supported = declared + sorted(f"{p}*" for p in dict.fromkeys(heads))
         raise OptionValidationError(

@@ -23,7 +23,7 @@ from typing import Any, Mapping
 import yaml
 
 from changelake.connectors.errors import OptionValidationError
-from changelake.connectors.options import did_you_mean
+from changelake.connectors.options import validate_unsupported_options
 from changelake.options import ConfigOption, key
 
 __all__ = ["PipelineDefinition", "load_pipeline", "parse_pipeline", "validate_pipeline_block", "PIPELINE_OPTIONS", "PIPELINE_KEYS", "SECRET_MARKERS"]
@@ -171,13 +171,7 @@ def validate_pipeline_block(block: Mapping[str, str], *, resolved: bool = True) 
     Raises:
         OptionValidationError: naming the key, the value and the rule.
     """
-    unknown = sorted(set(block) - set(PIPELINE_KEYS))
-    if unknown:
-        raise OptionValidationError(
-            "Unsupported options found for 'pipeline'.\n\nUnsupported options:\n\n" + "\n".join(unknown)
-            + "\n\nSupported options:\n\n" + "\n".join(sorted(PIPELINE_KEYS)) + did_you_mean(unknown, sorted(PIPELINE_KEYS)),
-            option=unknown[0],
-        )
+    validate_unsupported_options("pipeline", block, PIPELINE_OPTIONS)
     if not resolved:
         return  # values may still hold ${VAR} references
     value = block.get("parallelism")
