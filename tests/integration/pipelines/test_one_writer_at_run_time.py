@@ -96,3 +96,22 @@ def test_of_two_pattern_pipelines_the_second_to_find_a_table_stops(setting):
     assert TableId(db, "a") not in discovered_tables(second.name)
     # so the folder still loads (before, the second's run wrote the table and the next load failed)
     assert len(load_pipelines()) == 2
+
+
+def test_a_mysql_to_lake_pipeline_with_a_tables_pattern_stops_likewise(database_factory, mysql_exec, direct_pipeline,
+                                                                       pipeline_pair, tmp_path, monkeypatch):
+    # the other path into a lake: MySQL straight to the lake (LakePositionSink), tables by pattern
+    folder = tmp_path / "pipelines"
+    folder.mkdir()
+    monkeypatch.setenv("CHANGELAKE_PIPELINES_DIR", str(folder))
+    monkeypatch.setenv("CHANGELAKE_STATE_DIR", str(tmp_path / "state"))
+    db = database_factory()
+    mysql_exec(db, "CREATE TABLE a (id INT PRIMARY KEY, v INT)", "INSERT INTO a VALUES (1, 1)")
+    _, p2 = pipeline_pair(db, ["a"])
+    _file(folder, f"owner-{db}", p2, dict(p2.source))  # a Kafka -> lake pipeline listing <db>.a, same lake
+    direct = direct_pipeline(db, name=f"direct-{db}")  # tables: <db>.\.*
+    assert dict(direct.sink) == dict(p2.sink)
+    with pytest.raises(OptionValidationError, match=f"pipeline 'direct-{db}' found lake table {db}.a, which pipeline "
+                                                    f"'owner-{db}'"):
+        run_pipeline(direct, until_caught_up=True)
+    assert _rows(direct, TableId(db, "a")) == []
