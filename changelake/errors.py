@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ChangelakeError", "PipelineDataError"]
+__all__ = ["ChangelakeError", "OptionValidationError", "PipelineDataError"]
 
 
 def _rebuild(cls: type["ChangelakeError"], args: tuple[Any, ...], state: dict[str, Any]) -> "ChangelakeError":
@@ -61,4 +61,18 @@ class PipelineDataError(ChangelakeError):
         self.topic = topic
         self.partition = partition
         self.offset = offset
+        super().__init__(message)
+
+
+class OptionValidationError(ChangelakeError):
+    """A WITH option or pipeline option is missing, unknown or invalid.
+
+    The message names the option, the rule and the value (never a password). ``option`` holds the
+    offending key when there is one. Raised by :class:`changelake.options.ConfigOption` (the
+    engine's one option idiom) and by the connectors' and the pipeline's validation (re-exported
+    by :mod:`changelake.connectors.errors`).
+    """
+
+    def __init__(self, message: str, *, option: str | None = None) -> None:
+        self.option = option
         super().__init__(message)

@@ -70,7 +70,7 @@ from changelake.changelog.side_records import SideRecord
 __all__ = [
     "ChangelogSource", "ChangelogSink", "BufferedSink", "LakeSink", "ReportsMetrics", "PartitionedChangelogSource",
     "RejectsRecords", "ReportsBadRecords", "EmitsSideRecords", "WritesSideRecords", "CommitsInBackground",
-    "EmitsChangeBatches", "WritesChangeBatches",
+    "EmitsChangeBatches", "WritesChangeBatches", "CountsAbsorbedChanges",
 ]
 
 
@@ -212,6 +212,18 @@ class BufferedSink(Protocol):
     def flush(self, force: bool = True) -> list[Any] | None:
         """Make what :meth:`commit` covered durable now (``force``) or if due while the source is
         idle; returns the per-table results when it did, else None."""
+
+
+@runtime_checkable
+class CountsAbsorbedChanges(Protocol):
+    """A per-table commit result of a :class:`BufferedSink` that says how many change events its
+    table absorbed (the lake sinks' ``WriteResult``): rows re-read after a handover, or committed
+    first by another worker, are not counted again."""
+
+    #: the sink table the rows came for (``db.table``); empty when the result does not say
+    sink_table: str
+    #: change events this commit absorbed (an update's ``-U``/``+U`` pair counts once)
+    rows_applied: int
 
 
 @runtime_checkable

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from changelake.errors import ChangelakeError
+from changelake.errors import ChangelakeError, OptionValidationError
 
 __all__ = [
     "ConnectorError", "KafkaUnavailableError", "OptionValidationError", "RecordError", "SinkFlushError", "SourceError",
@@ -11,18 +11,6 @@ __all__ = [
 
 class ConnectorError(ChangelakeError):
     """Base class of connector errors."""
-
-
-class OptionValidationError(ConnectorError):
-    """A WITH option or pipeline option is missing, unknown or invalid.
-
-    The message names the option, the rule and the value (never a password). ``option`` holds the
-    offending key when there is one.
-    """
-
-    def __init__(self, message: str, *, option: str | None = None) -> None:
-        self.option = option
-        super().__init__(message)
 
 
 class SinkFlushError(ConnectorError):

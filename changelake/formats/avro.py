@@ -47,7 +47,7 @@ from changelake.changelog.types import DataType, TypeRoot
 from changelake.formats.base import Format
 from changelake.formats.errors import DecodeError, EncodeError, FormatOptionError, FormatSchemaError
 from changelake.formats.json_values import _decimal
-from changelake.formats.options import option
+from changelake.options import key, option_field
 
 __all__ = ["AvroFormat", "AvroOptions", "avro_schema_for", "AvroCodec"]
 
@@ -63,12 +63,14 @@ _EPOCH_DATE = dt.date(1970, 1, 1)
 class AvroOptions:
     """Options of the ``avro`` format (Flink's ``AvroFormatOptions``)."""
 
-    timestamp_mapping_legacy: bool = option(
-        "timestamp_mapping.legacy",
-        True,
-        "true: TIMESTAMP -> timestamp-millis/micros (Flink's default); false: local-timestamp-millis/micros.",
+    timestamp_mapping_legacy: bool = option_field(
+        key("timestamp_mapping.legacy").bool_type().default_value(True)
+        .with_description("true: TIMESTAMP -> timestamp-millis/micros (Flink's default); false: local-timestamp-millis/micros.")
     )
-    encoding: str = option("encoding", "binary", "Avro encoding; only 'binary' is supported.")
+    encoding: str = option_field(
+        key("encoding").string_type().default_value("binary")
+        .with_description("Avro encoding; only 'binary' is supported.")
+    )
 
 
 def _millis(dtype: DataType) -> bool:

@@ -26,7 +26,7 @@ from changelake.changelog.rowkind import INSERT_ONLY, RowKind
 from changelake.formats.avro import AvroCodec
 from changelake.formats.base import Format
 from changelake.formats.errors import DecodeError, FormatOptionError
-from changelake.formats.options import option
+from changelake.options import key, option_field
 from changelake.formats.schema_registry import SchemaRegistryClient, redact_url
 
 __all__ = ["AvroConfluentFormat", "AvroConfluentOptions", "MAGIC_BYTE", "wire_header", "split_wire"]
@@ -54,20 +54,33 @@ def split_wire(data: bytes, *, format: str = "avro-confluent") -> tuple[int, byt
 class AvroConfluentOptions:
     """Options of the ``avro-confluent`` format (Flink's ``AvroConfluentFormatOptions``)."""
 
-    url: str = option("url", None, "Schema registry URL, e.g. http://127.0.0.1:8081.", required=True)
-    subject: str | None = option("subject", None, "Subject to register the schema under (needed to encode).")
-    basic_auth_credentials_source: str | None = option(
-        "basic-auth.credentials-source", None, "Basic auth credentials source (only USER_INFO is used)."
+    url: str = option_field(
+        key("url").string_type().required()
+        .with_description("Schema registry URL, e.g. http://127.0.0.1:8081.")
     )
-    basic_auth_user_info: str | None = option(
-        "basic-auth.user-info", None, "Basic auth 'user:password'.", secret=True
+    subject: str | None = option_field(
+        key("subject").string_type().no_default_value()
+        .with_description("Subject to register the schema under (needed to encode).")
     )
-    bearer_auth_credentials_source: str | None = option(
-        "bearer-auth.credentials-source", None, "Bearer auth credentials source (only STATIC_TOKEN is used)."
+    basic_auth_credentials_source: str | None = option_field(
+        key("basic-auth.credentials-source").string_type().no_default_value()
+        .with_description("Basic auth credentials source (only USER_INFO is used).")
     )
-    bearer_auth_token: str | None = option("bearer-auth.token", None, "Bearer auth token.", secret=True)
-    timestamp_mapping_legacy: bool = option(
-        "timestamp_mapping.legacy", True, "TIMESTAMP -> timestamp-* (true, Flink's default) or local-timestamp-*."
+    basic_auth_user_info: str | None = option_field(
+        key("basic-auth.user-info").string_type().no_default_value()
+        .with_description("Basic auth 'user:password'.").as_secret()
+    )
+    bearer_auth_credentials_source: str | None = option_field(
+        key("bearer-auth.credentials-source").string_type().no_default_value()
+        .with_description("Bearer auth credentials source (only STATIC_TOKEN is used).")
+    )
+    bearer_auth_token: str | None = option_field(
+        key("bearer-auth.token").string_type().no_default_value()
+        .with_description("Bearer auth token.").as_secret()
+    )
+    timestamp_mapping_legacy: bool = option_field(
+        key("timestamp_mapping.legacy").bool_type().default_value(True)
+        .with_description("TIMESTAMP -> timestamp-* (true, Flink's default) or local-timestamp-*.")
     )
 
 

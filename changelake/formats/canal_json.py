@@ -39,7 +39,7 @@ from changelake.formats.errors import FormatOptionError
 from changelake.formats.json import JsonCodecOptions, decode_object, encode_image
 from changelake.formats.json_values import dumps_envelope
 from changelake.formats.mysql_type_text import schema_of_mysql_types
-from changelake.formats.options import option
+from changelake.options import key, option_field
 
 __all__ = ["CanalJsonFormat", "CanalJsonOptions"]
 
@@ -48,11 +48,13 @@ __all__ = ["CanalJsonFormat", "CanalJsonOptions"]
 class CanalJsonOptions(JsonCodecOptions):
     """Options of the ``canal-json`` format (Flink's ``CanalJsonFormatOptions``)."""
 
-    database_include: str | None = option(
-        "database.include", None, "Regular expression; only messages whose 'database' fully matches are read."
+    database_include: str | None = option_field(
+        key("database.include").string_type().no_default_value()
+        .with_description("Regular expression; only messages whose 'database' fully matches are read.")
     )
-    table_include: str | None = option(
-        "table.include", None, "Regular expression; only messages whose 'table' fully matches are read."
+    table_include: str | None = option_field(
+        key("table.include").string_type().no_default_value()
+        .with_description("Regular expression; only messages whose 'table' fully matches are read.")
     )
 
 

@@ -26,7 +26,7 @@ from changelake.changelog.rowkind import INSERT_ONLY, RowKind
 from changelake.formats.base import Format
 from changelake.formats.errors import DecodeError, EncodeError, FormatOptionError
 from changelake.formats.json_values import json_decoder_for, json_encoder_for
-from changelake.formats.options import option
+from changelake.options import key, option_field
 
 __all__ = ["CsvFormat", "CsvOptions"]
 
@@ -35,16 +35,41 @@ __all__ = ["CsvFormat", "CsvOptions"]
 class CsvOptions:
     """Options of the ``csv`` format (Flink's ``CsvFormatOptions``)."""
 
-    field_delimiter: str = option("field-delimiter", ",", "Field delimiter, one character (Java escapes such as \\t allowed).")
-    disable_quote_character: bool = option("disable-quote-character", False, "Never quote fields.")
-    quote_character: str = option("quote-character", '"', "Quote character, one character.")
-    allow_comments: bool = option("allow-comments", False, "Ignore lines that start with '#'.")
-    ignore_parse_errors: bool = option("ignore-parse-errors", False, "Skip unparsable lines instead of failing.")
-    array_element_delimiter: str = option("array-element-delimiter", ";", "Array element delimiter (no ARRAY type yet).")
-    escape_character: str | None = option("escape-character", None, "Escape character, one character (none by default).")
-    null_literal: str | None = option("null-literal", None, "Text read and written as NULL (none by default: empty field).")
-    write_bigdecimal_in_scientific_notation: bool = option(
-        "write-bigdecimal-in-scientific-notation", False, "Accepted for compatibility; DECIMAL is always plain text."
+    field_delimiter: str = option_field(
+        key("field-delimiter").string_type().default_value(",")
+        .with_description("Field delimiter, one character (Java escapes such as \\t allowed).")
+    )
+    disable_quote_character: bool = option_field(
+        key("disable-quote-character").bool_type().default_value(False)
+        .with_description("Never quote fields.")
+    )
+    quote_character: str = option_field(
+        key("quote-character").string_type().default_value('"')
+        .with_description("Quote character, one character.")
+    )
+    allow_comments: bool = option_field(
+        key("allow-comments").bool_type().default_value(False)
+        .with_description("Ignore lines that start with '#'.")
+    )
+    ignore_parse_errors: bool = option_field(
+        key("ignore-parse-errors").bool_type().default_value(False)
+        .with_description("Skip unparsable lines instead of failing.")
+    )
+    array_element_delimiter: str = option_field(
+        key("array-element-delimiter").string_type().default_value(";")
+        .with_description("Array element delimiter (no ARRAY type yet).")
+    )
+    escape_character: str | None = option_field(
+        key("escape-character").string_type().no_default_value()
+        .with_description("Escape character, one character (none by default).")
+    )
+    null_literal: str | None = option_field(
+        key("null-literal").string_type().no_default_value()
+        .with_description("Text read and written as NULL (none by default: empty field).")
+    )
+    write_bigdecimal_in_scientific_notation: bool = option_field(
+        key("write-bigdecimal-in-scientific-notation").bool_type().default_value(False)
+        .with_description("Accepted for compatibility; DECIMAL is always plain text.")
     )
 
 

@@ -59,7 +59,7 @@ from changelake.formats.base import ChangelogFormat
 from changelake.formats.errors import DecodeError, EncodeError
 from changelake.formats.json import JsonCodecOptions, decode_object, encode_image
 from changelake.formats.json_values import _INT_RANGES, dumps, dumps_envelope, format_time, json_decoder_for, loads
-from changelake.formats.options import option
+from changelake.options import key, option_field
 
 __all__ = ["DebeziumJsonFormat", "DebeziumJsonOptions", "connect_schema_for", "schema_from_connect", "read_batch", "decode_batch",
            "decode_columns", "ColumnarChanges"]
@@ -96,11 +96,13 @@ _NAMED_BACK = {name: root for root, (_, name) in _NAMED.items()}
 class DebeziumJsonOptions(JsonCodecOptions):
     """Options of the ``debezium-json`` format (Flink's ``DebeziumJsonFormatOptions`` + Flink CDC)."""
 
-    include_schema_enabled: bool = option(
-        "include-schema.enabled", False, "Write {schema, payload} with a Connect schema matching the payload."
+    include_schema_enabled: bool = option_field(
+        key("include-schema.enabled").bool_type().default_value(False)
+        .with_description("Write {schema, payload} with a Connect schema matching the payload.")
     )
-    schema_include: bool = option(
-        "schema-include", False, "Flink's name: messages are {schema, payload}; also enables writing the wrapper."
+    schema_include: bool = option_field(
+        key("schema-include").bool_type().default_value(False)
+        .with_description("Flink's name: messages are {schema, payload}; also enables writing the wrapper.")
     )
 
 

@@ -40,7 +40,8 @@ from changelake.formats.json_values import (
     to_json_untyped,
     to_plain,
 )
-from changelake.formats.options import MapNullKeyMode, TimestampFormat, option
+from changelake.formats.options import MapNullKeyMode, TimestampFormat
+from changelake.options import key, option_field
 
 __all__ = ["JsonFormat", "JsonOptions", "JsonCodecOptions", "encode_object", "decode_object"]
 
@@ -49,25 +50,29 @@ __all__ = ["JsonFormat", "JsonOptions", "JsonCodecOptions", "encode_object", "de
 class JsonCodecOptions:
     """Options shared by every JSON-based format (Flink's ``JsonFormatOptions``)."""
 
-    ignore_parse_errors: bool = option(
-        "ignore-parse-errors", False, "Skip a message that cannot be parsed (yield no rows) instead of failing."
+    ignore_parse_errors: bool = option_field(
+        key("ignore-parse-errors").bool_type().default_value(False)
+        .with_description("Skip a message that cannot be parsed (yield no rows) instead of failing.")
     )
-    timestamp_format_standard: TimestampFormat = option(
-        "timestamp-format.standard",
-        TimestampFormat.SQL,
-        "TIMESTAMP text: 'SQL' (yyyy-MM-dd HH:mm:ss.f) or 'ISO-8601' (yyyy-MM-ddTHH:mm:ss.f). Both are read.",
+    timestamp_format_standard: TimestampFormat = option_field(
+        key("timestamp-format.standard").enum_type(TimestampFormat, exact=True).default_value(TimestampFormat.SQL)
+        .with_description("TIMESTAMP text: 'SQL' (yyyy-MM-dd HH:mm:ss.f) or 'ISO-8601' (yyyy-MM-ddTHH:mm:ss.f). Both are read.")
     )
-    map_null_key_mode: MapNullKeyMode = option(
-        "map-null-key.mode", MapNullKeyMode.FAIL, "Null MAP keys: FAIL, DROP or LITERAL (no MAP type yet)."
+    map_null_key_mode: MapNullKeyMode = option_field(
+        key("map-null-key.mode").enum_type(MapNullKeyMode, exact=True).default_value(MapNullKeyMode.FAIL)
+        .with_description("Null MAP keys: FAIL, DROP or LITERAL (no MAP type yet).")
     )
-    map_null_key_literal: str = option("map-null-key.literal", "null", "Literal for null MAP keys in LITERAL mode.")
-    encode_decimal_as_plain_number: bool = option(
-        "encode.decimal-as-plain-number",
-        False,
-        "Accepted for Flink compatibility; changelake always writes DECIMAL as a plain number.",
+    map_null_key_literal: str = option_field(
+        key("map-null-key.literal").string_type().default_value("null")
+        .with_description("Literal for null MAP keys in LITERAL mode.")
     )
-    encode_ignore_null_fields: bool = option(
-        "encode.ignore-null-fields", False, "Leave NULL columns out of the written object."
+    encode_decimal_as_plain_number: bool = option_field(
+        key("encode.decimal-as-plain-number").bool_type().default_value(False)
+        .with_description("Accepted for Flink compatibility; changelake always writes DECIMAL as a plain number.")
+    )
+    encode_ignore_null_fields: bool = option_field(
+        key("encode.ignore-null-fields").bool_type().default_value(False)
+        .with_description("Leave NULL columns out of the written object.")
     )
 
 
@@ -75,8 +80,9 @@ class JsonCodecOptions:
 class JsonOptions(JsonCodecOptions):
     """Options of the ``json`` format."""
 
-    fail_on_missing_field: bool = option(
-        "fail-on-missing-field", False, "Fail when a schema column is absent from the object (else NULL)."
+    fail_on_missing_field: bool = option_field(
+        key("fail-on-missing-field").bool_type().default_value(False)
+        .with_description("Fail when a schema column is absent from the object (else NULL).")
     )
 
 

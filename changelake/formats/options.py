@@ -1,30 +1,32 @@
-"""Declaring and parsing format options, as Flink's ``ConfigOption``s of a format factory.
+"""Parsing format options, as Flink's format factories check their ``ConfigOption``s.
 
-Each format declares its options once, as a frozen dataclass whose fields are made with
-:func:`option` (Flink key, default, description, secret flag). :func:`parse_options` turns the
-raw string map (``{"ignore-parse-errors": "true"}``, format prefix already stripped) into that
-dataclass, validating in Flink's order: unknown keys, then required keys, then values.
+Each format declares its options once, in the engine's one option idiom
+(:class:`changelake.options.ConfigOption`, built with :func:`changelake.options.key`), as the
+fields of a frozen dataclass made with :func:`changelake.options.option_field`.
+:func:`parse_options` turns the raw string map (``{"ignore-parse-errors": "true"}``, format prefix
+already stripped) into that dataclass, validating in Flink's order: unknown keys, then required
+keys, then values, with the formats' wording (which names the format).
 
 Example::
 
     @dataclass(frozen=True)
     class JsonOptions:
-        ignore_parse_errors: bool = option("ignore-parse-errors", False, "Skip bad messages.")
+        ignore_parse_errors: bool = option_field(
+            key("ignore-parse-errors").bool_type().default_value(False).with_description("Skip bad messages."))
 
     opts = parse_options(JsonOptions, {"ignore-parse-errors": "true"}, format="json")
 """
 
 from __future__ import annotations
 
-import dataclasses
 import enum
-import types
-import typing
 from typing import Any, Mapping, TypeVar
 
+from changelake.errors import OptionValidationError
 from changelake.formats.errors import FormatOptionError
+from changelake.options import ConfigOption, declared_options
 
-__all__ = ["option", "parse_options", "option_keys", "TimestampFormat", "MapNullKeyMode", "parse_bool"]
+__all__ = ["parse_options", "option_keys", "TimestampFormat", "MapNullKeyMode"]
 
 T = TypeVar("T")
 
@@ -44,82 +46,40 @@ class MapNullKeyMode(enum.Enum):
     LITERAL = "LITERAL"
 
 
-def option(key: str, default: Any, doc: str, *, secret: bool = False, required: bool = False) -> Any:
-    """A dataclass field declaring one format option.
-
-    Args:
-        key: the option key as Flink spells it, without the format prefix (``ignore-parse-errors``).
-        default: the typed default (None for an optional option without default).
-        doc: one-sentence description (units and accepted values).
-        secret: the value is a credential: never shown in errors, ``repr`` or logs.
-        required: the option must be given (checked after unknown keys, as Flink's FactoryUtil).
-    """
-    return dataclasses.field(
-        default=default,
-        repr=not secret,
-        metadata={"key": key, "doc": doc, "secret": secret, "required": required},
-    )
-
-
 def option_keys(cls: type) -> set[str]:
     """The option keys declared by an options dataclass."""
-    return {f.metadata["key"] for f in dataclasses.fields(cls)}
+    return set(declared_options(cls))
 
 
-def parse_bool(text: str, *, format: str, key: str) -> bool:
-    """Parse a boolean option as Flink does: ``true``/``false``, case-insensitive.
-
-    Raises:
-        FormatOptionError: any other text ("Unrecognized option for boolean").
-    """
-    low = text.strip().lower()
-    if low == "true":
-        return True
-    if low == "false":
-        return False
-    raise FormatOptionError(
-        f"Invalid value for option '{key}' of format '{format}': "
-        f"Unrecognized option for boolean: {text}. Expected either true or false(case insensitive)",
-        format=format,
-        option=key,
-    )
-
-
-def _convert(tp: Any, text: str, *, format: str, key: str, secret: bool) -> Any:
-    origin = typing.get_origin(tp)
-    if origin is typing.Union or origin is types.UnionType:
-        inner = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _convert(inner[0], text, format=format, key=key, secret=secret)
-    if tp is bool:
-        return parse_bool(text, format=format, key=key)
-    if tp is int:
-        try:
-            return int(text.strip())
-        except ValueError:
-            shown = "***" if secret else repr(text)
-            raise FormatOptionError(
-                f"Invalid value for option '{key}' of format '{format}': expected an integer, got {shown}",
-                format=format,
-                option=key,
-            ) from None
-    if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        for member in tp:
-            if member.value == text:
-                return member
-        values = ", ".join(str(m.value) for m in tp)
+def _value(option: ConfigOption[Any], text: str, *, format: str) -> Any:
+    """``option``'s parse of ``text``, its error worded as Flink's format factories word it."""
+    try:
+        return option.parse_value(text)
+    except OptionValidationError:
+        pass
+    if option.type == "Boolean":
+        rule = f"Unrecognized option for boolean: {text}. Expected either true or false(case insensitive)"
+    elif option.type.startswith("Enum: "):
+        values = option.type[len("Enum: "):].replace(" | ", ", ")
         raise FormatOptionError(
-            f"Unsupported value '{text}' for {key}. Supported values are [{values}].",
+            f"Unsupported value '{text}' for {option.key}. Supported values are [{values}].",
             format=format,
-            option=key,
+            option=option.key,
         )
-    return text
+    else:
+        rule = f"expected {'an integer' if option.type in ('Integer', 'Long') else option.type}, got " + (
+            "***" if option.secret else repr(text)
+        )
+    raise FormatOptionError(
+        f"Invalid value for option '{option.key}' of format '{format}': {rule}", format=format, option=option.key
+    )
 
 
 def parse_options(cls: type[T], raw: Mapping[str, str], *, format: str) -> T:
     """Validate and convert raw string options into the options dataclass ``cls``.
 
     Args:
-        cls: a frozen dataclass whose fields were declared with :func:`option`.
+        cls: a frozen dataclass whose fields were declared with :func:`changelake.options.option_field`.
         raw: option key -> string value, with the format prefix stripped.
         format: the format identifier, for messages (``json``, ``debezium-json``, ...).
 
@@ -131,7 +91,7 @@ def parse_options(cls: type[T], raw: Mapping[str, str], *, format: str) -> T:
             Flink's "Unsupported options found for 'json'"), a missing required key, or a value
             that does not parse (booleans, integers, enum choices).
     """
-    fields = {f.metadata["key"]: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    fields = declared_options(cls)
     unknown = sorted(k for k in raw if k not in fields)
     if unknown:
         raise FormatOptionError(
@@ -140,7 +100,7 @@ def parse_options(cls: type[T], raw: Mapping[str, str], *, format: str) -> T:
             format=format,
             option=unknown[0],
         )
-    missing = sorted(k for k, f in fields.items() if f.metadata["required"] and k not in raw)
+    missing = sorted(k for k, (_, o) in fields.items() if o.required and k not in raw)
     if missing:
         raise FormatOptionError(
             f"One or more required options are missing for format '{format}'. "
@@ -148,11 +108,5 @@ def parse_options(cls: type[T], raw: Mapping[str, str], *, format: str) -> T:
             format=format,
             option=missing[0],
         )
-    hints = typing.get_type_hints(cls)
-    values: dict[str, Any] = {}
-    for key, f in fields.items():
-        if key in raw:
-            values[f.name] = _convert(
-                hints[f.name], str(raw[key]), format=format, key=key, secret=f.metadata["secret"]
-            )
+    values = {name: _value(o, str(raw[k]), format=format) for k, (name, o) in fields.items() if k in raw}
     return cls(**values)

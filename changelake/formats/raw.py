@@ -19,7 +19,7 @@ from changelake.changelog.rowkind import INSERT_ONLY, RowKind
 from changelake.changelog.types import TypeRoot
 from changelake.formats.base import Format
 from changelake.formats.errors import DecodeError, EncodeError, FormatOptionError, FormatSchemaError
-from changelake.formats.options import option
+from changelake.options import key, option_field
 
 __all__ = ["RawFormat", "RawOptions"]
 
@@ -38,8 +38,14 @@ _NUMBERS = {
 class RawOptions:
     """Options of the ``raw`` format (Flink's ``RawFormatOptions``)."""
 
-    charset: str = option("charset", "UTF-8", "Charset of STRING values (a Python codec name).")
-    endianness: str = option("endianness", "big-endian", "Byte order of numeric values: big-endian or little-endian.")
+    charset: str = option_field(
+        key("charset").string_type().default_value("UTF-8")
+        .with_description("Charset of STRING values (a Python codec name).")
+    )
+    endianness: str = option_field(
+        key("endianness").string_type().default_value("big-endian")
+        .with_description("Byte order of numeric values: big-endian or little-endian.")
+    )
 
 
 class RawFormat(Format):

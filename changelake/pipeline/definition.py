@@ -23,9 +23,10 @@ from typing import Any, Mapping
 import yaml
 
 from changelake.connectors.errors import OptionValidationError
-from changelake.connectors.options import did_you_mean
+from changelake.connectors.options import validate_unsupported_options
+from changelake.options import ConfigOption, key
 
-__all__ = ["PipelineDefinition", "load_pipeline", "parse_pipeline", "validate_pipeline_block", "PIPELINE_KEYS", "SECRET_MARKERS"]
+__all__ = ["PipelineDefinition", "load_pipeline", "parse_pipeline", "validate_pipeline_block", "PIPELINE_OPTIONS", "PIPELINE_KEYS", "SECRET_MARKERS"]
 
 SECRET_MARKERS = ("password", "secret", "sasl.jaas.config", "basic-auth", "accesskey")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_.]*)(?::-([^}]*))?\}")
@@ -129,24 +130,38 @@ class PipelineDefinition:
         return f"PipelineDefinition({self.redacted()!r})"
 
 
-#: Keys of Flink CDC's ``pipeline`` block. Only ``name`` and ``route-mode`` change changelake's
-#: behaviour; the others are accepted (and type-checked) so Flink CDC definitions load unchanged.
-PIPELINE_KEYS = {
-    "name": "identity of the pipeline: stored positions, consumer group and transactional ids derive from it",
-    "parallelism": "positive integer; N > 1 runs a Kafka -> Iceberg pipeline as N worker processes in one consumer group",
-    "route-mode": "ALL_MATCH (default) or FIRST_MATCH",
-    "local-time-zone": "time zone of transform expressions (LOCALTIMESTAMP, CURRENT_DATE, TIMESTAMP <-> TIMESTAMP_LTZ); default UTC. TIMESTAMP values are always UTC",
-    "execution.runtime-mode": "STREAMING or BATCH (accepted; bounded runs use --until-caught-up)",
-    "schema.change.behavior": "exception | evolve | try_evolve | lenient | ignore (Flink CDC's meanings, applied by "
-                              "lake sinks); unset: changelake's default, the lake equals MySQL (README)",
-    "schema-operator.rpc-timeout": "accepted, unused",
-    "operator.uid.prefix": "accepted, unused",
-    "sink.partitioning.strategy": "accepted, unused",
-    "transform.decimal.precision.mode": "UP_TO_19 (default) or UP_TO_38: the largest DECIMAL precision of computed columns",
-    "user-defined-function": "list of {name, classpath}: Python functions or classes usable in transform expressions",
-    "columnar.enabled": "true (default) or false: a Kafka -> lake pipeline decodes, routes, transforms and writes the "
-                        "records of one schema header in Arrow batches; false: record by record (README 'Performance')",
-}
+#: Options of Flink CDC's ``pipeline`` block, in the engine's one option idiom. Only ``name``,
+#: ``parallelism``, ``route-mode``, ``local-time-zone``, ``schema.change.behavior``,
+#: ``transform.decimal.precision.mode``, ``user-defined-function`` and ``columnar.enabled`` change
+#: changelake's behaviour; the others are accepted (and type-checked) so Flink CDC definitions load
+#: unchanged. Checked by :func:`validate_pipeline_block`.
+PIPELINE_OPTIONS: tuple[ConfigOption[Any], ...] = (
+    key("name").string_type().no_default_value().with_description(
+        "identity of the pipeline: stored positions, consumer group and transactional ids derive from it"),
+    key("parallelism").int_type(minimum=1).default_value(1).with_description(
+        "positive integer; N > 1 runs a Kafka -> Iceberg pipeline as N worker processes in one consumer group"),
+    key("route-mode").string_type().default_value("ALL_MATCH").with_description("ALL_MATCH (default) or FIRST_MATCH"),
+    key("local-time-zone").string_type().default_value("UTC").with_description(
+        "time zone of transform expressions (LOCALTIMESTAMP, CURRENT_DATE, TIMESTAMP <-> TIMESTAMP_LTZ); default UTC. "
+        "TIMESTAMP values are always UTC"),
+    key("execution.runtime-mode").string_type().default_value("STREAMING").with_description(
+        "STREAMING or BATCH (accepted; bounded runs use --until-caught-up)"),
+    key("schema.change.behavior").string_type().no_default_value().with_description(
+        "exception | evolve | try_evolve | lenient | ignore (Flink CDC's meanings, applied by "
+        "lake sinks); unset: changelake's default, the lake equals MySQL (README)"),
+    key("schema-operator.rpc-timeout").string_type().no_default_value().with_description("accepted, unused"),
+    key("operator.uid.prefix").string_type().no_default_value().with_description("accepted, unused"),
+    key("sink.partitioning.strategy").string_type().no_default_value().with_description("accepted, unused"),
+    key("transform.decimal.precision.mode").string_type().default_value("UP_TO_19").with_description(
+        "UP_TO_19 (default) or UP_TO_38: the largest DECIMAL precision of computed columns"),
+    key("user-defined-function").custom_type("List<Map>", str).no_default_value().with_description(
+        "list of {name, classpath}: Python functions or classes usable in transform expressions"),
+    key("columnar.enabled").bool_type().default_value(True).with_description(
+        "true (default) or false: a Kafka -> lake pipeline decodes, routes, transforms and writes the "
+        "records of one schema header in Arrow batches; false: record by record (README 'Performance')"),
+)
+#: key -> description of :data:`PIPELINE_OPTIONS`.
+PIPELINE_KEYS = {o.key: o.description for o in PIPELINE_OPTIONS}
 
 
 def validate_pipeline_block(block: Mapping[str, str], *, resolved: bool = True) -> None:
@@ -156,13 +171,7 @@ def validate_pipeline_block(block: Mapping[str, str], *, resolved: bool = True) 
     Raises:
         OptionValidationError: naming the key, the value and the rule.
     """
-    unknown = sorted(set(block) - set(PIPELINE_KEYS))
-    if unknown:
-        raise OptionValidationError(
-            "Unsupported options found for 'pipeline'.\n\nUnsupported options:\n\n" + "\n".join(unknown)
-            + "\n\nSupported options:\n\n" + "\n".join(sorted(PIPELINE_KEYS)) + did_you_mean(unknown, sorted(PIPELINE_KEYS)),
-            option=unknown[0],
-        )
+    validate_unsupported_options("pipeline", block, PIPELINE_OPTIONS)
     if not resolved:
         return  # values may still hold ${VAR} references
     value = block.get("parallelism")

@@ -32,6 +32,7 @@ from changelake.changelog.tally import PendingPolls, tally_ops
 from changelake.changelog.change_batch import ChangeBatch
 from changelake.connectors.base import (
     BufferedSink,
+    CountsAbsorbedChanges,
     EmitsChangeBatches,
     WritesChangeBatches,
     ChangelogSink,
@@ -60,16 +61,16 @@ log = logging.getLogger(__name__)
 
 def absorbed_per_table(results: list[Any]) -> dict[str, int] | None:
     """Changes each sink table absorbed in one durable commit of a buffering sink, from its
-    per-table results (``sink_table``, ``rows_applied``: rows past the table's stored offsets), or
+    per-table results (:class:`~changelake.connectors.base.CountsAbsorbedChanges`: ``sink_table``,
+    ``rows_applied``: rows past the table's stored offsets), or
     None when the results do not say (then the polled events are counted). Rows re-read after a
     consumer-group handover, or committed first by another worker, are not counted again: the
     workers of a parallel run add up to the distinct changes absorbed."""
     absorbed: dict[str, int] = {}
     for result in results:
-        table = getattr(result, "sink_table", "")
-        if not table:
+        if not isinstance(result, CountsAbsorbedChanges) or not result.sink_table:
             return None
-        absorbed[table] = absorbed.get(table, 0) + int(getattr(result, "rows_applied", 0))
+        absorbed[result.sink_table] = absorbed.get(result.sink_table, 0) + int(result.rows_applied)
     return {t: n for t, n in absorbed.items() if n}
 
 

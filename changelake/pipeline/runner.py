@@ -32,6 +32,7 @@ from changelake.connectors.lake.position_sink import LakePositionSink
 from changelake.connectors.registry import ConnectorContext, find_factory, supported_pairs
 from changelake.pipeline.clock import StopClock
 from changelake.pipeline.definition import PipelineDefinition
+from changelake.pipeline.files import lake_table_claim
 from changelake.pipeline.lake_checkpoint import (
     CHECKPOINT_NAMESPACE,
     kafka_lag,
@@ -126,6 +127,8 @@ def run_pipeline(
         return PartitionedSource(source, start=None if worker else stored, group_start=group_start,
                                  discover=not until_caught_up)
 
+    if isinstance(sink, (LakeOffsetsSink, LakePositionSink)):  # README "One writing pipeline per lake table"
+        sink.claim = lake_table_claim(defn)
     return run_loop(
         defn.name, sink, make_source, Stage(defn), StopClock(max_duration_s, stop),
         until_caught_up=until_caught_up, batch_size=batch_size, on_batch=on_batch,

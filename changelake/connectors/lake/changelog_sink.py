@@ -21,7 +21,7 @@ stored offsets.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from changelake.changelog.event import DataChangeEvent, Op
 from changelake.changelog.row import ChangelogRow
@@ -74,6 +74,20 @@ class LakeChangelogSink(BufferedSink, ReportsMetrics):
         self._open = False
         self.metrics: dict[str, int] = {"events": 0, "commits": 0, "table_commits": 0, "replays_skipped": 0,
                                         "commit_redos": 0, "change_batches": 0}
+        #: Called with each sink table before this sink first buffers rows of it (so before the
+        #: table's first commit of the run); raises to refuse the table. The pipeline's
+        #: one-writer check (:func:`changelake.pipeline.files.lake_table_claim`); None: no check.
+        self.claim: Callable[[TableId], None] | None = None
+        self._claimed: set[TableId] = set()
+
+    def _claim(self, tables: Iterable[TableId]) -> None:
+        """:attr:`claim` each table not yet claimed, all of them before any row is buffered."""
+        if self.claim is None:
+            return
+        for table_id in tables:
+            if table_id not in self._claimed:
+                self.claim(table_id)
+                self._claimed.add(table_id)
 
     # -- the subclass's part ----------------------------------------------------------------------
     def _locate(self, event: DataChangeEvent) -> tuple[str, int, int]:
@@ -110,6 +124,8 @@ class LakeChangelogSink(BufferedSink, ReportsMetrics):
                 with a ``transform`` rule ``primary-keys``); names the table and, when the event
                 came from Kafka, topic, partition and offset.
         """
+        if self.claim is not None:
+            self._claim(dict.fromkeys(e.table for e in events))
         per_table: dict[TableId, tuple[Schema, list[BatchItem]]] = {}
         offsets: dict[str, int] = {}
         lake_schemas: dict[TableId, Schema | None] = {}

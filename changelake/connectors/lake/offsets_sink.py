@@ -84,6 +84,8 @@ class LakeOffsetsSink(LakeChangelogSink, WritesChangeBatches):
             PipelineDataError: a table without primary key (names topic, partition, offset of the
                 batch's first row, and the table).
         """
+        if self.claim is not None:
+            self._claim(dict.fromkeys(b.table for b in batches if b.num_rows))
         for batch in batches:
             if not batch.num_rows:
                 continue

@@ -12,7 +12,7 @@ import zoneinfo
 from typing import TYPE_CHECKING, Any, Mapping
 
 from changelake.connectors.errors import OptionValidationError
-from changelake.connectors.options import did_you_mean
+from changelake.connectors.options import validate_unsupported_options
 from changelake.connectors.registry import ConnectorContext, ConnectorFactory, Endpoint
 from changelake.connectors.mysql_cdc.options import (
     METADATA_COLUMNS,
@@ -37,15 +37,9 @@ _IGNORED_KEYS = {"type", "name"}
 
 
 def validate_unsupported(raw: Mapping[str, Any]) -> None:
-    """Reject keys the source does not know, listing them and the supported keys (Flink CDC wording)."""
-    unknown = sorted(k for k in raw if k not in OPTION_KEYS and k not in _IGNORED_KEYS)
-    if unknown:
-        raise OptionValidationError(
-            f"Unsupported options found for '{IDENTIFIER}'.\n\n"
-            "Unsupported options:\n\n" + "\n".join(unknown) + "\n\n"
-            "Supported options:\n\n" + "\n".join(sorted(OPTION_KEYS)) + did_you_mean(unknown, sorted(OPTION_KEYS)),
-            option=unknown[0],
-        )
+    """Reject keys the source does not know, listing them and the supported keys (Flink CDC wording,
+    :func:`~changelake.connectors.options.validate_unsupported_options`)."""
+    validate_unsupported_options(IDENTIFIER, raw, OPTION_KEYS, accepted=_IGNORED_KEYS)
 
 
 def validate_required(raw: Mapping[str, Any]) -> None:

@@ -77,3 +77,53 @@ def test_cli_pipeline_run_refuses_a_file_sharing_a_lake_table_with_the_folder(tm
     assert main(["pipeline", "run", str(mine), "--until-caught-up"]) == 1
     err = capsys.readouterr().err
     assert "both write lake table shop.orders" in err and "kafka-to-lake.yaml" in err and "mysql-to-lake.yaml" in err
+
+
+# -- the run-time half: tables a pipeline finds as it runs -----------------------------------------
+
+@pytest.fixture
+def folder(tmp_path, monkeypatch):
+    """The pipelines folder (and the state directory below it)."""
+    monkeypatch.setenv("CHANGELAKE_PIPELINES_DIR", str(tmp_path))
+    monkeypatch.setenv("CHANGELAKE_STATE_DIR", str(tmp_path / "state"))
+    return tmp_path
+
+
+PATTERN = ("source:\n  type: mysql\n  hostname: h\n  port: 3306\n  username: u\n  password: p\n"
+           "  tables: shop.\\.*\n")
+
+
+def test_a_found_table_another_pipeline_lists_is_refused_naming_both_and_not_recorded(folder):
+    from changelake.changelog import TableId
+    from changelake.pipeline.discovery import discovered_tables
+    from changelake.pipeline.files import lake_table_claim, load_structure
+
+    _write(folder, "kafka-to-lake", FROM_KAFKA)
+    _write(folder, "direct", PATTERN)
+    claim = lake_table_claim(load_structure(folder / "direct.yaml"))
+    with pytest.raises(OptionValidationError, match=r"pipeline 'direct' found lake table shop.orders, which pipeline "
+                                                    r"'kafka-to-lake' \(file .*kafka-to-lake.yaml\) writes"):
+        claim(TableId("shop", "orders"))
+    assert discovered_tables("direct") == []
+    claim(TableId("shop", "payments"))  # nobody else's: recorded at once, before its first commit
+    assert discovered_tables("direct") == [TableId("shop", "payments")]
+    # ... so that a second pattern pipeline on the same lake is refused it in turn
+    _write(folder, "direct-2", PATTERN)
+    with pytest.raises(OptionValidationError, match=r"pipeline 'direct-2' found lake table shop.payments, which "
+                                                    r"pipeline 'direct'"):
+        lake_table_claim(load_structure(folder / "direct-2.yaml"))(TableId("shop", "payments"))
+
+
+@pytest.mark.parametrize("other", [
+    ICEBERG + "  namespace: mirror\n",                                   # another namespace
+    "sink:\n  type: kafka\n  properties.bootstrap.servers: k:9092\n",    # not a lake
+])
+def test_a_found_table_of_another_lake_is_not_refused(folder, other):
+    from changelake.changelog import TableId
+    from changelake.pipeline.discovery import discovered_tables
+    from changelake.pipeline.files import lake_table_claim, load_structure
+
+    _write(folder, "kafka-to-lake", FROM_KAFKA, other)
+    _write(folder, "direct", PATTERN)
+    lake_table_claim(load_structure(folder / "direct.yaml"))(TableId("shop", "orders"))  # no error
+    assert discovered_tables("direct") == [TableId("shop", "orders")]
