@@ -211,7 +211,8 @@ class KafkaProducer:
                     ) from None
                 client.poll(0.1)  # serve delivery reports, which frees queue space
             except KafkaException as exc:
-                raise SinkFlushError(f"cannot produce to topic {topic!r}: {exc}", topic=topic) from exc
+                raise SinkFlushError(f"cannot produce to topic {topic!r}: {exc}{_too_large_hint(exc.args[0], value)}",
+                                     topic=topic) from exc
         self.records_sent += 1
         self._topics.add(topic)
         if value is None:
@@ -261,8 +262,9 @@ class KafkaProducer:
                 tail = failed == list(range(len(pending) - len(failed), len(pending)))
                 if not tail or any(not _queue_full(m["_error"]) for m in (pending[i] for i in failed)):
                     first = pending[failed[0]]["_error"]
+                    hint = _too_large_hint(first, pending[failed[0]].get("value"))
                     raise SinkFlushError(
-                        f"cannot produce {len(failed)} of {len(pending)} records to topic {topic!r} in order: {first}",
+                        f"cannot produce {len(failed)} of {len(pending)} records to topic {topic!r} in order: {first}{hint}",
                         topic=topic,
                     )
                 pending = pending[failed[0]:]
@@ -325,7 +327,7 @@ class KafkaProducer:
         topic, partition, err = errors[0]
         more = f" (and {len(errors) - 1} more failed records)" if len(errors) > 1 else ""
         raise SinkFlushError(
-            f"delivery to topic {topic!r} partition {partition} failed: {err.str()}{more}",
+            f"delivery to topic {topic!r} partition {partition} failed: {err.str()}{_too_large_hint(err, None)}{more}",
             topic=topic, partition=partition, failed=len(errors),
         )
 
@@ -463,3 +465,15 @@ def _queue_full(err: Any) -> bool:
 def _log_client_error(err: KafkaError) -> None:
     # to the client logger, whose filter keeps a broker outage from repeating this every second
     client_logger().warning("kafka client error: %s", err)
+
+
+def _too_large_hint(err: Any, value: bytes | None) -> str:
+    """What to change when ``err`` is librdkafka's / the broker's MSG_SIZE_TOO_LARGE, else ``""``:
+    the producer's ``message.max.bytes`` (librdkafka, default 1000000; set through the sink's
+    ``properties.message.max.bytes``) and the topic's ``max.message.bytes`` (broker default
+    1048588) both bound one record (a 4 MB BLOB row is refused by both)."""
+    if not isinstance(err, KafkaError) or err.code() != KafkaError.MSG_SIZE_TOO_LARGE:
+        return ""
+    size = f"the record's value is {len(value)} bytes; " if value is not None else ""
+    return (f" ({size}raise the sink's 'properties.message.max.bytes' (librdkafka's limit, default 1000000) and "
+            "the topic's 'max.message.bytes' (broker default 1048588) above the largest row, then run again)")

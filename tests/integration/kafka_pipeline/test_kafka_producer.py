@@ -118,3 +118,20 @@ def test_admin_config_drops_producer_only_keys():
     conf = {"bootstrap.servers": "h:1", "acks": "all", "enable.idempotence": "true", "linger.ms": "5",
             "transactional.id": "x", "security.protocol": "SASL_SSL"}
     assert admin_config(conf) == {"bootstrap.servers": "h:1", "security.protocol": "SASL_SSL"}
+
+
+def test_a_record_over_the_size_limit_names_both_settings_to_raise(kafka_bootstrap, topic_factory):
+    """A 4 MB BLOB row (Pipeline 1 with default limits) is refused by librdkafka's message.max.bytes:
+    the error names the record's size and both limits, the producer's and the topic's."""
+    topic = topic_factory(partitions=1)
+    producer = KafkaProducer({"bootstrap.servers": kafka_bootstrap}, metrics=SinkMetrics())
+    producer.open()
+    try:
+        with pytest.raises(SinkFlushError) as err:
+            producer.produce(topic, b"big", b"x" * 2_000_000)
+            producer.flush(30)
+        message = str(err.value)
+        assert "2000000 bytes" in message
+        assert "'properties.message.max.bytes'" in message and "'max.message.bytes'" in message
+    finally:
+        producer.close()

@@ -42,6 +42,7 @@ from changelake.connectors.mysql_cdc.schema.tracker import SchemaTracker, TableS
 from changelake.connectors.mysql_cdc.schema.statements import (
     StatementKind,
     added_column_fills_rows,
+    parse_table_renames,
     classify,
     describe,
     dml_target,
@@ -53,7 +54,7 @@ from changelake.connectors.mysql_cdc.schema.statements import (
 )
 from changelake.connectors.mysql_cdc.binlog.xa import HeldChange, XaBook
 
-__all__ = ["EventHandler", "Progress", "missing_columns", "parse_truncate", "parse_drop_tables"]
+__all__ = ["EventHandler", "Progress", "missing_columns", "parse_truncate", "parse_drop_tables", "renamed_tables"]
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +108,24 @@ def parse_drop_tables(query: str, default_db: str | None) -> list[TableId]:
             out.append(TableId(default_db, first))
         pos = ref.end()
     return out
+
+
+def renamed_tables(pairs: list[tuple[TableId, TableId]]) -> tuple[list[TableId], list[TableId]]:
+    """``(gone, arrived)`` of a ``RENAME TABLE`` statement's ``(old, new)`` pairs, in order: the
+    names that held a table before the statement (their old contents are gone under that name)
+    and the names that hold one after it. A name both created and renamed away inside the
+    statement (the ``tmp`` of ``a TO tmp, b TO a, tmp TO b``) is in neither; a swapped name is in
+    both (``a`` and ``b`` above)."""
+    gone: list[TableId] = []
+    created: list[TableId] = []
+    for old, new in pairs:
+        if old in created:
+            created.remove(old)
+        elif old not in gone:
+            gone.append(old)
+        if new not in created:
+            created.append(new)
+    return gone, created
 
 
 _FULL_BITMAPS: dict[int, bytes] = {}
@@ -512,6 +531,13 @@ class EventHandler:
             self._put(("resnapshot", filled))
         truncated = parse_truncate(query, default_db)
         dropped = [t for t in parse_drop_tables(query, default_db) if self._captured(t)]
+        gone, arrived = renamed_tables(parse_table_renames(query, default_db))
+        # RENAME TABLE a TO b: the lake table of a is emptied as a DROP TABLE of a, and b (whose rows
+        # the binlog never shows again) is re-read right after the statement, as for a filled column
+        dropped += [t for t in gone if self._captured(t) and t not in dropped]
+        for table in arrived:
+            if self._captured(table):
+                self._put(("resnapshot", table))
         # the dropped tables' schemas as last seen (information_schema no longer has them)
         last = {t: self._tracker.last_known(t) for t in dropped}
         self._tracker.invalidate(None)

@@ -14,7 +14,7 @@ import re
 from changelake.changelog.schema import TableId
 
 __all__ = ["StatementKind", "classify", "describe", "is_account_statement", "mentioned_tables", "dml_target", "xa_id", "xid_key", "strip_comments",
-           "added_column_fills_rows"]
+           "added_column_fills_rows", "parse_table_renames"]
 
 
 class StatementKind(enum.Enum):
@@ -226,3 +226,41 @@ def added_column_fills_rows(query: str, default_db: str | None) -> TableId | Non
     if (add is None or not _FILLS.search(rest, add.end())) and not _renames(rest):
         return None
     return _table_id(m.group(1), m.group(2), default_db)
+
+
+_NAME = rf"({_IDENT})(?:\s*\.\s*({_IDENT}))?"
+_RENAME_TABLE = re.compile(r"^RENAME\s+TABLES?\s+(.*)$", re.IGNORECASE | re.DOTALL)
+_RENAME_PAIR = re.compile(rf"\s*(?:IF\s+EXISTS\s+)?{_NAME}\s+(?:WAIT\s+\d+\s+|NOWAIT\s+)?TO\s+{_NAME}\s*(?:,|$)", re.IGNORECASE)
+#: ``RENAME [TO|AS] new`` as one clause of an ALTER TABLE (not RENAME COLUMN / INDEX / KEY)
+_ALTER_RENAME = re.compile(rf"(?:^|,)\s*RENAME\s+(?!(?:COLUMN|INDEX|KEY)\b)(?:(?:TO|AS)\s+)?{_NAME}\s*(?=,|$)",
+                           re.IGNORECASE)
+
+
+def parse_table_renames(query: str, default_db: str | None) -> list[tuple[TableId, TableId]]:
+    """The ``(old, new)`` table pairs of ``RENAME TABLE a TO b[, c TO d ...]`` or
+    ``ALTER TABLE a ... RENAME [TO|AS] b``, in the statement's order (a swap through a temporary
+    name gives three pairs); ``[]`` for any other statement. A name without a database takes
+    ``default_db`` (a pair is left out when there is none)."""
+    text = _LITERALS.sub("?", _strip(query))
+    out: list[tuple[TableId, TableId]] = []
+    m = _RENAME_TABLE.match(text)
+    if m:
+        rest, pos = m.group(1), 0
+        while pos < len(rest):
+            pair = _RENAME_PAIR.match(rest, pos)
+            if pair is None or pair.end() == pos:
+                break
+            old = _table_id(pair.group(1), pair.group(2), default_db)
+            new = _table_id(pair.group(3), pair.group(4), default_db)
+            if old is not None and new is not None:
+                out.append((old, new))
+            pos = pair.end()
+        return out
+    a = _ALTER.match(text)
+    if a:
+        r = _ALTER_RENAME.search(a.group(3))
+        old = _table_id(a.group(1), a.group(2), default_db)
+        new = _table_id(r.group(1), r.group(2), default_db) if r else None
+        if old is not None and new is not None:
+            out.append((old, new))
+    return out
