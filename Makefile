@@ -29,7 +29,7 @@ demo: setup
 ## in tests/e2e/test_browser.py included; `pytest -m browser` selects it alone).
 test: setup
 	@PYTHONWARNINGS=ignore $(BIN)/dg check defs >/dev/null
-	@$(BIN)/mypy --strict changelake/changelog changelake/formats changelake/connectors changelake/pipeline changelake/pageviews changelake/services.py changelake/state_dir.py
+	@$(BIN)/mypy --strict changelake/changelog changelake/formats changelake/connectors changelake/pipeline changelake/pageviews changelake/services.py changelake/state_dir.py changelake/options.py changelake/errors.py
 	@$(BIN)/pytest -q -p no:cacheprovider
 
 test-browser: setup
