@@ -67,8 +67,46 @@ def _layout(sink: IcebergSink) -> tuple[str, int]:
     return str(table.spec().fields[0].transform) if table.spec().fields else "unpartitioned", files
 
 
-def run(buckets: bool, table_rows: int, updates: int, commit_rows: int, load_rows: int) -> dict[str, Any]:
-    """Build the table, then commit the updates; returns the figures of the update commits."""
+def _summed(sink: IcebergSink, since_ms: int, key: str) -> int:
+    """Snapshot-summary property ``key`` summed over the snapshots committed at or after ``since_ms``."""
+    table = sink.load_table(TABLE)
+    assert table is not None
+    return sum(int((s.summary or {}).get(key, 0) or 0) for s in table.metadata.snapshots if s.timestamp_ms >= since_ms)
+
+
+def updates(sink: IcebergSink, table_rows: int, count: int, commit_rows: int, offset: int, seed: int) -> dict[str, Any]:
+    """Commit ``count`` random-key updates in commits of ``commit_rows``; the figures of the commits."""
+    rng = random.Random(seed)
+    per_commit: list[float] = []
+    seconds: list[float] = []
+    rewritten = changed = 0
+    load0 = os.getloadavg()[0]
+    since_ms = int(time.time() * 1000)
+    cpu0 = time.process_time()
+    start = time.perf_counter()
+    for done in range(0, count, commit_rows):
+        n = min(commit_rows, count - done)
+        ids = pa.array([rng.randrange(table_rows) for _ in range(n)], pa.int64())
+        t0 = time.perf_counter()
+        result = sink.write(TABLE, [_batch(ids, "+U", 1, offset)], SCHEMA, {f"{TOPIC}/0": offset + n})
+        seconds.append(time.perf_counter() - t0)
+        offset += n
+        rewritten += result.rows_rewritten
+        changed += result.rows_upserted + result.keys_deleted
+        per_commit.append(result.rows_rewritten / max(1, result.rows_upserted + result.keys_deleted))
+    elapsed = time.perf_counter() - start
+    cpu = time.process_time() - cpu0
+    # the snapshot summaries say the same (changelake.rows-rewritten / rows-changed per commit)
+    summary = (_summed(sink, since_ms, "changelake.rows-rewritten"), _summed(sink, since_ms, "changelake.rows-changed"))
+    return {"rate": count / elapsed, "commits": len(seconds), "p50_s": statistics.median(seconds),
+            "max_s": max(seconds), "rewritten": per_commit, "total_rewritten": rewritten / max(changed, 1),
+            "summary_agrees": summary == (rewritten, changed), "cpu_us": cpu * 1e6 / count, "offset": offset,
+            "load": f"{load0:.1f} -> {os.getloadavg()[0]:.1f}"}
+
+
+def run(buckets: bool, table_rows: int, count: int, commit_sizes: list[int], load_rows: int) -> list[dict[str, Any]]:
+    """Build the table, then commit the updates once per commit size (on the same table, in turn)."""
+    out = []
     with tempfile.TemporaryDirectory(prefix="changelake-bench-update-") as d:
         sink = IcebergSink(IcebergSinkOptions.sql(f"sqlite:///{d}/c.db", f"file://{d}/wh",
                                                   **{"bucket-by-key": str(buckets).lower()}))
@@ -76,42 +114,23 @@ def run(buckets: bool, table_rows: int, updates: int, commit_rows: int, load_row
             start = time.perf_counter()
             for s in range(0, table_rows, load_rows):
                 ids = pa.array(range(s, min(s + load_rows, table_rows)), pa.int64())
-                end = s + len(ids)
-                sink.write(TABLE, [_batch(ids, "+I", 0, s)], SCHEMA, {f"{TOPIC}/0": end})
-            load_s = time.perf_counter() - start
-            spec, files = _layout(sink)
-            rng = random.Random(1)
+                sink.write(TABLE, [_batch(ids, "+I", 0, s)], SCHEMA, {f"{TOPIC}/0": s + len(ids)})
+            load_rate = table_rows / (time.perf_counter() - start)
             offset = table_rows
-            per_commit: list[float] = []
-            seconds: list[float] = []
-            rewritten = changed = 0
-            load0 = os.getloadavg()[0]
-            cpu0 = time.process_time()
-            start = time.perf_counter()
-            for done in range(0, updates, commit_rows):
-                n = min(commit_rows, updates - done)
-                ids = pa.array([rng.randrange(table_rows) for _ in range(n)], pa.int64())
-                t0 = time.perf_counter()
-                result = sink.write(TABLE, [_batch(ids, "+U", 1, offset)], SCHEMA, {f"{TOPIC}/0": offset + n})
-                seconds.append(time.perf_counter() - t0)
-                offset += n
-                rewritten += result.rows_rewritten
-                changed += result.rows_upserted + result.keys_deleted
-                per_commit.append(result.rows_rewritten / max(1, result.rows_upserted + result.keys_deleted))
-            elapsed = time.perf_counter() - start
-            cpu = time.process_time() - cpu0
-            _, files_after = _layout(sink)
-    return {"spec": spec, "files": files, "files_after": files_after, "load_rate": table_rows / load_s,
-            "rate": updates / elapsed, "commits": len(seconds), "p50_s": statistics.median(seconds),
-            "max_s": max(seconds), "rewritten": per_commit, "total_rewritten": rewritten / max(changed, 1),
-            "cpu_us": cpu * 1e6 / updates, "load": f"{load0:.1f} -> {os.getloadavg()[0]:.1f}"}
+            for i, commit_rows in enumerate(commit_sizes):
+                spec, files = _layout(sink)
+                r = updates(sink, table_rows, count, commit_rows, offset, seed=i + 1)
+                offset = r["offset"]
+                out.append({**r, "spec": spec, "files": files, "files_after": _layout(sink)[1], "load_rate": load_rate,
+                            "commit_rows": commit_rows})
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--table-rows", type=int, action="append", default=None,
                         help="table size (repeat; default 100000 and 1000000)")
-    parser.add_argument("--updates", type=int, default=50_000, help="random-key updates per size")
+    parser.add_argument("--updates", type=int, default=50_000, help="random-key updates per size and commit size")
     parser.add_argument("--commit-rows", type=int, action="append", default=None,
                         help="changes per update commit (repeat; default 10000 and 100000)")
     parser.add_argument("--load-rows", type=int, default=100_000, help="rows per commit while building the table")
@@ -119,21 +138,22 @@ def main() -> None:
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     sizes = args.table_rows or [100_000, 1_000_000]
-    print(f"{os.cpu_count()} CPUs, load average {' / '.join(f'{x:.2f}' for x in os.getloadavg())} at the start",
+    commit_sizes = args.commit_rows or [10_000, 100_000]
+    print(f"{os.cpu_count()} CPUs, load average {' / '.join(f'{x:.2f}' for x in os.getloadavg())} at the start; "
+          f"{args.updates:,} random-key updates per table size and commit size, the commit sizes in turn on one table",
           flush=True)
-    for commit_rows in args.commit_rows or [10_000, 100_000]:
-        first_rate: float | None = None
-        for size in sizes:
-            r = run(not args.no_buckets, size, args.updates, commit_rows, args.load_rows)
-            first_rate = first_rate or r["rate"]
+    first: dict[int, float] = {}
+    for size in sizes:
+        for r in run(not args.no_buckets, size, args.updates, commit_sizes, args.load_rows):
+            base = first.setdefault(r["commit_rows"], r["rate"])
             per = r["rewritten"]
             print(f"{size:>11,} rows ({r['spec']}, {r['files']} files -> {r['files_after']}), "
-                  f"{r['commits']} commits of {commit_rows:,}: updates {r['rate']:8,.0f}/s "
-                  f"({r['rate'] / first_rate:.2f}x the {sizes[0]:,}-row rate), commit p50 {r['p50_s']:.2f} s "
+                  f"{r['commits']} commits of {r['commit_rows']:,}: updates {r['rate']:8,.0f}/s "
+                  f"({r['rate'] / base:.2f}x the {sizes[0]:,}-row rate), commit p50 {r['p50_s']:.2f} s "
                   f"max {r['max_s']:.2f} s, rewritten/change per commit min {min(per):.2f} median "
-                  f"{statistics.median(per):.2f} max {max(per):.2f}, total {r['total_rewritten']:.2f}, "
-                  f"CPU {r['cpu_us']:.0f} us/change; built at {r['load_rate']:,.0f} rows/s; load {r['load']}",
-                  flush=True)
+                  f"{statistics.median(per):.2f} max {max(per):.2f}, total {r['total_rewritten']:.2f} "
+                  f"(snapshot summaries agree: {r['summary_agrees']}), CPU {r['cpu_us']:.0f} us/change; "
+                  f"built at {r['load_rate']:,.0f} rows/s; load {r['load']}", flush=True)
 
 
 if __name__ == "__main__":

@@ -372,11 +372,13 @@ class IcebergSink(LakeTableSink):
                 else:
                     if plan.files:
                         # As pyiceberg's delete: one overwrite snapshot replaces the files with
-                        # their kept rows (file by file); the new images follow in an append snapshot.
+                        # their kept rows (per partition, sorted by key); the new images follow in
+                        # an append snapshot.
                         with tx.update_snapshot(snapshot_properties=props).overwrite() as overwrite:
                             for task in plan.files:
                                 overwrite.delete_data_file(task.file)
-                            for data_file in _rewritten_files(tx.table_metadata, table.io, plan, arrow_schema):
+                            for data_file in _rewritten_files(tx.table_metadata, table.io, plan, arrow_schema,
+                                                                      primary_key):
                                 overwrite.append_data_file(data_file)
                     tx.append(upserts, snapshot_properties=summary)
         except (CommitFailedException, CommitStateUnknownException, ValidationException) as exc:
@@ -486,8 +488,8 @@ def _rewrite_plan(table: Table, keys: pa.Table, primary_key: list[str]) -> _Rewr
     Arrow array) or when no key falls in its ``[lower, upper]`` bounds of the first key column
     (keys all outside a file's bounds, e.g. new inserts past the table's largest key, are ruled
     out from the keys' min and max without sorting them). The files left are read (in
-    parallel), and their rows whose key is not changed are kept, file by file (each file's rows
-    stay sorted and in its partition, to be written again in the same commit).
+    parallel), and their rows whose key is not changed are kept, file by file (to be written
+    again, per partition, in the same commit: :func:`_rewritten_files`).
     """
     first = primary_key[0]
     schema = table.schema()
@@ -549,31 +551,45 @@ def _rewrite_plan(table: Table, keys: pa.Table, primary_key: list[str]) -> _Rewr
     return _Rewrite(candidates, kept)
 
 
-def _rewritten_files(metadata: Any, io: Any, plan: _Rewrite, arrow_schema: pa.Schema) -> list[Any]:
-    """The data files of the rows ``plan`` keeps: one new file per replaced file of the current
-    partition spec (its partition value and key order kept, so its key range stays as narrow as
-    the file it replaces); the kept rows of files of an older spec go through pyiceberg's
+def _rewritten_files(metadata: Any, io: Any, plan: _Rewrite, arrow_schema: pa.Schema,
+                     primary_key: Sequence[str]) -> list[Any]:
+    """The data files of the rows ``plan`` keeps: per partition of the current spec, the kept
+    rows of its replaced files in one run sorted by key (files of
+    ``write.target-file-size-bytes``), written with that partition's value as it is (no
+    transform of the rows again); the kept rows of files of an older spec go through pyiceberg's
     partitioning writer."""
+    from pyiceberg.io.pyarrow import bin_pack_arrow_table
+    from pyiceberg.table import TableProperties
+    from pyiceberg.utils.properties import property_as_int
+
     spec = metadata.spec()
     iceberg_schema = metadata.schema()
     task_schema = pyarrow_to_schema(arrow_schema, name_mapping=iceberg_schema.name_mapping,
                                     format_version=metadata.format_version)
-    write_uuid = uuid.uuid4()
-    tasks, other = [], []
-    for i, (task, rows) in enumerate(zip(plan.files, plan.kept)):
+    target = property_as_int(metadata.properties, TableProperties.WRITE_TARGET_FILE_SIZE_BYTES,
+                             TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT) or 512 * 1024 * 1024
+    groups: dict[tuple[Any, ...], tuple[Any, list[pa.Table]]] = {}
+    other = []
+    for task, rows in zip(plan.files, plan.kept):
         if not rows.num_rows:
             continue
-        rows = rows.cast(arrow_schema)
         if task.file.spec_id != spec.spec_id:
-            other.append(rows)
+            other.append(rows.cast(arrow_schema))
             continue
+        partition = task.file.partition
+        values = tuple(partition[pos] for pos in range(len(spec.fields)))
+        groups.setdefault(values, (partition, []))[1].append(rows)
+    write_uuid = uuid.uuid4()
+    tasks: list[Any] = []
+    for values, (partition, parts) in groups.items():
+        rows = _sorted(pa.concat_tables(parts), primary_key).cast(arrow_schema)
         key = None
         if spec.fields:
-            key = PartitionKey(field_values=[PartitionFieldValue(f, task.file.partition[pos])
-                                             for pos, f in enumerate(spec.fields)],
+            key = PartitionKey(field_values=[PartitionFieldValue(f, v) for f, v in zip(spec.fields, values)],
                                partition_spec=spec, schema=iceberg_schema)
-        tasks.append(WriteTask(write_uuid=write_uuid, task_id=i, schema=task_schema,
-                               record_batches=rows.combine_chunks().to_batches(), partition_key=key))
+        for batches in bin_pack_arrow_table(rows, target):
+            tasks.append(WriteTask(write_uuid=write_uuid, task_id=len(tasks), schema=task_schema,
+                                   record_batches=batches, partition_key=key))
     out = list(write_file(io, metadata, iter(tasks))) if tasks else []
     if other:
         out.extend(_dataframe_to_data_files(metadata, pa.concat_tables(other), io))
