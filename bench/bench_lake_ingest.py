@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import random
 import re
 import statistics
@@ -219,7 +220,7 @@ def _consumer_perf(kafka: Any, topic: str, messages: int) -> float:
 
 
 def run_workload(kafka: Any, name: str, events: int, table_rows: int, lake: str, buckets: bool = True,
-                 columnar: bool = True) -> list[Any]:
+                 columnar: bool = True, profile: Path | None = None) -> list[Any]:
     topic = re.sub(r"[^a-z]", "", name) + f"-{time.time_ns()}"
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result()
@@ -242,8 +243,17 @@ def run_workload(kafka: Any, name: str, events: int, table_rows: int, lake: str,
             last[0] = now
 
         since_ms = int(time.time() * 1000)
+        load0 = os.getloadavg()[0]
         cpu0 = time.process_time()
-        stats = run_pipeline(defn, until_caught_up=True, on_batch=on_batch)
+        if profile is not None:
+            import cProfile
+
+            profiler = cProfile.Profile()
+            stats = profiler.runcall(run_pipeline, defn, until_caught_up=True, on_batch=on_batch)
+            profile.mkdir(parents=True, exist_ok=True)
+            profiler.dump_stats(str(profile / f"{re.sub(r'[^a-z]', '', name)}-{lake}-{table_rows}.pstats"))
+        else:
+            stats = run_pipeline(defn, until_caught_up=True, on_batch=on_batch)
         cpu_us = (time.process_time() - cpu0) * 1e6 / stats.events if stats.events else float("nan")
         rate = stats.events / stats.elapsed_s if stats.elapsed_s else 0.0
         amplification = _added_records(lake_dir, since_ms) / stats.events if lake == "iceberg" and stats.events else float("nan")
@@ -258,8 +268,9 @@ def run_workload(kafka: Any, name: str, events: int, table_rows: int, lake: str,
     p99 = sorted(commit_times)[max(0, math.ceil(0.99 * len(commit_times)) - 1)] if commit_times else 0.0
     size = f", {table_rows:,} rows" if name != "insert-only" else ""
     lane = "" if columnar else ", per-record"
+    load = f"{load0:.1f} -> {os.getloadavg()[0]:.1f}"
     return [f"{name}{size} ({lake}{lane})", stats.events, round(rate), round(ceiling), rate / ceiling, amplification, rewritten,
-            p50, p99, stats.batches, round(cpu_us)]
+            p50, p99, stats.batches, round(cpu_us), load]
 
 
 def main() -> None:
@@ -273,6 +284,8 @@ def main() -> None:
     parser.add_argument("--no-buckets", action="store_true", help="Iceberg tables unpartitioned (bucket-by-key: false)")
     parser.add_argument("--lane", choices=["columnar", "per-record", "both"], default="columnar",
                         help="Pipeline 2's path (pipeline.columnar.enabled); both: each workload twice, side by side")
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="write a cProfile of each timed run into this directory (<workload>-<lake>-<rows>.pstats)")
     parser.add_argument("--update-events", type=int, default=None,
                         help="change events of update-random (default: --events)")
     args = parser.parse_args()
@@ -287,11 +300,12 @@ def main() -> None:
                 events = args.update_events or args.events if workload == "update-random" else args.events
                 for lake in lakes:
                     for columnar in {"columnar": [True], "per-record": [False], "both": [True, False]}[args.lane]:
-                        rows.append(run_workload(kafka, workload, events, size, lake, not args.no_buckets, columnar))
+                        rows.append(run_workload(kafka, workload, events, size, lake, not args.no_buckets, columnar,
+                                                 args.profile))
     print(machine_note())
     print_table(
         ["workload", "events", "lake rows/s", "Kafka rec/s", "ratio", "rows written/event", "rewritten/change",
-         "commit p50 ms", "p99 ms", "batches", "CPU µs/event"],
+         "commit p50 ms", "p99 ms", "batches", "CPU µs/event", "load 1-min"],
         rows,
     )
     by_name = {r[0]: r for r in rows}

@@ -26,6 +26,8 @@ import random
 import time
 import uuid
 import warnings
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
@@ -33,8 +35,9 @@ import pyarrow.compute as pc
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException, NoSuchTableError, ValidationException
 from pyiceberg.expressions import AlwaysTrue
-from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
-from pyiceberg.table import Table
+from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files, pyarrow_to_schema, write_file
+from pyiceberg.partitioning import PartitionFieldValue, PartitionKey
+from pyiceberg.table import Table, WriteTask
 from pyiceberg.types import IntegerType, LongType, StringType
 
 from changelake.changelog.schema import Schema, TableId
@@ -347,18 +350,18 @@ class IcebergSink(LakeTableSink):
         primary_key = list(schema.primary_key)
         # Sorted by key, so each file's key range stays narrow and the next commit's filter prunes files.
         upserts = _sorted(upserts, primary_key)
-        rewrite: list[Any] = []
-        survivors: pa.Table | None = None
+        plan = _Rewrite([], [])
         if not truncate and keys is not None:
-            # Copy-on-write of only the files that can hold a changed key (partition and key range),
-            # planned here: pyiceberg's delete(In(pk, keys)) re-projects every key through the
-            # partition transforms once per data file (minutes for 10k keys on a bucketed table).
-            rewrite, survivors = _rewrite_plan(table, keys, primary_key)
+            # Copy-on-write of only the files that hold a changed key (partition, key range, then
+            # the rows), planned here: pyiceberg's delete(In(pk, keys)) re-projects every key
+            # through the partition transforms once per data file (minutes for 10k keys on a
+            # bucketed table).
+            plan = _rewrite_plan(table, keys, primary_key)
         changed = upserted + deleted
         try:
             # planned against the offsets the batch was filtered with (read from this same metadata)
             with OffsetsCheckedTransaction(table, read_committed_offsets(table)) as tx:
-                rewritten = survivors.num_rows if survivors is not None else 0
+                rewritten = plan.rows_kept
                 self._rows_rewritten = rewritten
                 summary = {**props, **write_amplification(rewritten, upserted, changed)}
                 if truncate:
@@ -367,16 +370,16 @@ class IcebergSink(LakeTableSink):
                         tx.delete(AlwaysTrue(), snapshot_properties=props)
                     tx.append(upserts, snapshot_properties=summary)
                 else:
-                    if rewrite:
+                    if plan.files:
                         # As pyiceberg's delete: one overwrite snapshot replaces the files with
-                        # their kept rows; the new images follow in an append snapshot.
+                        # their kept rows (per partition, sorted by key); the new images follow in
+                        # an append snapshot.
                         with tx.update_snapshot(snapshot_properties=props).overwrite() as overwrite:
-                            for task in rewrite:
+                            for task in plan.files:
                                 overwrite.delete_data_file(task.file)
-                            if survivors is not None and survivors.num_rows:
-                                kept = survivors.cast(arrow_schema)
-                                for data_file in _dataframe_to_data_files(tx.table_metadata, kept, table.io):
-                                    overwrite.append_data_file(data_file)
+                            for data_file in _rewritten_files(tx.table_metadata, table.io, plan, arrow_schema,
+                                                                      primary_key):
+                                overwrite.append_data_file(data_file)
                     tx.append(upserts, snapshot_properties=summary)
         except (CommitFailedException, CommitStateUnknownException, ValidationException) as exc:
             table.refresh()
@@ -464,55 +467,139 @@ def _keys_to_arrow(
     return pa.Table.from_arrays(arrays, names=names)
 
 
-def _rewrite_plan(table: Table, keys: pa.Table, primary_key: list[str]) -> tuple[list[Any], pa.Table | None]:
+@dataclass(frozen=True)
+class _Rewrite:
+    """A copy-on-write plan: the data files to replace and, per file, its rows to keep."""
+
+    files: list[Any]
+    #: per replaced file (same order), the rows whose key is not changed (may be empty)
+    kept: list[pa.Table]
+
+    @property
+    def rows_kept(self) -> int:
+        return sum(t.num_rows for t in self.kept)
+
+
+def _rewrite_plan(table: Table, keys: pa.Table, primary_key: list[str]) -> _Rewrite:
     """The data files a copy-on-write of changed ``keys`` must rewrite, and their rows to keep.
 
     A live data file is kept out when its partition cannot hold a key (partition fields that
     transform the first key column: identity, bucket, truncate; the keys are transformed as one
-    Arrow array) or when no key falls in its ``[lower, upper]`` bounds of the first key column.
-    The files left are read, and their rows whose key is not changed are the survivors (to be
-    written again in the same commit). Returns ``([], None)`` when no file can hold a key.
+    Arrow array) or when no key falls in its ``[lower, upper]`` bounds of the first key column
+    (keys all outside a file's bounds, e.g. new inserts past the table's largest key, are ruled
+    out from the keys' min and max without sorting them). The files left are read (in
+    parallel), and their rows whose key is not changed are kept, file by file (to be written
+    again, per partition, in the same commit: :func:`_rewritten_files`).
     """
     first = primary_key[0]
     schema = table.schema()
     field = schema.find_field(first)
     spec = table.spec()
     key_array = keys.column(first).combine_chunks()
+    if not len(key_array):
+        return _Rewrite([], [])
     partition_values: dict[int, set[Any]] = {}
     for pos, partition_field in enumerate(spec.fields):
         transform = partition_field.transform
         if partition_field.source_id == field.field_id and str(transform).split("[")[0] in ("identity", "bucket",
                                                                                               "truncate"):
             try:
-                partition_values[pos] = set(transform.pyarrow_transform(field.field_type)(key_array).to_pylist())
+                partition_values[pos] = set(pc.unique(transform.pyarrow_transform(field.field_type)(key_array))
+                                            .to_pylist())
             except (NotImplementedError, ValueError, TypeError, pa.ArrowException):
                 continue  # no Arrow kernel for this type: no partition pruning on this field
-    sorted_keys = sorted(key_array.to_pylist()) if isinstance(field.field_type, (IntegerType, LongType, StringType)) else None
-    rewrite = []
+    ranged = isinstance(field.field_type, (IntegerType, LongType, StringType))
+    bounds = pc.min_max(key_array).as_py() if ranged else None
+    sorted_keys: list[Any] | None = None
+    candidates = []
     for task in table.scan().plan_files():
         data_file = task.file
         if data_file.spec_id == spec.spec_id and any(
             data_file.partition[pos] not in values for pos, values in partition_values.items()
         ):
             continue
-        if sorted_keys is not None and not _may_hold(data_file, field, sorted_keys):
-            continue
-        rewrite.append(task)
-    if not rewrite:
-        return [], None
-    rows = ArrowScan(table.metadata, table.io, schema, AlwaysTrue()).to_table(rewrite)
+        if bounds is not None:
+            if not _may_hold(data_file, field, [bounds["min"], bounds["max"]], within=True):
+                continue
+            if sorted_keys is None:
+                sorted_keys = sorted(key_array.to_pylist())
+            if not _may_hold(data_file, field, sorted_keys):
+                continue
+        candidates.append(task)
+    if not candidates:
+        return _Rewrite([], [])
+    scan = ArrowScan(table.metadata, table.io, schema, AlwaysTrue())
+    value_set = None
+    changed = None
     if len(primary_key) == 1:
-        keep = pc.invert(pc.is_in(rows.column(first), value_set=key_array.cast(rows.schema.field(first).type)))
+        value_set = key_array
     else:
         changed = set(zip(*(keys.column(k).to_pylist() for k in primary_key)))
-        lake_keys = zip(*(rows.column(k).to_pylist() for k in primary_key))
-        keep = pa.array([k not in changed for k in lake_keys], type=pa.bool_())
-    return rewrite, rows.filter(keep)
+
+    def kept_rows(task: Any) -> pa.Table:
+        rows = scan.to_table([task])
+        if value_set is not None:
+            hit = pc.is_in(rows.column(first), value_set=value_set.cast(rows.schema.field(first).type))
+        else:
+            lake_keys = zip(*(rows.column(k).to_pylist() for k in primary_key))
+            hit = pa.array([k in changed for k in lake_keys], type=pa.bool_())  # type: ignore[operator]
+        return rows.filter(pc.invert(hit))
+
+    # a pool of its own: each read runs on pyiceberg's executor, which must not wait on itself
+    with ThreadPoolExecutor(max_workers=min(4, len(candidates))) as pool:
+        kept = list(pool.map(kept_rows, candidates))
+    return _Rewrite(candidates, kept)
 
 
-def _may_hold(data_file: Any, field: Any, sorted_keys: list[Any]) -> bool:
+def _rewritten_files(metadata: Any, io: Any, plan: _Rewrite, arrow_schema: pa.Schema,
+                     primary_key: Sequence[str]) -> list[Any]:
+    """The data files of the rows ``plan`` keeps: per partition of the current spec, the kept
+    rows of its replaced files in one run sorted by key (files of
+    ``write.target-file-size-bytes``), written with that partition's value as it is (no
+    transform of the rows again); the kept rows of files of an older spec go through pyiceberg's
+    partitioning writer."""
+    from pyiceberg.io.pyarrow import bin_pack_arrow_table
+    from pyiceberg.table import TableProperties
+    from pyiceberg.utils.properties import property_as_int
+
+    spec = metadata.spec()
+    iceberg_schema = metadata.schema()
+    task_schema = pyarrow_to_schema(arrow_schema, name_mapping=iceberg_schema.name_mapping,
+                                    format_version=metadata.format_version)
+    target = property_as_int(metadata.properties, TableProperties.WRITE_TARGET_FILE_SIZE_BYTES,
+                             TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT) or 512 * 1024 * 1024
+    groups: dict[tuple[Any, ...], tuple[Any, list[pa.Table]]] = {}
+    other = []
+    for task, rows in zip(plan.files, plan.kept):
+        if not rows.num_rows:
+            continue
+        if task.file.spec_id != spec.spec_id:
+            other.append(rows.cast(arrow_schema))
+            continue
+        partition = task.file.partition
+        values = tuple(partition[pos] for pos in range(len(spec.fields)))
+        groups.setdefault(values, (partition, []))[1].append(rows)
+    write_uuid = uuid.uuid4()
+    tasks: list[Any] = []
+    for values, (partition, parts) in groups.items():
+        rows = _sorted(pa.concat_tables(parts), primary_key).cast(arrow_schema)
+        key = None
+        if spec.fields:
+            key = PartitionKey(field_values=[PartitionFieldValue(f, v) for f, v in zip(spec.fields, values)],
+                               partition_spec=spec, schema=iceberg_schema)
+        for batches in bin_pack_arrow_table(rows, target):
+            tasks.append(WriteTask(write_uuid=write_uuid, task_id=len(tasks), schema=task_schema,
+                                   record_batches=batches, partition_key=key))
+    out = list(write_file(io, metadata, iter(tasks))) if tasks else []
+    if other:
+        out.extend(_dataframe_to_data_files(metadata, pa.concat_tables(other), io))
+    return out
+
+
+def _may_hold(data_file: Any, field: Any, sorted_keys: list[Any], within: bool = False) -> bool:
     """True when some key of ``sorted_keys`` falls in the file's bounds of ``field`` (or the
-    file has no bounds)."""
+    file has no bounds); ``within``: ``sorted_keys`` is ``[min, max]`` and the test is whether
+    that range meets the bounds."""
     from bisect import bisect_left
 
     from pyiceberg.conversions import from_bytes
@@ -522,5 +609,7 @@ def _may_hold(data_file: Any, field: Any, sorted_keys: list[Any]) -> bool:
     if lower is None or upper is None:
         return True
     lo, hi = from_bytes(field.field_type, lower), from_bytes(field.field_type, upper)
+    if within:
+        return bool(sorted_keys[0] <= hi and sorted_keys[-1] >= lo)
     i = bisect_left(sorted_keys, lo)
     return i < len(sorted_keys) and sorted_keys[i] <= hi

@@ -489,8 +489,17 @@ class KafkaPipelineSource:
         for tp, part in by_partition.items():
             run: list[Any] = []
             run_key: str | None = None
+            seen_headers: Any = None  # the last headers read, and their key: a run repeats them
+            seen_key: str | None = None
             for msg in part:
-                key = self._group_key(msg)
+                headers = msg.headers()
+                if not headers or not msg.value():
+                    key = None
+                elif headers == seen_headers:
+                    key = seen_key
+                else:
+                    key = seen_key = self._headers_key(headers)
+                    seen_headers = headers
                 if run and key != run_key:
                     out.extend(self._group_or_records(tp, run_key, run))
                     run = []
@@ -500,11 +509,11 @@ class KafkaPipelineSource:
                 out.extend(self._group_or_records(tp, run_key, run))
         return out
 
-    def _group_key(self, msg: Any) -> str | None:
-        """The schema fingerprint a record can be grouped by, None when it must be decoded alone."""
-        value = msg.value()
-        headers = msg.headers()
-        if not value or not headers or side_record_kind(headers) is not None:
+    @staticmethod
+    def _headers_key(headers: Any) -> str | None:
+        """The schema fingerprint a record with a value and these headers can be grouped by, None
+        when it must be decoded alone (no schema header, a side record)."""
+        if side_record_kind(headers) is not None:
             return None
         ref = schema_header(headers)
         return None if ref is None else f"{ref[0]}\x00{ref[1]}"
