@@ -168,7 +168,9 @@ class KafkaProducer:
             elif not self._adopted:
                 try:
                     left = client.flush(timeout_s)
-                except KafkaException as exc:  # a fatal producer (fenced): nothing more can be sent
+                except (KafkaException, SystemError) as exc:  # a fatal producer (fenced): nothing more can be sent
+                    # SystemError: confluent-kafka can surface an error left set by an earlier callback of a
+                    # fatal (fenced) producer as "_on_delivery returned a result with an exception set"
                     log.warning("flush on close of the Kafka producer failed: %s", exc)
                 if left:
                     log.warning("%d record(s) still undelivered when closing the Kafka producer", left)
