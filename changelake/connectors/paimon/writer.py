@@ -441,8 +441,8 @@ class _DeleteCountMissing(Exception):
 
 
 def _drop_files(table: Any, messages: Sequence[Any]) -> None:
-    """Delete the data files of uncommitted ``messages`` (best effort: an orphan file is harmless,
-    ``changelake lake maintain`` removes orphans)."""
+    """Delete the data files of uncommitted ``messages`` (best effort: a file no snapshot names is
+    never read, and Paimon's ``remove_orphan_files`` procedure deletes what is left)."""
     for message in messages:
         for meta in message.new_files:
             try:
