@@ -22,7 +22,9 @@ Workloads (``--events`` N, default 100k):
 ``update-random`` run once per size (``mixed`` on the first; ``--update-events`` sets the
 events of ``update-random``). ``--lake`` may be repeated (``iceberg``, ``paimon``): side by side in the same run.
 Iceberg tables are bucketed by key (the sink's default); ``--no-buckets`` writes them unpartitioned
-to compare.
+to compare. ``--paimon-writer python`` writes Paimon with pypaimon's Python writer
+(``table.properties.write.native.enabled: false``) instead of Paimon's Rust writer (the sink's
+default); ``both`` runs each Paimon workload with each writer, side by side.
 
 Every record carries Pipeline 1's schema headers (the schema in a schema topic), so Pipeline 2
 takes the columnar lane (``pipeline.columnar.enabled``); ``--lane per-record`` or ``both`` runs
@@ -32,9 +34,9 @@ Printed per workload: lake rows/s (change events applied / wall s of the timed r
 records/s (``ConsumerPerformance`` on the same topic), the ratio, rows written per change event
 (snapshot summaries' ``added-records``), rows rewritten per changed key (Iceberg's copy-on-write:
 ``changelake.rows-rewritten`` / ``changelake.rows-changed`` of the timed commits; Paimon writes
-merge-on-read, 0), per-batch commit latency p50/p99 (ms) and the process CPU time of the timed
+merge-on-read, 0), per-batch commit latency p50/p99 (ms), the process CPU time of the timed
 run per change event (µs; all threads, librdkafka's included: on a shared machine it moves far
-less than the wall rates). Run from the repository root::
+less than the wall rates) and the 1-minute load average when the row's ConsumerPerformance ended. Run from the repository root::
 
     .venv/bin/python bench/bench_lake_ingest.py [--events 100000] [--table-rows 100000 ...] \
         [--lake iceberg --lake paimon] [--workload mixed ...] [--no-buckets]
@@ -167,7 +169,8 @@ def _produce(bootstrap: str, topic: str, messages: Iterator[bytes]) -> int:
     return count
 
 
-def _pipeline(bootstrap: str, topic: str, lake_dir: Path, lake: str, buckets: bool = True, columnar: bool = True) -> Any:
+def _pipeline(bootstrap: str, topic: str, lake_dir: Path, lake: str, buckets: bool = True, columnar: bool = True,
+              paimon_writer: str = "rust") -> Any:
     sink: dict[str, Any]
     if lake == "iceberg":
         sink = {
@@ -179,6 +182,8 @@ def _pipeline(bootstrap: str, topic: str, lake_dir: Path, lake: str, buckets: bo
         (lake_dir / "warehouse").mkdir(parents=True, exist_ok=True)
     else:
         sink = {"type": lake, "catalog.properties.warehouse": str(lake_dir / "warehouse")}
+        if paimon_writer == "python":
+            sink["table.properties.write.native.enabled"] = "false"
     return parse_pipeline(
         {
             "pipeline": {"name": f"bench-{topic}", "columnar.enabled": "true" if columnar else "false"},
@@ -220,20 +225,21 @@ def _consumer_perf(kafka: Any, topic: str, messages: int) -> float:
 
 
 def run_workload(kafka: Any, name: str, events: int, table_rows: int, lake: str, buckets: bool = True,
-                 columnar: bool = True, profile: Path | None = None) -> list[Any]:
+                 columnar: bool = True, profile: Path | None = None, paimon_writer: str = "rust") -> list[Any]:
     topic = re.sub(r"[^a-z]", "", name) + f"-{time.time_ns()}"
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result()
     preload, timed = _workload(name, events, table_rows)
     with tempfile.TemporaryDirectory(prefix="changelake-bench-lake-") as tmp:
         lake_dir = Path(tmp)
-        defn = _pipeline(kafka.bootstrap_servers, topic, lake_dir, lake, buckets, columnar)
+        defn = _pipeline(kafka.bootstrap_servers, topic, lake_dir, lake, buckets, columnar, paimon_writer)
         loaded = _produce(kafka.bootstrap_servers, topic, preload)
         if loaded:
             progress(f"{name}: loading {loaded:,} rows into the lake (not timed)")
             run_pipeline(defn, until_caught_up=True)
         produced = _produce(kafka.bootstrap_servers, topic, timed)
-        progress(f"{name}: {produced:,} change events on {topic}; Pipeline 2 -> {lake}")
+        progress(f"{name}: {produced:,} change events on {topic}; Pipeline 2 -> {lake} ({paimon_writer if lake == 'paimon' else ''}), "
+                 f"load average {os.getloadavg()[0]:.1f}")
         commit_times: list[float] = []
         last = [time.perf_counter()]
 
@@ -269,8 +275,9 @@ def run_workload(kafka: Any, name: str, events: int, table_rows: int, lake: str,
     size = f", {table_rows:,} rows" if name != "insert-only" else ""
     lane = "" if columnar else ", per-record"
     load = f"{load0:.1f} -> {os.getloadavg()[0]:.1f}"
-    return [f"{name}{size} ({lake}{lane})", stats.events, round(rate), round(ceiling), rate / ceiling, amplification, rewritten,
-            p50, p99, stats.batches, round(cpu_us), load]
+    writer = ", python writer" if lake == "paimon" and paimon_writer == "python" else ""
+    return [f"{name}{size} ({lake}{lane}{writer})", stats.events, round(rate), round(ceiling), rate / ceiling,
+            amplification, rewritten, p50, p99, stats.batches, round(cpu_us), load]
 
 
 def main() -> None:
@@ -286,6 +293,8 @@ def main() -> None:
                         help="Pipeline 2's path (pipeline.columnar.enabled); both: each workload twice, side by side")
     parser.add_argument("--profile", type=Path, default=None,
                         help="write a cProfile of each timed run into this directory (<workload>-<lake>-<rows>.pstats)")
+    parser.add_argument("--paimon-writer", choices=["rust", "python", "both"], default="rust",
+                        help="Paimon's Rust writer (the sink's default) or pypaimon's Python writer; both: side by side")
     parser.add_argument("--update-events", type=int, default=None,
                         help="change events of update-random (default: --events)")
     args = parser.parse_args()
@@ -299,9 +308,11 @@ def main() -> None:
             for size in (sizes if workload not in ("insert-only", "mixed") else sizes[:1]):
                 events = args.update_events or args.events if workload == "update-random" else args.events
                 for lake in lakes:
+                    writers = {"both": ["rust", "python"]}.get(args.paimon_writer, [args.paimon_writer]) if lake == "paimon" else ["rust"]
                     for columnar in {"columnar": [True], "per-record": [False], "both": [True, False]}[args.lane]:
-                        rows.append(run_workload(kafka, workload, events, size, lake, not args.no_buckets, columnar,
-                                                 args.profile))
+                        for writer in writers:
+                            rows.append(run_workload(kafka, workload, events, size, lake, not args.no_buckets, columnar,
+                                                     args.profile, writer))
     print(machine_note())
     print_table(
         ["workload", "events", "lake rows/s", "Kafka rec/s", "ratio", "rows written/event", "rewritten/change",

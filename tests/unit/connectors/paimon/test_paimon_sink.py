@@ -179,9 +179,14 @@ def test_buffered_add_flushes_one_commit_per_table(options):
         assert result.rows_upserted == 2 and result.offsets == {"t/0": 2} and sink.buffered_rows == 0
 
 
-def test_delete_of_a_key_the_lake_never_held_leaves_no_row(options):
-    # pypaimon records deleteRowCount=0 for its files, so a lone -D row would be read as a row;
-    # the sink writes -D only for keys the table holds (regression: a key-changing update).
+@pytest.mark.parametrize("writer", ["python", "rust"])
+def test_delete_of_a_key_the_lake_never_held_leaves_no_row(tmp_path, writer):
+    # pypaimon's Python writer records deleteRowCount=0 for its files, so a lone -D row would be
+    # read as a row; with it the sink writes -D only for keys the table holds (regression: a
+    # key-changing update). Paimon's Rust writer records the count: a -D for every deleted key.
+    options = PaimonSinkOptions.filesystem(tmp_path / "wh", **{
+        "table.properties.deletion-vectors.enabled": True,
+        "table.properties.write.native.enabled": writer == "rust"})
     with PaimonSink(options) as sink:
         result = sink.write(
             T,
@@ -189,10 +194,67 @@ def test_delete_of_a_key_the_lake_never_held_leaves_no_row(options):
              ChangelogRow(RowKind.DELETE, {"id": 7, "name": None, "qty": None}), ChangelogRow.insert({"id": 102, "name": "b", "qty": 2})],
             SCHEMA, {"t/0": 4},
         )
-        assert result.keys_deleted == 0
+        # keys whose final state is deleted: those the table held (Python), every one (Rust, as Iceberg counts)
+        assert result.keys_deleted == (0 if writer == "python" else 2)
         sink.write(T, [ChangelogRow(RowKind.DELETE, {"id": 102, "name": "b", "qty": 2}),
                        ChangelogRow(RowKind.DELETE, {"id": 8, "name": None, "qty": None})], SCHEMA, {"t/0": 6})
+        assert sum(_delete_row_counts(sink)) == (0 if writer == "python" else 4)
     assert rows_of(options) == []
+
+
+def _delete_row_counts(sink, table=T):
+    """``deleteRowCount`` of each data file of the table's latest snapshot (0 from pypaimon's Python writer)."""
+    paimon = sink.load_table(table).copy({"deletion-vectors.merge-on-read": "true"})
+    splits = paimon.new_read_builder().new_scan().plan().splits()
+    return [f.delete_row_count or 0 for s in splits for f in s.files]
+
+
+def test_rust_writer_continues_a_table_the_python_writer_wrote(tmp_path):
+    """A lake written by pypaimon's Python writer, then by Paimon's Rust writer (the sink's
+    default since pypaimon-rust): updates and deletes of keys in the old files, deletes of keys
+    never held, several dynamic buckets; the merged rows are the last change per key."""
+    import random
+
+    python_writer = PaimonSinkOptions.filesystem(tmp_path / "wh", **{
+        "table.properties.dynamic-bucket.target-row-num": 300, "table.properties.write.native.enabled": False})
+    default = PaimonSinkOptions.filesystem(tmp_path / "wh")
+    rng = random.Random(18)
+    state: dict[int, dict] = {}
+    next_key = 0
+    for commit in range(1, 9):
+        if commit == 4:  # the table's own option kept the Rust writer off so far; now the sink's default
+            with PaimonSink(default) as sink:
+                sink.catalog.alter_table("shop.customers", [_reset_native_option()])
+        rows, seen = [], set()
+        for _ in range(400):
+            roll = rng.random()
+            if roll < 0.4 or not state:
+                key, next_key = next_key, next_key + 1
+            else:
+                key = rng.choice(sorted(state)) if roll < 0.9 else rng.randrange(10**6, 2 * 10**6)
+            if key in seen:
+                continue
+            seen.add(key)
+            if roll >= 0.8:
+                rows.append(ChangelogRow(RowKind.DELETE, {"id": key, "name": None, "qty": None}))
+                state.pop(key, None)
+            else:
+                values = {"id": key, "name": f"c{commit}", "qty": commit}
+                rows.append(ChangelogRow(RowKind.UPDATE_AFTER if key in state else RowKind.INSERT, values))
+                state[key] = values
+        with PaimonSink(python_writer if commit <= 3 else default) as sink:
+            sink.write(T, rows, SCHEMA, {"t/0": commit})
+            counts = _delete_row_counts(sink)
+            assert any(counts) == (commit > 3)  # only the Rust writer's files record their -D rows
+            buckets = {s.bucket for s in sink.load_table(T).new_read_builder().new_scan().plan().splits()}
+    assert len(buckets) > 1
+    assert rows_of(default) == sorted(state.values(), key=lambda r: r["id"])
+
+
+def _reset_native_option():
+    from pypaimon.schema.schema_change import SchemaChange as PaimonChange
+
+    return PaimonChange.remove_option("write.native.enabled")
 
 
 def test_a_table_not_created_by_the_sink_is_refused_naming_what_it_lacks(options):
