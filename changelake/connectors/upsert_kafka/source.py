@@ -26,6 +26,15 @@ not convert, ...) is decoded alone, as with ``batch_decode=False``: the changelo
 the positions and every error (DecodeError with topic, partition and offset, or the record
 dropped by ``ignore-parse-errors``) are the same.
 
+Key bytes seen before are not decoded again (a bounded cache of key bytes -> decoded key and
+state key). With a :class:`~changelake.changelog.state.MemoryKeyStateStore` the batch path
+normalizes in its own loop over the store's dict (:meth:`MemoryKeyStateStore.data`): the steps
+of ``ChangelogNormalize.upsert_encoded`` and of its ``-D``, with the previous row an update
+compares or a tombstone emits taken from the row the source wrote with that state value (kept
+as a tuple beside it, as Flink's heap state keeps rows) instead of being decoded again; a state
+value it did not write is decoded as before. The rows, the state bytes and the errors are those
+of the record-by-record path (tests/integration/upsert_kafka/test_upsert_kafka_batch_decode_it.py).
+
 Key state: the last full row per key lives in a :class:`~changelake.changelog.state.KeyStateStore`
 together with the next offset per partition (metadata ``offset:<topic>:<partition>``), committed
 after every :meth:`UpsertKafkaSource.poll` (or by :meth:`UpsertKafkaSource.commit_state`). With a
@@ -93,6 +102,21 @@ _BatchDecoder = Callable[[list[bytes | None]], list[dict[str, Any] | None]]
 
 #: length prefix of the key bytes in a state value (see UpsertKafkaSource._decode_state)
 _STATE_KEY_LEN = struct.Struct(">I")
+
+_INSERT, _UPDATE_BEFORE, _UPDATE_AFTER, _DELETE = (
+    RowKind.INSERT, RowKind.UPDATE_BEFORE, RowKind.UPDATE_AFTER, RowKind.DELETE
+)
+_new_row = object.__new__
+_set_fields = object.__setattr__
+
+
+def _row(kind: RowKind, values: dict[str, Any], metadata: dict[str, Any]) -> ChangelogRow:
+    """``ChangelogRow(kind, values, None, metadata)`` built without the frozen dataclass's
+    ``__init__`` (four ``object.__setattr__`` calls): the same fields in the instance dict."""
+    row: ChangelogRow = _new_row(ChangelogRow)
+    _set_fields(row, "__dict__", {"kind": kind, "values": values, "table": None, "metadata": metadata})
+    return row
+
 
 #: most key bytes whose decoded key the source keeps (see UpsertKafkaSource._decode_key_batch)
 _KEY_CACHE_MAX = 1 << 18
@@ -369,8 +393,8 @@ class UpsertKafkaSource:
         # memory state: the normalizer's steps done here, the previous rows taken from _row_cache
         cache = self._row_cache if lean else None
         if cache is not None:
-            store = self.store
-            store_get, store_put, store_delete = store.get, store.put, store.delete
+            data = self.store.data()  # type: ignore[attr-defined]  # a MemoryKeyStateStore (see __init__)
+            store_get = data.get
             cache_get = cache.get
             mark = ENCODED_STATE_MARK
             equal_bytes_equal_rows = self.normalizer._equal_bytes_equal_rows
@@ -406,12 +430,12 @@ class UpsertKafkaSource:
                         nbytes += len(key)
                         prev_state = store_get(sk)
                         if prev_state is not None:
-                            store_delete(sk)
+                            del data[sk]
                             hit = cache.pop(sk, None)
                             gone = (dict(zip(names, hit[1])) if hit is not None and hit[0] == prev_state
                                     else decode_previous(prev_state))
                             meta = {"topic": tp[0], "partition": tp[1], "offset": offset, "timestamp": last_ts}
-                            out.append(ChangelogRow(RowKind.DELETE, gone, None, meta))
+                            out.append(_row(_DELETE, gone, meta))
                         advanced[tp] = offset + 1
                         if ends is not None and offset + 1 >= ends.get(tp, 0):
                             self._check_end(consumer, tp, offset + 1)
@@ -422,10 +446,10 @@ class UpsertKafkaSource:
                         prev_state = store_get(sk)
                         row_tuple = tuple(vr.values())
                         if prev_state is None:
-                            store_put(sk, state)
+                            data[sk] = state
                             cache[sk] = (state, row_tuple)
                             meta = {"topic": tp[0], "partition": tp[1], "offset": offset, "timestamp": last_ts}
-                            out.append(ChangelogRow(RowKind.INSERT, vr, None, meta))
+                            out.append(_row(_INSERT, vr, meta))
                         elif prev_state != state or not equal_bytes_equal_rows:
                             hit = cache_get(sk)
                             if hit is not None and hit[0] == prev_state:
@@ -438,12 +462,12 @@ class UpsertKafkaSource:
                                 self._current_key = None
                                 changed = prev != vr
                             if changed:
-                                store_put(sk, state)
+                                data[sk] = state
                                 cache[sk] = (state, row_tuple)
                                 meta = {"topic": tp[0], "partition": tp[1], "offset": offset, "timestamp": last_ts}
                                 if retract:
-                                    out.append(ChangelogRow(RowKind.UPDATE_BEFORE, prev, None, meta))
-                                out.append(ChangelogRow(RowKind.UPDATE_AFTER, vr, None, meta))
+                                    out.append(_row(_UPDATE_BEFORE, prev, meta))
+                                out.append(_row(_UPDATE_AFTER, vr, meta))
                         advanced[tp] = offset + 1
                         if ends is not None and offset + 1 >= ends.get(tp, 0):
                             self._check_end(consumer, tp, offset + 1)
