@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import json
 import logging
+import operator
 import re
 import struct
 import time
@@ -106,6 +107,7 @@ _STATE_KEY_LEN = struct.Struct(">I")
 _INSERT, _UPDATE_BEFORE, _UPDATE_AFTER, _DELETE = (
     RowKind.INSERT, RowKind.UPDATE_BEFORE, RowKind.UPDATE_AFTER, RowKind.DELETE
 )
+_first, _second = operator.itemgetter(0), operator.itemgetter(1)
 _new_row = object.__new__
 _set_fields = object.__setattr__
 
@@ -594,8 +596,9 @@ class UpsertKafkaSource:
         if decode_keys is None:
             return None
         cache = self._key_cache
-        get = cache.get
-        hits = [None if k is None else get(k) for k in keys]
+        hits: list[tuple[dict[str, Any], bytes] | None] = list(map(cache.get, keys))  # type: ignore[arg-type]
+        if None not in hits:
+            return list(map(_first, hits)), list(map(_second, hits))  # type: ignore[arg-type]
         missing = list(dict.fromkeys(k for k, h in zip(keys, hits) if h is None and k is not None))
         if missing:
             rows = decode_keys(missing)  # type: ignore[arg-type]
