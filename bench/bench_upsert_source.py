@@ -19,6 +19,9 @@ round's Java: on a shared machine the load moves between runs. ``--record-path``
 ``batch_decode=False`` (the record-by-record decode the batch path falls back to), to see the
 batch decode's gain in the same run.
 
+Each row shows the 1-minute load average when the run ended (``os.getloadavg()``): eight
+sessions share two cores, read a ratio against the load of its round.
+
 Rates: records read from Kafka per second and changelog rows emitted per second, from the first
 ``poll()`` until the bounded end is reached (``open()`` not timed). For the Java tool the table
 shows ``fetch.nMsg.sec`` (which leaves out its group join/rebalance time, as ours leaves out
@@ -32,6 +35,7 @@ read per second, 1 MB = 2^20 bytes as in Kafka's tools.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -100,14 +104,17 @@ def run_source(kafka: KafkaService, topic: str, store: KeyStateStore, args: argp
     options = upsert_options(kafka.bootstrap_servers, topic, **{
         "scan.bounded.mode": "latest-offset", "scan.changelog-mode": args.changelog_mode,
     })
-    kinds: Counter[str] = Counter()
+    kinds: Counter[RowKind] = Counter()
     with create_source(options, SCHEMA, store=store, batch_decode=batch_decode) as source:
         step = max(1, args.records // 10)
         next_report = step
+        polls = 0
         start = time.perf_counter()
         while not source.is_bounded_end_reached():
-            for row in source.poll(1.0, max_records=args.max_records):
-                kinds[row.kind.short_string] += 1
+            kinds.update(row.kind for row in source.poll(1.0, max_records=args.max_records))
+            polls += 1
+            if polls % 50:
+                continue  # the progress line every 50 polls (a metrics snapshot sums its rate windows)
             read = int(source.metrics.snapshot()["numRecordsIn"])
             if read >= next_report:
                 next_report += step
@@ -116,7 +123,7 @@ def run_source(kafka: KafkaService, topic: str, store: KeyStateStore, args: argp
         seconds = time.perf_counter() - start
         metrics = source.metrics.snapshot()
     return {"seconds": seconds, "records": metrics["numRecordsIn"], "bytes": metrics["numBytesIn"],
-            "rows": sum(kinds.values()), **kinds}
+            "rows": sum(kinds.values()), **{kind.short_string: n for kind, n in kinds.items()}}
 
 
 def run_java_consumer(kafka: KafkaService, topic: str, records: int) -> dict[str, str]:
@@ -139,8 +146,11 @@ def run_java_consumer(kafka: KafkaService, topic: str, records: int) -> dict[str
 
 
 def _java_round(kafka: KafkaService, topic: str, args: argparse.Namespace, rnd: int) -> dict[str, str]:
+    """One ConsumerPerformance run; its summary with ``load`` (the 1-min load average at its end)."""
     progress(f"Kafka ConsumerPerformance (round {rnd}): {args.records:,} messages of {topic}")
-    return run_java_consumer(kafka, topic, args.records)
+    summary = run_java_consumer(kafka, topic, args.records)
+    summary["load"] = f"{os.getloadavg()[0]:.2f}"
+    return summary
 
 
 def main() -> None:
@@ -190,24 +200,26 @@ def main() -> None:
                 kinds = " ".join(f"{k}{int(r.get(k, 0)):,}" for k in ("+I", "-U", "+U", "-D") if r.get(k))
                 round_results.append([f"{label} (round {rnd})", int(r["records"]), int(r["rows"]), kinds,
                                       r["records"] / r["seconds"], r["rows"] / r["seconds"],
-                                      r["bytes"] / MIB / r["seconds"], r["seconds"]])
+                                      r["bytes"] / MIB / r["seconds"], r["seconds"], os.getloadavg()[0]])
             if not args.skip_java and not java_first:
                 java = _java_round(kafka, topic, args, rnd)
             if java:
                 fetch_rate = float(java["fetch.nMsg.sec"])
+                java_load = float(java["load"])
                 for line in round_results:
                     ratio = float(line[4]) / fetch_rate  # type: ignore[arg-type]
                     line.append(ratio)
                     ratios.setdefault(str(line[0]).rsplit(" (round", 1)[0], []).append(ratio)
                 round_results.append([f"Java ConsumerPerformance (fetch) (round {rnd})", args.records, "", "", fetch_rate, "",
-                                      float(java["fetch.MB.sec"]), float(java["fetch.time.ms"]) / 1000.0, 1.0])
+                                      float(java["fetch.MB.sec"]), float(java["fetch.time.ms"]) / 1000.0,
+                                      java_load, 1.0])
             results.extend(round_results)
 
     print()
     print(f"upsert-kafka source: {args.records:,} records over {args.keys:,} keys "
           f"({' '.join(f'{k}{v:,}' for k, v in sorted(written.items()))} written; -D = tombstone), json key+value, "
           f"{args.partitions} partition(s), scan.changelog-mode {args.changelog_mode}, poll max_records {args.max_records}")
-    headers = ["run", "records", "changelog", "by kind", "records/s", "changelog/s", "MB/s", "seconds"]
+    headers = ["run", "records", "changelog", "by kind", "records/s", "changelog/s", "MB/s", "seconds", "load 1 min"]
     if java:
         headers.append("ours/Java")
     print_table(headers, results)

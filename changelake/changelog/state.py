@@ -192,6 +192,13 @@ class MemoryKeyStateStore(KeyStateStore):
         self._check()
         return self._data.get(key)
 
+    def data(self) -> dict[bytes, bytes]:
+        """The dict holding the state (key -> value, both ``bytes``) itself, for a caller's hot
+        loop (the upsert-kafka source): a write to it is a write to the store; keys and values
+        put into it must be ``bytes``. Raises KeyStateError when the store is closed."""
+        self._check()
+        return self._data
+
     def put(self, key: bytes, value: bytes) -> None:
         self._check()
         self._data[bytes(key)] = bytes(value)

@@ -26,6 +26,15 @@ not convert, ...) is decoded alone, as with ``batch_decode=False``: the changelo
 the positions and every error (DecodeError with topic, partition and offset, or the record
 dropped by ``ignore-parse-errors``) are the same.
 
+Key bytes seen before are not decoded again (a bounded cache of key bytes -> decoded key and
+state key). With a :class:`~changelake.changelog.state.MemoryKeyStateStore` the batch path
+normalizes in its own loop over the store's dict (:meth:`MemoryKeyStateStore.data`): the steps
+of ``ChangelogNormalize.upsert_encoded`` and of its ``-D``, with the previous row an update
+compares or a tombstone emits taken from the row the source wrote with that state value (kept
+as a tuple beside it, as Flink's heap state keeps rows) instead of being decoded again; a state
+value it did not write is decoded as before. The rows, the state bytes and the errors are those
+of the record-by-record path (tests/integration/upsert_kafka/test_upsert_kafka_batch_decode_it.py).
+
 Key state: the last full row per key lives in a :class:`~changelake.changelog.state.KeyStateStore`
 together with the next offset per partition (metadata ``offset:<topic>:<partition>``), committed
 after every :meth:`UpsertKafkaSource.poll` (or by :meth:`UpsertKafkaSource.commit_state`). With a
@@ -49,6 +58,7 @@ from __future__ import annotations
 
 import json
 import logging
+import operator
 import re
 import struct
 import time
@@ -94,6 +104,25 @@ _BatchDecoder = Callable[[list[bytes | None]], list[dict[str, Any] | None]]
 #: length prefix of the key bytes in a state value (see UpsertKafkaSource._decode_state)
 _STATE_KEY_LEN = struct.Struct(">I")
 
+_INSERT, _UPDATE_BEFORE, _UPDATE_AFTER, _DELETE = (
+    RowKind.INSERT, RowKind.UPDATE_BEFORE, RowKind.UPDATE_AFTER, RowKind.DELETE
+)
+_first, _second = operator.itemgetter(0), operator.itemgetter(1)
+_new_row = object.__new__
+_set_fields = object.__setattr__
+
+
+def _row(kind: RowKind, values: dict[str, Any], metadata: dict[str, Any]) -> ChangelogRow:
+    """``ChangelogRow(kind, values, None, metadata)`` built without the frozen dataclass's
+    ``__init__`` (four ``object.__setattr__`` calls): the same fields in the instance dict."""
+    row: ChangelogRow = _new_row(ChangelogRow)
+    _set_fields(row, "__dict__", {"kind": kind, "values": values, "table": None, "metadata": metadata})
+    return row
+
+
+#: most key bytes whose decoded key the source keeps (see UpsertKafkaSource._decode_key_batch)
+_KEY_CACHE_MAX = 1 << 18
+
 
 class UpsertKafkaSource:
     """Reads an upsert topic into changelog rows (see module docstring).
@@ -138,6 +167,13 @@ class UpsertKafkaSource:
         self._reads = PrefetchedReads(self.store)
         #: previous rows decoded ahead for this poll, by their state encoding (see _decode_state)
         self._previous_rows: dict[bytes, dict[str, Any]] = {}
+        #: memory state only: per state key, the state value last written by the batch path and
+        #: the row it holds as a tuple in column order (see _poll_records); None for other stores
+        self._row_cache: dict[bytes, tuple[bytes, tuple[Any, ...]]] | None = (
+            {} if type(self.store) is MemoryKeyStateStore else None
+        )
+        #: per key bytes of a batch, the decoded key row and its state key (see _decode_key_batch)
+        self._key_cache: dict[bytes, tuple[dict[str, Any], bytes]] = {}
         self.normalizer = ChangelogNormalize(
             schema,
             self._reads,
@@ -345,10 +381,9 @@ class UpsertKafkaSource:
         keys = [msg.key() for msg in messages]
         values = [msg.value() for msg in messages]
         # one decode call per format for the whole poll (None entries: decoded record by record)
-        key_rows = self._decode_keys(keys) if self._decode_keys is not None else None
+        decoded_keys = self._decode_key_batch(keys)
+        key_rows, state_keys = (None, None) if decoded_keys is None else decoded_keys
         value_rows = self._decode_values(values) if self._decode_values is not None else None
-        # the state key of each batch-decoded key (None: computed in _process)
-        state_keys = None if key_rows is None else self.layout.state_keys(key_rows)
         out: list[ChangelogRow] = []
         nbytes = 0
         n_records = 0
@@ -357,9 +392,20 @@ class UpsertKafkaSource:
         upsert = self.normalizer.upsert_encoded
         pack = _STATE_KEY_LEN.pack
         lean = value_rows is not None and state_keys is not None and self._value_row_is_table_row
+        # memory state: the normalizer's steps done here, the previous rows taken from _row_cache
+        cache = self._row_cache if lean else None
+        if cache is not None:
+            data = self.store.data()  # type: ignore[attr-defined]  # a MemoryKeyStateStore (see __init__)
+            store_get = data.get
+            cache_get = cache.get
+            mark = ENCODED_STATE_MARK
+            equal_bytes_equal_rows = self.normalizer._equal_bytes_equal_rows
+            retract = self.normalizer.generate_update_before
+            names = self.schema.names
+            decode_previous = self.normalizer._decode
         advanced: dict[TP, int] = {}  # next offset per partition, applied (also on error) at the end
         try:
-            if lean:
+            if lean and cache is None:
                 self._prefetch_previous(state_keys, keys, values, value_rows)  # type: ignore[arg-type]
             for i, msg in enumerate(messages):
                 err = msg.error()
@@ -378,7 +424,58 @@ class UpsertKafkaSource:
                 n_records += 1
                 ts_type, ts = msg.timestamp()
                 last_ts = ts if ts_type and ts > 0 else None
-                if lean and key is not None and value is not None and (vr := value_rows[i]) is not None:  # type: ignore[index]
+                if cache is not None and key is not None and (sk := state_keys[i]) is not None:  # type: ignore[index]
+                    # memory state, a key decoded by the batch: ChangelogNormalize.upsert_encoded /
+                    # process(-D) step by step, the previous row from _row_cache when it holds the
+                    # stored state value (else decoded as the normalizer does)
+                    if value is None:
+                        nbytes += len(key)
+                        prev_state = store_get(sk)
+                        if prev_state is not None:
+                            del data[sk]
+                            hit = cache.pop(sk, None)
+                            gone = (dict(zip(names, hit[1])) if hit is not None and hit[0] == prev_state
+                                    else decode_previous(prev_state))
+                            meta = {"topic": tp[0], "partition": tp[1], "offset": offset, "timestamp": last_ts}
+                            out.append(_row(_DELETE, gone, meta))
+                        advanced[tp] = offset + 1
+                        if ends is not None and offset + 1 >= ends.get(tp, 0):
+                            self._check_end(consumer, tp, offset + 1)
+                        continue
+                    if (vr := value_rows[i]) is not None:  # type: ignore[index]
+                        nbytes += len(key) + len(value)
+                        state = mark + pack(len(key)) + key + value
+                        prev_state = store_get(sk)
+                        row_tuple = tuple(vr.values())
+                        if prev_state is None:
+                            data[sk] = state
+                            cache[sk] = (state, row_tuple)
+                            meta = {"topic": tp[0], "partition": tp[1], "offset": offset, "timestamp": last_ts}
+                            out.append(_row(_INSERT, vr, meta))
+                        elif prev_state != state or not equal_bytes_equal_rows:
+                            hit = cache_get(sk)
+                            if hit is not None and hit[0] == prev_state:
+                                prev_tuple = hit[1]
+                                changed = prev_tuple != row_tuple
+                                prev: dict[str, Any] = dict(zip(names, prev_tuple)) if changed and retract else {}
+                            else:
+                                self._current_key = (key, key_rows[i])  # type: ignore[index,assignment]
+                                prev = decode_previous(prev_state)
+                                self._current_key = None
+                                changed = prev != vr
+                            if changed:
+                                data[sk] = state
+                                cache[sk] = (state, row_tuple)
+                                meta = {"topic": tp[0], "partition": tp[1], "offset": offset, "timestamp": last_ts}
+                                if retract:
+                                    out.append(_row(_UPDATE_BEFORE, prev, meta))
+                                out.append(_row(_UPDATE_AFTER, vr, meta))
+                        advanced[tp] = offset + 1
+                        if ends is not None and offset + 1 >= ends.get(tp, 0):
+                            self._check_end(consumer, tp, offset + 1)
+                        continue
+                    nbytes += len(key) + len(value)
+                elif lean and key is not None and value is not None and (vr := value_rows[i]) is not None:  # type: ignore[index]
                     # the common record, as _process: a key and a value decoded by the batch; the
                     # value row is the table row (json, ALL)
                     nbytes += len(key) + len(value)
@@ -488,6 +585,32 @@ class UpsertKafkaSource:
             row = ChangelogRow(RowKind.UPDATE_AFTER, layout.table_row(first_key, vr), None, meta)
             out.extend(self.normalizer.process(row, state_key))
         return out
+
+    def _decode_key_batch(self, keys: list[bytes | None]) -> tuple[list[dict[str, Any] | None], list[bytes | None]] | None:
+        """The decoded key row and the state key of each key of a poll (None where the key is
+        decoded alone, by :meth:`_process`), or None without a batch decoder. Key bytes seen
+        before are answered from ``_key_cache`` (decoding is a function of the bytes and the
+        format options); the others are decoded in one call. The cache is emptied when it passes
+        :data:`_KEY_CACHE_MAX` entries."""
+        decode_keys = self._decode_keys
+        if decode_keys is None:
+            return None
+        cache = self._key_cache
+        hits: list[tuple[dict[str, Any], bytes] | None] = list(map(cache.get, keys))  # type: ignore[arg-type]
+        if None not in hits:
+            return list(map(_first, hits)), list(map(_second, hits))  # type: ignore[arg-type]
+        missing = list(dict.fromkeys(k for k, h in zip(keys, hits) if h is None and k is not None))
+        if missing:
+            rows = decode_keys(missing)  # type: ignore[arg-type]
+            found = {
+                k: (r, sk) for k, r, sk in zip(missing, rows, self.layout.state_keys(rows)) if r is not None and sk is not None
+            }
+            if len(cache) + len(found) > _KEY_CACHE_MAX:
+                cache.clear()
+            cache.update(found)
+            get = found.get
+            hits = [h if h is not None or k is None else get(k) for k, h in zip(keys, hits)]
+        return [None if h is None else h[0] for h in hits], [None if h is None else h[1] for h in hits]
 
     def _prefetch_previous(
         self,

@@ -136,3 +136,60 @@ def test_previous_rows_from_a_durable_store(kafka_bootstrap, topic_factory, tmp_
     assert [str(r) for r in second[True]["rows"]] == [
         "+U[eu, 4, 4.25, 2024-01-02 00:00:00]", "-D[ap, 5, 7.50, NULL]", "+I[us, 8, NULL, NULL]",
     ]
+
+
+def _random_records(n: int, keys: int, seed: int) -> list[tuple[bytes, bytes | None]]:
+    """``n`` records over ``keys`` keys: inserts, updates (some repeating the stored row's bytes
+    or its values spelt otherwise), tombstones (some of unknown keys) and other key bytes."""
+    import random
+
+    rng = random.Random(seed)
+    out: list[tuple[bytes, bytes | None]] = []
+    for i in range(n):
+        k = f"k{rng.randrange(keys)}"
+        key = (f'{{"region":"{k}"}}' if rng.random() < 0.9 else f'{{ "region" : "{k}" }}').encode()
+        roll = rng.random()
+        if roll < 0.15:
+            out.append((key, None))  # a tombstone (of an unknown key when k is not live)
+        elif roll < 0.25 and out and out[-1][1] is not None:
+            out.append((out[-1][0], out[-1][1]))  # the previous record again (a duplicate when same key)
+        elif roll < 0.3:
+            out.append((key, f'{{ "pv": {i % 7}, "region": "{k}", "amount": {i % 5}.50 }}'.encode()))
+        else:
+            out.append((key, f'{{"region":"{k}","pv":{i % 7},"amount":{i % 5}.5,"ts":"2024-01-01 00:00:0{i % 10}"}}'.encode()))
+    return out
+
+
+@pytest.mark.parametrize("mode", ["upsert", "retract"])
+def test_the_memory_state_lane_gives_what_the_record_path_gives(kafka_bootstrap, topic_factory, tmp_path, mode):
+    """The batch path with memory state (its own loop: previous rows from the rows it wrote,
+    key bytes decoded once) against the record-by-record path and against the batch path on
+    SQLite state, over many polls of random inserts, updates, duplicates and tombstones (of
+    known and unknown keys), with a corrupt record in the middle: the same rows (kinds, values,
+    metadata), the same state bytes, the same positions and the same error; then the same with
+    the corrupt record dropped by ``ignore-parse-errors``."""
+    topic = topic_factory(partitions=1)
+    records = _random_records(1200, 60, seed=7)
+    corrupt_at = 700
+    records[corrupt_at] = (b'{"region":"k1"}', b'{"region":"k1","pv":')
+    _produce(kafka_bootstrap, topic, records)
+    for extra in ({}, {"value.json.ignore-parse-errors": "true"}):
+        o = _options(kafka_bootstrap, topic, **{"scan.changelog-mode": mode}, **extra)
+        for max_records in (500, 37):  # the rows of the poll that fails are not returned: compare per size
+            runs = {}
+            for name, batch in [("record", False), ("memory", True), ("sqlite", True), ("sqlite-record", False)]:
+                store = (SqliteKeyStateStore(tmp_path / f"{name}-{len(extra)}-{mode}-{max_records}")
+                         if name.startswith("sqlite") else MemoryKeyStateStore())
+                runs[name] = _read(o, store, batch, max_records)
+                runs[name]["meta"] = [dict(r.metadata) for r in runs[name]["rows"]]
+                store.close()
+            reference = runs.pop("record")
+            if extra:
+                assert reference["error"] is None
+                assert reference["positions"] == {(topic, 0): len(records)}
+            else:
+                assert reference["error"] is not None and reference["error"][2:] == (topic, 0, corrupt_at)
+            kinds = {r.kind.short_string for r in reference["rows"]}
+            assert {"+I", "+U", "-D"} <= kinds and (("-U" in kinds) == (mode == "retract"))
+            for name, got in runs.items():
+                assert got == reference, (name, max_records)
