@@ -189,3 +189,25 @@ def test_truncate_between_incremental_snapshot_chunks_keeps_the_rows_written_aft
     assert reads_after and max(reads_after) >= 2500  # a chunk read after the DDL holds a new row
     assert [e.op for e in events].count(Op.TRUNCATE) == 1
     assert _fold(events) == _mysql(mysql_params, db)
+
+
+def test_a_filter_that_no_longer_fits_a_changed_table_names_its_signal(mysql_params, database_factory):
+    """The ad-hoc snapshot checks its ``additional-conditions`` again when it (re)opens: after an
+    ALTER dropped the filtered column, the error names the signal, the table and the filter."""
+    from changelake.connectors.mysql_cdc.positions import SnapshotProgress
+    from changelake.connectors.mysql_cdc.snapshot.conditions import AdditionalConditionError
+    from changelake.connectors.mysql_cdc.snapshot.reader import SnapshotReader
+
+    db = database_factory()
+    run_sql(mysql_params, db, "CREATE TABLE t (id INT PRIMARY KEY, c INT)", "INSERT INTO t VALUES (1, 1), (2, 2)",
+            "ALTER TABLE t DROP COLUMN c")  # after the signal's check, before the snapshot (re)opens
+    opts = source_options(mysql_params, db)
+    reader = SnapshotReader(opts.connection_kwargs(), SnapshotProgress((f"{db}.t",)), 100, 100,
+                            conditions={f"{db}.t": ["c > 1"]}, signal_id="sig-17")
+    try:
+        with pytest.raises(AdditionalConditionError) as err:
+            reader.open()
+    finally:
+        reader.close()
+    assert err.value.signal_id == "sig-17" and err.value.table == f"{db}.t"
+    assert "'sig-17'" in str(err.value) and "c > 1" in str(err.value)
