@@ -228,6 +228,14 @@ class IcebergSink(LakeTableSink):
         table = self.load_table(table_id)
         return [] if table is None else classify_columns(table.schema(), schema)
 
+    def past_column_sets(self, table_id: TableId) -> list[frozenset[str]]:
+        """The column names of every earlier Iceberg schema of the table (``table.schemas()``)."""
+        table = self.load_table(table_id)
+        if table is None:
+            return []
+        current = table.schema().schema_id
+        return [frozenset(f.name for f in s.fields) for sid, s in table.schemas().items() if sid != current]
+
     def drop_columns(self, table_id: TableId, columns: Sequence[str]) -> None:
         """Delete ``columns`` from the table (``evolve``'s ``drop.column``)."""
         table = self.load_table(table_id)

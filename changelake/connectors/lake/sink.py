@@ -205,6 +205,11 @@ class LakeTableSink:
         """Drop ``columns`` from the lake table's current schema (``evolve``'s ``drop.column``)."""
         raise NotImplementedError
 
+    def past_column_sets(self, table_id: TableId) -> list[frozenset[str]]:
+        """The column names of each earlier schema of the lake table (its schema history, the
+        current schema left out; the sink's own hidden columns left out); [] when unknown."""
+        return []
+
     def recreate_schema(self, table_id: TableId, schema: Schema) -> list[str]:
         """Give the (emptied) lake table of a dropped and re-created source table the definition
         ``schema``: columns gone or retyped are dropped (old snapshots keep them), new ones added.

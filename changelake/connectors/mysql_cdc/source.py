@@ -294,7 +294,7 @@ class MySqlSource:
         else:
             assert self.options.specific_offset_file and self.options.specific_offset_pos is not None
             pos = BinlogPosition(self.options.specific_offset_file, self.options.specific_offset_pos)
-            self._check_binlog_exists(pos)
+            self._check_binlog_exists(pos, "binlog position of 'scan.startup.specific-offset.file' / '.pos'")
             self._start_binlog(pos)
 
     @property
@@ -762,13 +762,13 @@ class MySqlSource:
             raise SourceError("SHOW MASTER STATUS returned nothing: binary logging is off")
         return BinlogPosition(str(row[0]), int(row[1]))
 
-    def _check_binlog_exists(self, pos: BinlogPosition) -> None:
+    def _check_binlog_exists(self, pos: BinlogPosition, what: str = "stored binlog position") -> None:
         with self._ctl.cursor() as cur:
             cur.execute("SHOW BINARY LOGS")
             sizes = {str(r[0]): int(r[1]) for r in cur.fetchall()}
         files = list(sizes)
         if pos.file not in sizes:
-            raise BinlogPurgedError(pos.file, pos.pos, files)
+            raise BinlogPurgedError(pos.file, pos.pos, files, what)
         if pos.pos > sizes[pos.file]:
             raise SourceError(
                 f"The binlog position {pos.file}:{pos.pos} lies beyond the end of that file ({sizes[pos.file]} bytes): "

@@ -211,3 +211,36 @@ def test_a_filter_that_no_longer_fits_a_changed_table_names_its_signal(mysql_par
         reader.close()
     assert err.value.signal_id == "sig-17" and err.value.table == f"{db}.t"
     assert "'sig-17'" in str(err.value) and "c > 1" in str(err.value)
+
+
+@pytest.mark.parametrize("mode", ["specific-offset-file-pos", "specific-offset-gtid"])
+def test_a_specific_offset_start_in_purged_binlogs_is_refused_with_the_oldest_position(mysql_params, database_factory,
+                                                                                        mode):
+    """As the ``timestamp`` start above (and a stored position, test_mysql_cdc_binlog.py): a
+    ``specific-offset`` start (file/pos or GTID) whose changes after it were purged is refused,
+    naming the oldest position the server still has; nothing is read."""
+    db = database_factory()
+    run_sql(mysql_params, db, "CREATE TABLE t (id INT PRIMARY KEY)")
+    conn = pymysql.connect(host=mysql_params["host"], port=mysql_params["port"], user=mysql_params["user"],
+                           password=mysql_params["password"], autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SHOW MASTER STATUS")
+            file, pos = cur.fetchone()[:2]
+            cur.execute("SELECT @@gtid_binlog_pos")
+            gtid = cur.fetchone()[0]
+    finally:
+        conn.close()
+    run_sql(mysql_params, db, "INSERT INTO t VALUES (1)")  # after the start position, then purged
+    oldest = _purge_all_but_current(mysql_params)
+    assert oldest != file
+    extra = ({"scan.startup.specific-offset.file": file, "scan.startup.specific-offset.pos": str(pos)}
+             if mode == "specific-offset-file-pos" else {"scan.startup.specific-offset.gtid-set": gtid.split(",")[-1]})
+    src = MySqlSource(source_options(mysql_params, db, **{"scan.startup.mode": "specific-offset", **extra}))
+    with pytest.raises(SourceError) as err:
+        src.open()
+    src.close()
+    message = str(err.value)
+    assert f"oldest position {oldest}:4" in message and "purged" in message
+    assert (f"{file}:{pos}" if mode == "specific-offset-file-pos" else "specific-offset.gtid-set") in message
+    assert mysql_params["password"] not in message

@@ -107,7 +107,14 @@ def test_evolve_with_ddl_in_the_middle_of_an_incremental_snapshot(database_facto
     result = verify_lake_table(p2, t, mysql=mysql_params)
     assert result.passed, str(result.metadata())
     lake = read_lake_table(p2, t)
-    assert {f.name: _kind(f.type) for f in lake.schema} == columns
+    got = {f.name: _kind(f.type) for f in lake.schema}
+    if "DROP COLUMN s" in ddl[0] and "s" in got:
+        # rows of the old definition written after the lake dropped s (another worker or partition
+        # behind) add it back; it is then kept, never dropped on their evidence (a drop would lose
+        # the values newer rows wrote): NULL in every row changed after the drop
+        assert got.pop("s") == "string"
+        assert all(r["s"] is None for r in lake.to_pylist() if r["id"] > 3000 or r["id"] <= 10)
+    assert got == columns
     assert sorted(r["id"] for r in lake.to_pylist()) == sorted(mysql_ids(mysql_params, db))
 
 
