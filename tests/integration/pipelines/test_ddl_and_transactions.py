@@ -280,13 +280,18 @@ def test_two_source_tables_never_share_a_lake_table_unless_a_route_says_so(datab
     run_pipeline(p1b, until_caught_up=True)
     if p2.sink_type == "iceberg":
         p2 = replace(p2, sink={**p2.sink, "namespace": "lake"})
+        # one source per run: the second is refused (the lake table records its source table)
+        first = replace(p2, source={**p2.source, "topic": f"{db1}.t"}, name=p2.name + "-a")
+        run_pipeline(first, until_caught_up=True)
+        second = replace(p2, source={**p2.source, "topic": f"{db2}.t"}, name=p2.name + "-b")
         with pytest.raises(PipelineDataError) as err:
-            run_pipeline(p2, until_caught_up=True)
+            run_pipeline(second, until_caught_up=True)
         message = str(err.value)
         assert f"{db1}.t" in message and f"{db2}.t" in message and "'lake.t'" in message and "route" in message
-        # the lake table holds one source table's rows only, never a mix
-        rows = _rows(p2, TableId(db1, "t"))
-        assert rows in ([], [(1, "one"), (2, "one")], [(1, "two"), (2, "two")])
+        with pytest.raises(PipelineDataError) as err:  # one run reading both
+            run_pipeline(p2, until_caught_up=True)
+        assert f"{db1}.t" in str(err.value) and f"{db2}.t" in str(err.value)
+        assert _rows(p2, TableId(db1, "t")) == [(1, "one"), (2, "one")]  # never a mix
     else:
         run_pipeline(p2, until_caught_up=True)
         for db in (db1, db2):

@@ -99,6 +99,13 @@ def test_two_source_tables_on_one_lake_table_are_refused_by_name(tmp_path):
             sink.write(TableId("db2", "t"), [ChangelogRow(RowKind.INSERT, {"id": 1, "v": "b"})], S, {})
     assert "db1.t" in str(err.value) and "db2.t" in str(err.value) and "'lake.t'" in str(err.value)
     assert "route" in str(err.value)
+    # a later run (or another worker: a new sink) is refused too: the lake table records its source
+    again = IcebergSink(IcebergSinkOptions.sql(f"sqlite:///{tmp_path}/c.db", f"file://{tmp_path}/wh", namespace="lake"))
+    with again:
+        with pytest.raises(PipelineDataError) as err:
+            again.write(TableId("db2", "t"), [ChangelogRow(RowKind.INSERT, {"id": 1, "v": "b"})], S, {})
+        assert "db1.t" in str(err.value) and "db2.t" in str(err.value)
+        again.write(TableId("db1", "t"), [ChangelogRow(RowKind.INSERT, {"id": 2, "v": "c"})], S, {})  # its own source
 
 
 def _at(kind, values, offset):
