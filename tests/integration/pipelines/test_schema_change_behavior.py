@@ -254,3 +254,37 @@ def test_exception_on_a_hash_by_key_topic_never_moves_a_partition_past_a_refused
     run_pipeline(p2, until_caught_up=True, batch_size=batch_size)
     result = verify_lake_table(p2, t, mysql=mysql_params)
     assert result.passed, str(result.metadata())
+
+
+@pytest.mark.parametrize("behavior", [None, "exception", "evolve", "ignore"])
+def test_modify_to_a_narrower_type_is_handled_by_the_mode_never_silently(database_factory, mysql_exec, mysql_params,
+                                                                         pipeline_pair, behavior, caplog):
+    """``MODIFY v INT`` on a BIGINT column: ``exception`` stops naming the table, the column and
+    both types; the other modes write the values into the wider lake column (logged under an
+    explicit mode) and the lake equals MySQL."""
+    import logging
+
+    db = database_factory()
+    mysql_exec(db, "CREATE TABLE nr(id INT PRIMARY KEY, v BIGINT)", "INSERT INTO nr VALUES (1, 10), (2, 20)")
+    p1, p2 = pipeline_pair(db, ["nr"])
+    p2 = _with(p2, behavior)
+    t = TableId(db, "nr")
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)
+    mysql_exec(db, "ALTER TABLE nr MODIFY v INT", "INSERT INTO nr VALUES (3, 30)", "UPDATE nr SET v = 11 WHERE id = 1")
+    run_pipeline(p1, until_caught_up=True)
+    if behavior == "exception":
+        with pytest.raises(SchemaChangeError) as err:
+            run_pipeline(p2, until_caught_up=True)
+        message = str(err.value)
+        assert f"{db}.nr" in message and "alter.column.type of column 'v'" in message and "int" in message
+        assert _lake(p2, t)[1] == [{"id": 1, "v": 10}, {"id": 2, "v": 20}]
+        return
+    with caplog.at_level(logging.INFO, logger="changelake.connectors.lake.schema_change"):
+        run_pipeline(p2, until_caught_up=True)
+    if behavior is not None:  # (the default mode writes it into the wider column as documented, unlogged)
+        assert any("'v' narrowed" in r.getMessage() for r in caplog.records)
+    arrow = read_lake_table(p2, t)
+    assert str(arrow.schema.field("v").type) == "int64"  # kept wider
+    result = verify_lake_table(p2, t, mysql=mysql_params)
+    assert result.passed, str(result.metadata())
