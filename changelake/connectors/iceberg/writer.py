@@ -204,7 +204,8 @@ class IcebergSink(LakeTableSink):
                 schema=iceberg_schema,
                 partition_spec=self._partition_spec(table_id, iceberg_schema, schema, rows, partitions),
                 sort_order=sort_order_for(iceberg_schema, tuple(schema.primary_key)),
-                properties={"commit.retry.num-retries": str(MULTI_WRITER_RETRIES), **self.options.table_properties},
+                properties={"commit.retry.num-retries": str(MULTI_WRITER_RETRIES), **self.options.table_properties,
+                            SOURCE_TABLE_PROPERTY: str(table_id)},
             )
             self._tables[self.identifier(table_id)] = table
         changes = plan_evolution(table.schema(), schema, table=name)
@@ -227,6 +228,19 @@ class IcebergSink(LakeTableSink):
         """How the table's columns differ from ``schema`` (:func:`~changelake.connectors.iceberg.evolve.classify_columns`)."""
         table = self.load_table(table_id)
         return [] if table is None else classify_columns(table.schema(), schema)
+
+    def recorded_source(self, table_id: TableId) -> str | None:
+        """The table property ``changelake.source-table`` set when the sink created the table."""
+        table = self.load_table(table_id)
+        return None if table is None else table.properties.get(SOURCE_TABLE_PROPERTY)
+
+    def past_column_sets(self, table_id: TableId) -> list[frozenset[str]]:
+        """The column names of every earlier Iceberg schema of the table (``table.schemas()``)."""
+        table = self.load_table(table_id)
+        if table is None:
+            return []
+        current = table.schema().schema_id
+        return [frozenset(f.name for f in s.fields) for sid, s in table.schemas().items() if sid != current]
 
     def drop_columns(self, table_id: TableId, columns: Sequence[str]) -> None:
         """Delete ``columns`` from the table (``evolve``'s ``drop.column``)."""
@@ -392,6 +406,8 @@ class IcebergSink(LakeTableSink):
 
 
 #: Snapshot-summary keys of a commit's write amplification (see :func:`write_amplification`).
+#: table property: the (routed) source table ``db.table`` the sink created the table for
+SOURCE_TABLE_PROPERTY = "changelake.source-table"
 ROWS_CHANGED_PROPERTY = "changelake.rows-changed"
 ROWS_REWRITTEN_PROPERTY = "changelake.rows-rewritten"
 WRITE_AMPLIFICATION_PROPERTY = "changelake.write-amplification"

@@ -9,6 +9,7 @@ nothing else; a marker without a scope deletes every row, as before.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
@@ -19,6 +20,8 @@ from changelake.connectors.lake.compaction import BatchItem, TruncateMarker
 from changelake.connectors.lake.offsets import topic_partition
 from changelake.connectors.lake.schema_change import SchemaChangeBehavior, SchemaChangeError
 from changelake.errors import PipelineDataError
+
+log = logging.getLogger(__name__)
 
 __all__ = ["scoped", "has_scoped_truncate", "expand_scoped_truncates", "Refusal", "apply_schema_change_policy",
            "offsets_before"]
@@ -191,10 +194,32 @@ def apply_schema_change_policy(sink: Any, policy: Any, table_id: TableId, table_
     items = policy.filter_markers(table_name, rows)
     if not exists:
         return items, schema, refusal  # create.table: a new lake table always starts from the schema
-    plan = policy.plan(table_name, sink.column_changes(table_id, schema), schema)
+    changes = sink.column_changes(table_id, schema)
+    drops = [c.column for c in changes if c.kind == "drop"]
+    if (drops and policy.behavior in (SchemaChangeBehavior.EVOLVE, SchemaChangeBehavior.TRY_EVOLVE)
+            and is_earlier_schema(schema, drops, sink.past_column_sets(table_id))):
+        # rows written with a definition the lake has already evolved past (another partition or
+        # worker is behind; an incremental snapshot's chunks and binlog join interleave old and new
+        # definitions): their missing columns are not a DROP COLUMN (dropping would lose the values
+        # the newer rows wrote there); the rows get NULL in them
+        log.info("table %s: a batch written with an earlier definition of the lake table (without %s); the "
+                 "columns are kept", table_name, ", ".join(drops))
+        changes = [c for c in changes if c.kind != "drop"]
+    plan = policy.plan(table_name, changes, schema)
     if plan.drop_columns:
         sink.drop_columns(table_id, plan.drop_columns)
     return plan.apply(items), plan.schema, refusal
+
+
+def is_earlier_schema(incoming: Schema, would_drop: Sequence[str], past: Sequence[frozenset[str]]) -> bool:
+    """True when ``incoming``'s columns are all in one of the lake table's earlier schemas
+    (``past``, from its schema history) that lacked every column ``would_drop`` names: a record
+    of a definition the lake has already evolved past, not a new DROP COLUMN. A table altered back
+    to an earlier definition (``ADD COLUMN w`` then ``DROP COLUMN w``) looks the same: ``w`` is
+    then kept in the lake (NULL from then on), as changelake's default keeps a dropped column.
+    (Only drops are held back: an ADD COLUMN is always applied, it never loses a value.)"""
+    names = set(incoming.names)
+    return any(names <= cols and not cols.intersection(would_drop) for cols in past)
 
 
 def _before_refused(policy: Any, rows: Sequence[BatchItem], at: int) -> tuple[list[BatchItem], list[BatchItem]]:

@@ -205,6 +205,17 @@ class LakeTableSink:
         """Drop ``columns`` from the lake table's current schema (``evolve``'s ``drop.column``)."""
         raise NotImplementedError
 
+    def recorded_source(self, table_id: TableId) -> str | None:
+        """The (routed) source table, ``db.table``, the lake table of ``table_id`` was created for
+        (kept in the lake, so that a later run or another worker writing a different source table
+        into it is refused); None when the table does not exist or the lake records none."""
+        return None
+
+    def past_column_sets(self, table_id: TableId) -> list[frozenset[str]]:
+        """The column names of each earlier schema of the lake table (its schema history, the
+        current schema left out; the sink's own hidden columns left out); [] when unknown."""
+        return []
+
     def recreate_schema(self, table_id: TableId, schema: Schema) -> list[str]:
         """Give the (emptied) lake table of a dropped and re-created source table the definition
         ``schema``: columns gone or retyped are dropped (old snapshots keep them), new ones added.
@@ -276,6 +287,10 @@ class LakeTableSink:
             the table format's type, schema-evolution and commit errors (names the table).
         """
         name = self.table_name(table_id)
+        if name not in self._sources:  # the source table an earlier run or another worker recorded
+            recorded = self.recorded_source(table_id)
+            if recorded is not None and recorded != str(table_id):
+                self._sources[name] = TableId.parse(recorded)
         owner = self._sources.setdefault(name, table_id)
         if owner != table_id:  # two source tables never share a lake table unless a route says so
             raise PipelineDataError(

@@ -62,11 +62,12 @@ class BinlogPurgedError(SourceError):
     with ``scan.startup.mode: initial``. Attributes: ``file``, ``pos``, ``available`` (files on the server).
     """
 
-    def __init__(self, file: str, pos: int, available: list[str]) -> None:
+    def __init__(self, file: str, pos: int, available: list[str], what: str = "stored binlog position") -> None:
         self.file, self.pos, self.available = file, pos, list(available)
-        oldest = f"the oldest binlog on the server is '{available[0]}'" if available else "the server lists no binlog files"
+        oldest = (f"the oldest binlog on the server is '{available[0]}', oldest position {available[0]}:4" if available
+                  else "the server lists no binlog files")
         super().__init__(
-            f"The stored binlog position {file}:{pos} is no longer on the server: binlog file '{file}' has been "
+            f"The {what} {file}:{pos} is no longer on the server: binlog file '{file}' has been "
             f"purged ({oldest}). Continuing would skip changes, so the source stops. To re-snapshot, delete the "
             "pipeline's stored offsets (or use a new pipeline name) and start with 'scan.startup.mode' = 'initial'."
         )

@@ -256,7 +256,9 @@ class MySqlSource:
             if new_tables:  # the snapshot is not finished: the new tables join it
                 progress = SnapshotProgress(progress.tables + tuple(t for t in new_tables if t not in progress.tables), progress.after_key,
                                             progress.marks)
-            if start.xa_prepared:  # a newly-added-table snapshot interrupted: keep the prepared XA groups
+            if start.xa_prepared or start.watermarks:
+                # a newly-added-table snapshot interrupted: keep the prepared XA groups; a re-read
+                # during the binlog join of an incremental snapshot: keep its chunk high watermarks
                 self._resume_after_snapshot = replace(start, snapshot=None)
             if self._adhoc is not None:  # an ad-hoc snapshot interrupted: it resumes with its filters
                 log.info("resuming the ad-hoc snapshot of signal %r: %s", self._adhoc.get("id"), list(progress.tables))
@@ -292,7 +294,7 @@ class MySqlSource:
         else:
             assert self.options.specific_offset_file and self.options.specific_offset_pos is not None
             pos = BinlogPosition(self.options.specific_offset_file, self.options.specific_offset_pos)
-            self._check_binlog_exists(pos)
+            self._check_binlog_exists(pos, "binlog position of 'scan.startup.specific-offset.file' / '.pos'")
             self._start_binlog(pos)
 
     @property
@@ -363,8 +365,10 @@ class MySqlSource:
             resume = self._resume_after_snapshot
             if events:
                 self._position = SourcePosition.from_dict(events[-1].position)
-                if resume is not None and resume.xa_prepared:
-                    self._position = replace(self._position, xa_prepared=resume.xa_prepared)
+                if resume is not None and (resume.xa_prepared or resume.watermarks):
+                    # kept while the snapshot runs, so that a restart resumes with them
+                    self._position = replace(self._position, xa_prepared=resume.xa_prepared,
+                                             watermarks=resume.watermarks)
                 self._known.update(str(e.table) for e in events)
             if self._snapshot.done:
                 binlog_pos = self._snapshot.binlog_position
@@ -395,7 +399,10 @@ class MySqlSource:
                 self._adhoc = None
                 if resume is not None:
                     self._resume_after_snapshot = None
-                    resume = replace(resume, snapshot=None, watermarks=watermarks)
+                    # a re-read during the binlog join of an incremental snapshot (an ALTER that
+                    # filled a column) streams on with that snapshot's chunk high watermarks
+                    resume = replace(resume, snapshot=None,
+                                     watermarks=watermarks if watermarks is not None else resume.watermarks)
                     self._position = resume
                     self._start_binlog(resume)
                 else:
@@ -469,6 +476,7 @@ class MySqlSource:
         flt = self._filter
         assert flt is not None and self._reader is not None
         out: list[DataChangeEvent] = []
+        refill_now = False
         for kind, item in self._reader.take(max_events, timeout_s):
             if kind == "event":
                 if self._signal_table is not None and item.table == self._signal_table:
@@ -492,11 +500,11 @@ class MySqlSource:
                         position["watermarks"] = wm
                     out.extend(replace(e, position=position) for e in kept)
             elif kind == "resnapshot":
-                # chunks read after the ALTER hold the filled values; those read before it keep NULL
-                # in the new column until their rows change (a re-read waits for the filter to end)
-                log.warning("ALTER TABLE of %s filled a new column in its existing rows while the binlog is joined to "
-                            "the incremental snapshot; rows of chunks read before it show NULL there until they "
-                            "change (signal an execute-snapshot of the table once the snapshot is done)", item)
+                # chunks read before the ALTER lack the values MySQL filled in: the table is read
+                # again right after the statement, as while streaming (poll), and the binlog then
+                # goes on from there with the same chunk high watermarks
+                if str(item) not in self._refill:
+                    self._refill.append(str(item))
             elif kind == "progress":
                 assert isinstance(item, Progress)
                 flt.passed(item.file, item.next_pos)
@@ -504,7 +512,14 @@ class MySqlSource:
                     self._tx_monitor.on_progress(item.position.binlog.file, item.position.binlog.pos)
                 self._position = replace(item.position, watermarks=flt.to_json() if flt.active else None)
                 self._consumed = (binlog_file_index(item.file), item.next_pos)
-        if not flt.active:
+                if self._refill:
+                    refill_now = True
+                    break  # the rest of this batch is read again after the re-read
+        if refill_now:
+            tables, self._refill = self._refill, []
+            self._start_signal_snapshot(Signal("add-column-fill", "execute-snapshot", {}), tables, {})
+            self._filter = None  # restored from the position's watermarks when the binlog resumes
+        elif not flt.active:
             log.info("binlog passed the largest snapshot chunk high watermark; every change is emitted from here on")
             self._filter = None
         return self._metadata.apply(out) if self._metadata and out else out
@@ -747,13 +762,13 @@ class MySqlSource:
             raise SourceError("SHOW MASTER STATUS returned nothing: binary logging is off")
         return BinlogPosition(str(row[0]), int(row[1]))
 
-    def _check_binlog_exists(self, pos: BinlogPosition) -> None:
+    def _check_binlog_exists(self, pos: BinlogPosition, what: str = "stored binlog position") -> None:
         with self._ctl.cursor() as cur:
             cur.execute("SHOW BINARY LOGS")
             sizes = {str(r[0]): int(r[1]) for r in cur.fetchall()}
         files = list(sizes)
         if pos.file not in sizes:
-            raise BinlogPurgedError(pos.file, pos.pos, files)
+            raise BinlogPurgedError(pos.file, pos.pos, files, what)
         if pos.pos > sizes[pos.file]:
             raise SourceError(
                 f"The binlog position {pos.file}:{pos.pos} lies beyond the end of that file ({sizes[pos.file]} bytes): "
@@ -800,6 +815,7 @@ class MySqlSource:
             o.connection_kwargs(), progress, o.chunk_size, o.snapshot_fetch_size, binlog_pos,
             chunk_key_column=o.chunk_key_column, include_comments=o.include_comments_enabled,
             tinyint1_as_boolean=o.treat_tinyint1_as_boolean, conditions=conditions,
+            signal_id=str(self._adhoc.get("id", "?")) if self._adhoc is not None else "?",
         )
         pos = self._snapshot.open()
         self._position = SourcePosition(pos, progress)

@@ -245,6 +245,16 @@ class PaimonSink(LakeTableSink):
         comments = {f.name: f.description for f in table.table_schema.fields}
         return classify_columns(fields, table.primary_keys, schema, comments)
 
+    def past_column_sets(self, table_id: TableId) -> list[frozenset[str]]:
+        """The column names of every earlier Paimon schema of the table (its ``schema-N`` files),
+        without the row-kind field."""
+        table = self.load_table(table_id)
+        if table is None:
+            return []
+        current = table.table_schema.id
+        return [frozenset(f.name for f in s.fields if f.name != ROW_KIND_FIELD)
+                for s in table.schema_manager.list_all() if s.id != current]
+
     def drop_columns(self, table_id: TableId, columns: Sequence[str]) -> None:
         """Drop ``columns`` from the table (``evolve``'s ``drop.column``)."""
         from pypaimon.schema.schema_change import SchemaChange as PaimonChange

@@ -189,3 +189,58 @@ def test_truncate_between_incremental_snapshot_chunks_keeps_the_rows_written_aft
     assert reads_after and max(reads_after) >= 2500  # a chunk read after the DDL holds a new row
     assert [e.op for e in events].count(Op.TRUNCATE) == 1
     assert _fold(events) == _mysql(mysql_params, db)
+
+
+def test_a_filter_that_no_longer_fits_a_changed_table_names_its_signal(mysql_params, database_factory):
+    """The ad-hoc snapshot checks its ``additional-conditions`` again when it (re)opens: after an
+    ALTER dropped the filtered column, the error names the signal, the table and the filter."""
+    from changelake.connectors.mysql_cdc.positions import SnapshotProgress
+    from changelake.connectors.mysql_cdc.snapshot.conditions import AdditionalConditionError
+    from changelake.connectors.mysql_cdc.snapshot.reader import SnapshotReader
+
+    db = database_factory()
+    run_sql(mysql_params, db, "CREATE TABLE t (id INT PRIMARY KEY, c INT)", "INSERT INTO t VALUES (1, 1), (2, 2)",
+            "ALTER TABLE t DROP COLUMN c")  # after the signal's check, before the snapshot (re)opens
+    opts = source_options(mysql_params, db)
+    reader = SnapshotReader(opts.connection_kwargs(), SnapshotProgress((f"{db}.t",)), 100, 100,
+                            conditions={f"{db}.t": ["c > 1"]}, signal_id="sig-17")
+    try:
+        with pytest.raises(AdditionalConditionError) as err:
+            reader.open()
+    finally:
+        reader.close()
+    assert err.value.signal_id == "sig-17" and err.value.table == f"{db}.t"
+    assert "'sig-17'" in str(err.value) and "c > 1" in str(err.value)
+
+
+@pytest.mark.parametrize("mode", ["specific-offset-file-pos", "specific-offset-gtid"])
+def test_a_specific_offset_start_in_purged_binlogs_is_refused_with_the_oldest_position(mysql_params, database_factory,
+                                                                                        mode):
+    """As the ``timestamp`` start above (and a stored position, test_mysql_cdc_binlog.py): a
+    ``specific-offset`` start (file/pos or GTID) whose changes after it were purged is refused,
+    naming the oldest position the server still has; nothing is read."""
+    db = database_factory()
+    run_sql(mysql_params, db, "CREATE TABLE t (id INT PRIMARY KEY)")
+    conn = pymysql.connect(host=mysql_params["host"], port=mysql_params["port"], user=mysql_params["user"],
+                           password=mysql_params["password"], autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SHOW MASTER STATUS")
+            file, pos = cur.fetchone()[:2]
+            cur.execute("SELECT @@gtid_binlog_pos")
+            gtid = cur.fetchone()[0]
+    finally:
+        conn.close()
+    run_sql(mysql_params, db, "INSERT INTO t VALUES (1)")  # after the start position, then purged
+    oldest = _purge_all_but_current(mysql_params)
+    assert oldest != file
+    extra = ({"scan.startup.specific-offset.file": file, "scan.startup.specific-offset.pos": str(pos)}
+             if mode == "specific-offset-file-pos" else {"scan.startup.specific-offset.gtid-set": gtid.split(",")[-1]})
+    src = MySqlSource(source_options(mysql_params, db, **{"scan.startup.mode": "specific-offset", **extra}))
+    with pytest.raises(SourceError) as err:
+        src.open()
+    src.close()
+    message = str(err.value)
+    assert f"oldest position {oldest}:4" in message and "purged" in message
+    assert (f"{file}:{pos}" if mode == "specific-offset-file-pos" else "specific-offset.gtid-set") in message
+    assert mysql_params["password"] not in message

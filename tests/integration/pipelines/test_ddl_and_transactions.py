@@ -260,3 +260,41 @@ def test_rename_column_keeps_the_old_rows_values_under_the_new_name(database_fac
         assert [r["a"] for r in rows] == [None, None, None]  # the re-read rows are written after it
     result = verify_lake_table(p2, t, mysql=mysql_params)
     assert result.passed, str(result.metadata())
+
+
+def test_two_source_tables_never_share_a_lake_table_unless_a_route_says_so(database_factory, mysql_exec, mysql_params,
+                                                                            pipeline_pair):
+    """``db1.t`` and ``db2.t`` read by one Pipeline 2: Iceberg with a fixed ``namespace`` maps both to
+    one lake table, refused by name before either is written over the other; Paimon names lake
+    tables ``database.table`` and keeps them apart. (Kafka keys hold the TableId, so two tables
+    on one topic never share a key either: the truncate/route tests above read such topics.)"""
+    from changelake.errors import PipelineDataError
+
+    db1, db2 = database_factory(), database_factory()
+    for db, v in ((db1, "one"), (db2, "two")):
+        mysql_exec(db, "CREATE TABLE t(id INT PRIMARY KEY, v VARCHAR(20))", f"INSERT INTO t VALUES (1,'{v}'),(2,'{v}')")
+    p1a, p2 = pipeline_pair(db1, ["t"])
+    p1b, _ = pipeline_pair(db2, ["t"])
+    p2 = replace(p2, source={**p2.source, "topic": f"{db1}.t;{db2}.t"})
+    run_pipeline(p1a, until_caught_up=True)
+    run_pipeline(p1b, until_caught_up=True)
+    if p2.sink_type == "iceberg":
+        p2 = replace(p2, sink={**p2.sink, "namespace": "lake"})
+        # one source per run: the second is refused (the lake table records its source table)
+        first = replace(p2, source={**p2.source, "topic": f"{db1}.t"}, name=p2.name + "-a")
+        run_pipeline(first, until_caught_up=True)
+        second = replace(p2, source={**p2.source, "topic": f"{db2}.t"}, name=p2.name + "-b")
+        with pytest.raises(PipelineDataError) as err:
+            run_pipeline(second, until_caught_up=True)
+        message = str(err.value)
+        assert f"{db1}.t" in message and f"{db2}.t" in message and "'lake.t'" in message and "route" in message
+        with pytest.raises(PipelineDataError) as err:  # one run reading both
+            run_pipeline(p2, until_caught_up=True)
+        assert f"{db1}.t" in str(err.value) and f"{db2}.t" in str(err.value)
+        assert _rows(p2, TableId(db1, "t")) == [(1, "one"), (2, "one")]  # never a mix
+    else:
+        run_pipeline(p2, until_caught_up=True)
+        for db in (db1, db2):
+            result = verify_lake_table(p2, TableId(db, "t"), mysql=mysql_params)
+            assert result.passed, str(result.metadata())
+

@@ -215,3 +215,77 @@ def test_exception_on_a_hash_by_key_topic_stops_with_every_partition_at_the_trun
         assert _lake(p2, t)[1] == before_truncate
         seen.append(_committed(p2, t))
     assert seen[0] == seen[1]
+
+
+@pytest.mark.parametrize("batch_size", [7, 1000])
+def test_exception_on_a_hash_by_key_topic_never_moves_a_partition_past_a_refused_column_change(
+        database_factory, mysql_exec, mysql_params, pipeline_pair, batch_size):
+    """A column change has no copy in every partition (unlike a TRUNCATE): each partition is cut at
+    its own first record with the new definition; a partition whose records after the ALTER the
+    stopping round had not read yet may stop short of MySQL's state before the ALTER, never past it.
+    Every lake row is a state the row had before the ALTER, and a relaunch does not move the lake."""
+    db = database_factory()
+    mysql_exec(db, "CREATE TABLE ex4(id INT PRIMARY KEY, v INT)", "INSERT INTO ex4 VALUES (1,1),(2,2)")
+    p1, p2 = pipeline_pair(db, ["ex4"], p1_extra={"partition.strategy": "hash-by-key", "sink.topic.partitions": 3})
+    p2 = _with(p2, "exception")
+    t = TableId(db, "ex4")
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)
+    mysql_exec(db, "INSERT INTO ex4 VALUES " + ",".join(f"({i},{i})" for i in range(3, 40)),
+               "UPDATE ex4 SET v = v + 100 WHERE id % 3 = 0", "DELETE FROM ex4 WHERE id % 5 = 0")
+    before_alter = {r["id"]: r["v"] for r in _mysql_state(mysql_params, db, "ex4")}
+    earlier = {(i, i) for i in range(1, 40)} | {(i, i + 100) for i in range(1, 40) if i % 3 == 0}
+    mysql_exec(db, "ALTER TABLE ex4 ADD COLUMN w INT", "UPDATE ex4 SET v = v + 1000, w = 1",
+               "INSERT INTO ex4 VALUES (100,100,1),(101,101,1),(102,102,1)")
+    run_pipeline(p1, until_caught_up=True)
+    for _ in range(2):
+        with pytest.raises(SchemaChangeError) as err:
+            run_pipeline(p2, until_caught_up=True, batch_size=batch_size)
+        assert f"{db}.ex4" in str(err.value) and "schema change add.column of column 'w'" in str(err.value)
+        names, rows = _lake(p2, t)
+        assert names == ["id", "v"]
+        lake = {(r["id"], r["v"]) for r in rows}
+        assert lake <= earlier, f"past the ALTER: {sorted(lake - earlier)}"  # no state after the ALTER
+        assert all(v < 1000 for _, v in lake) and not any(i >= 100 for i, _ in lake)
+        # a key the lake holds that MySQL had deleted before the ALTER: its partition stopped short
+        assert {i for i, _ in lake} - set(before_alter) <= {i for i in range(1, 40) if i % 5 == 0}
+    # nothing was lost at the cut: with the mode changed the lake catches up to MySQL
+    p2 = _with(p2, "evolve")
+    run_pipeline(p2, until_caught_up=True, batch_size=batch_size)
+    result = verify_lake_table(p2, t, mysql=mysql_params)
+    assert result.passed, str(result.metadata())
+
+
+@pytest.mark.parametrize("behavior", [None, "exception", "evolve", "ignore"])
+def test_modify_to_a_narrower_type_is_handled_by_the_mode_never_silently(database_factory, mysql_exec, mysql_params,
+                                                                         pipeline_pair, behavior, caplog):
+    """``MODIFY v INT`` on a BIGINT column: ``exception`` stops naming the table, the column and
+    both types; the other modes write the values into the wider lake column (logged under an
+    explicit mode) and the lake equals MySQL."""
+    import logging
+
+    db = database_factory()
+    mysql_exec(db, "CREATE TABLE nr(id INT PRIMARY KEY, v BIGINT)", "INSERT INTO nr VALUES (1, 10), (2, 20)")
+    p1, p2 = pipeline_pair(db, ["nr"])
+    p2 = _with(p2, behavior)
+    t = TableId(db, "nr")
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)
+    mysql_exec(db, "ALTER TABLE nr MODIFY v INT", "INSERT INTO nr VALUES (3, 30)", "UPDATE nr SET v = 11 WHERE id = 1")
+    run_pipeline(p1, until_caught_up=True)
+    if behavior == "exception":
+        with pytest.raises(SchemaChangeError) as err:
+            run_pipeline(p2, until_caught_up=True)
+        message = str(err.value)
+        assert f"{db}.nr" in message and "alter.column.type of column 'v'" in message
+        assert "int" in message.lower().split("column 'v'")[1]  # both types (Paimon spells them in capitals)
+        assert _lake(p2, t)[1] == [{"id": 1, "v": 10}, {"id": 2, "v": 20}]
+        return
+    with caplog.at_level(logging.INFO, logger="changelake.connectors.lake.schema_change"):
+        run_pipeline(p2, until_caught_up=True)
+    if behavior is not None:  # (the default mode writes it into the wider column as documented, unlogged)
+        assert any("'v' narrowed" in r.getMessage() for r in caplog.records)
+    arrow = read_lake_table(p2, t)
+    assert str(arrow.schema.field("v").type) == "int64"  # kept wider
+    result = verify_lake_table(p2, t, mysql=mysql_params)
+    assert result.passed, str(result.metadata())

@@ -130,7 +130,8 @@ def gtid_start_position(conn: Any, gtid: Gtid) -> BinlogPosition:
     if start_index is None:
         raise SourceError(
             f"GTID {gtid} of 'scan.startup.specific-offset.gtid-set' is older than the oldest binlog file "
-            f"{files[0] if files else '(none)'}: those transactions were purged; start with 'initial' instead"
+            f"{files[0] if files else '(none)'} (oldest position {files[0] + ':4' if files else '(none)'}): those "
+            "transactions were purged; start with 'initial' instead"
         )
     found = _gtid_list(conn, files[start_index]).get(gtid.domain, -1) == gtid.seq
     for file in files[start_index:]:

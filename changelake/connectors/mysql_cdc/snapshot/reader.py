@@ -127,6 +127,8 @@ class SnapshotReader:
         conditions: Debezium's ``additional-conditions`` of an ad-hoc snapshot: ``db.table`` ->
             filter texts; only rows matching all of a table's filters are read (each filter is
             parsed and re-rendered by :mod:`~changelake.connectors.mysql_cdc.snapshot.conditions`).
+        signal_id: the id of the ``execute-snapshot`` signal that gave ``conditions`` (named when a
+            filter no longer fits its table's definition, changed since the signal).
 
     Raises (from :meth:`open`):
         SourceError: a configured chunk key column is not in its table, or is nullable in a table
@@ -146,9 +148,11 @@ class SnapshotReader:
         include_comments: bool = False,
         tinyint1_as_boolean: bool = True,
         conditions: Mapping[str, Sequence[str]] | None = None,
+        signal_id: str = "?",
     ) -> None:
         self._connection = connection
         self._conditions = dict(conditions or {})
+        self._signal_id = signal_id
         #: ``db.table`` -> the re-rendered filter (``(...) AND (...)``), set by open()
         self._where: dict[str, str] = {}
         self._chunk_key_column = chunk_key_column
@@ -200,7 +204,7 @@ class SnapshotReader:
             if self._conditions.get(name):
                 # every query here runs with a parameter list: a literal % is written %% for PyMySQL
                 self._where[name] = where_clause(self._conditions[name], [c.name for c in table.columns],
-                                                 table=name).replace("%", "%%")
+                                                 signal_id=self._signal_id, table=name).replace("%", "%%")
         return self.binlog_position
 
     def stop_tables(self, names: Sequence[str]) -> list[str]:

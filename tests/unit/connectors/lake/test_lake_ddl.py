@@ -11,7 +11,7 @@ from changelake.connectors.errors import OptionValidationError
 from changelake.connectors.iceberg import IcebergSink, IcebergSinkOptions
 from changelake.connectors.kafka.truncate_scope import TruncateScope, scope_of, truncate_scope_headers
 from changelake.connectors.lake.compaction import TruncateMarker
-from changelake.connectors.lake.ddl import dropped_after, expand_scoped_truncates
+from changelake.connectors.lake.ddl import dropped_after, expand_scoped_truncates, is_earlier_schema
 from changelake.connectors.lake.schema_change import ColumnChange, SchemaChangeError, SchemaChangePolicy
 from changelake.connectors.upsert_kafka.partitioner import partition_for
 from changelake.errors import PipelineDataError
@@ -99,6 +99,13 @@ def test_two_source_tables_on_one_lake_table_are_refused_by_name(tmp_path):
             sink.write(TableId("db2", "t"), [ChangelogRow(RowKind.INSERT, {"id": 1, "v": "b"})], S, {})
     assert "db1.t" in str(err.value) and "db2.t" in str(err.value) and "'lake.t'" in str(err.value)
     assert "route" in str(err.value)
+    # a later run (or another worker: a new sink) is refused too: the lake table records its source
+    again = IcebergSink(IcebergSinkOptions.sql(f"sqlite:///{tmp_path}/c.db", f"file://{tmp_path}/wh", namespace="lake"))
+    with again:
+        with pytest.raises(PipelineDataError) as err:
+            again.write(TableId("db2", "t"), [ChangelogRow(RowKind.INSERT, {"id": 1, "v": "b"})], S, {})
+        assert "db1.t" in str(err.value) and "db2.t" in str(err.value)
+        again.write(TableId("db1", "t"), [ChangelogRow(RowKind.INSERT, {"id": 2, "v": "c"})], S, {})  # its own source
 
 
 def _at(kind, values, offset):
@@ -173,3 +180,14 @@ def test_a_truncate_copied_to_every_partition_is_cut_per_partition_under_excepti
     # an unscoped marker (the table in one partition) cuts everything after it
     plain = [row(0, 1), TruncateMarker(metadata={"topic": "t", "partition": 0, "offset": 2}), row(1, 10)]
     assert _before_refused(policy, plain, 1) == ([plain[0]], plain[1:])
+
+
+def test_an_earlier_definition_is_not_a_drop_column():
+    """evolve / try_evolve drop a lake column only on a definition newer than the lake's: rows of a
+    definition the lake already evolved past (its schema history) keep the column."""
+    s0 = frozenset({"id", "v"})
+    assert is_earlier_schema(S, ["w"], [s0])  # {id, v}: the lake's schema before ADD COLUMN w
+    assert not is_earlier_schema(S, ["w"], [])  # no history: a real DROP COLUMN w
+    assert not is_earlier_schema(S, ["w"], [frozenset({"id", "v", "w"})])  # that schema had w
+    assert not is_earlier_schema(S, ["s"], [frozenset({"id", "s"})])  # v was never in it: a new definition
+    assert is_earlier_schema(S, ["s", "w"], [frozenset({"id", "v", "x"}), frozenset({"id", "s"})])

@@ -38,3 +38,4 @@ def test_alters_that_fill_or_rename_name_their_table(query, table):
 ])
 def test_other_statements_do_not(query):
     assert added_column_fills_rows(query, "d") is None
+
