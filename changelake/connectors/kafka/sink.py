@@ -410,7 +410,7 @@ class KafkaPipelineSink:
             plan = self._plan(event)
             if self._producer is not None and plan.fingerprint is not None:
                 self._ensure_schema_record(self._producer, event.table, plan.schema, plan.fingerprint)
-        topic, table_text, headers = plan.topic, plan.table_text, plan.headers
+        topic, headers = plan.topic, plan.headers
         key_row = event.before if event.op is Op.DELETE else event.after
         key = plan.key(key_row)
         if (
