@@ -317,11 +317,16 @@ class KafkaPipelineSink:
         sent = self._schemas_sent
         plans = self._plans
         UPDATE, DELETE, TRUNCATE = Op.UPDATE, Op.DELETE, Op.TRUNCATE
+        hooked = type(self)._records is not KafkaPipelineSink._records  # a subclass writes its own records
         for event in events:
             op = event.op
             if op is TRUNCATE:
                 for topic, key, value, headers, partition in self._truncate_records(producer, event):
                     self._produce(producer, topic, key, value, headers, partition)
+                continue
+            if hooked:
+                for record in self._records(event):
+                    self._produce(producer, *record)
                 continue
             schema = event.schema
             plan = plans.get((id(schema), event.table))
@@ -330,7 +335,7 @@ class KafkaPipelineSink:
             if plan.fingerprint is not None and plan.fingerprint not in sent:
                 self._ensure_schema_record(producer, event.table, plan.schema, plan.fingerprint)
             if json_values_format or (op is UPDATE and not _same_key_values(schema, event.before or {}, event.after)):
-                for record in self._records(event, plan):
+                for record in self._planned_records(event, plan):
                     self._produce(producer, *record)
                 continue
             # the common case: one record, the event's key (the before image for a delete)
@@ -403,8 +408,13 @@ class KafkaPipelineSink:
         self._plans[(id(event.schema), event.table)] = plan
         return plan
 
-    def _records(self, event: DataChangeEvent,
-                 plan: "_TablePlan | None" = None) -> list[tuple[str, bytes, bytes | None, list[tuple[str, bytes]]]]:
+    def _records(self, event: DataChangeEvent) -> list[tuple[str, bytes, bytes | None, list[tuple[str, bytes]]]]:
+        """The records of one event (topic, key, value, headers); :meth:`write`'s hook, which a
+        subclass may replace (``UpsertKafkaIngestionSink``): then every event goes through it."""
+        return self._planned_records(event, None)
+
+    def _planned_records(self, event: DataChangeEvent, plan: "_TablePlan | None"
+                         ) -> list[tuple[str, bytes, bytes | None, list[tuple[str, bytes]]]]:
         opts = self.options
         if plan is None or plan.schema is not event.schema:
             plan = self._plan(event)
@@ -423,8 +433,8 @@ class KafkaPipelineSink:
             # As Debezium: an update that changes the primary key is a delete of the old key
             # (keyed, and so partitioned, by the old key) followed by a create of the new one.
             return [
-                *self._records(replace(event, op=Op.DELETE, after=None), plan),
-                *self._records(replace(event, op=Op.CREATE, before=None), plan),
+                *self._planned_records(replace(event, op=Op.DELETE, after=None), plan),
+                *self._planned_records(replace(event, op=Op.CREATE, before=None), plan),
             ]
         fmt = plan.fmt
         if opts.value_format is ValueFormat.JSON:
