@@ -252,9 +252,11 @@ class KafkaProducer:
                     except BufferError:
                         continue
                     except KafkaException as exc:
-                        raise SinkFlushError(f"cannot produce to topic {topic!r}: {exc}", topic=topic) from exc
+                        hint = _too_large_hint(exc.args[0], value)
+                        raise SinkFlushError(f"cannot produce to topic {topic!r}: {exc}{hint}", topic=topic) from exc
             except KafkaException as exc:
-                raise SinkFlushError(f"cannot produce to topic {topic!r}: {exc}", topic=topic) from exc
+                raise SinkFlushError(f"cannot produce to topic {topic!r}: {exc}{_too_large_hint(exc.args[0], value)}",
+                                     topic=topic) from exc
             if value is None:
                 tombstones += 1
                 sent_bytes += len(key or b"")
