@@ -1,6 +1,8 @@
 """Interleaved A/B of Pipeline 1 (MySQL binlog -> Kafka, exactly-once) between two source trees,
 on one binlog, one MariaDB and one Kafka: each run is a child process with the tree first on
-``sys.path``; prints streaming rate (first -> last record) and the child's CPU per event.
+``sys.path``; prints streaming rate (first -> last record) and CPU per event of the parent and of
+the binlog worker: over the whole run (with start-up and counting the topic), and between the
+sink's first and last ``write`` (streaming only, /proc/<pid>/stat of the worker).
 
     .venv/bin/python bench/ab_pipeline1.py --a /path/to/old/tree --b . --rounds 2 --transactions 5000
 """
@@ -31,10 +33,39 @@ db = DB(); db.port, db.user, db.password = a["port"], a["user"], a["password"]
 class K: pass
 k = K(); k.bootstrap_servers = a["bootstrap"]
 import changelake
+from changelake.connectors.kafka import sink as _sink
+_write, marks = _sink.KafkaPipelineSink.write, {}
+_TCK = os.sysconf("SC_CLK_TCK")
+def cpu_now():
+    # (this process, its children: the binlog worker) CPU seconds, user + system
+    t = os.times()
+    kids = 0.0
+    for task in os.listdir("/proc/self/task"):
+        try:
+            pids = open(f"/proc/self/task/{task}/children").read().split()
+        except OSError:
+            continue
+        for pid in pids:
+            try:
+                f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            kids += (int(f[11]) + int(f[12])) / _TCK
+    return t.user + t.system, kids
+def write(self, events):
+    if events and "first" not in marks:
+        marks["first"] = cpu_now()
+    out = _write(self, events)
+    if events:
+        marks["last"] = cpu_now()
+    return out
+_sink.KafkaPipelineSink.write = write
 res = bp.run_changelake(db, k, tuple(a["start"]), a["tables"], "exactly-once", a["name"])
 ru = resource.getrusage(resource.RUSAGE_SELF); rc = resource.getrusage(resource.RUSAGE_CHILDREN)
 res["cpu_s"] = ru.ru_utime + ru.ru_stime; res["worker_cpu_s"] = rc.ru_utime + rc.ru_stime
 res["tree"] = changelake.__file__
+if "first" in marks:  # CPU between the first and the last write: streaming only, no start-up
+    res["stream_cpu_s"] = marks["last"][0] - marks["first"][0]; res["stream_worker_cpu_s"] = marks["last"][1] - marks["first"][1]
 print("RESULT " + json.dumps(res))
 """
 
@@ -57,7 +88,8 @@ def main() -> None:
                     "--threads=2", "--rand-seed=42")
         rows = []
         for r in range(args.rounds):
-            for label, tree in (("A", args.a), ("B", args.b)):
+            pair = [("A", args.a), ("B", args.b)]
+            for label, tree in (pair if r % 2 == 0 else pair[::-1]):  # who goes first alternates
                 spec = {"port": db.port, "user": db.user, "password": db.password, "bootstrap": kafka.bootstrap_servers,
                         "start": list(start), "tables": f"{bp.DB}.sbtest[0-9]+", "name": f"ab-{label}-{r}-{uuid.uuid4().hex[:4]}"}
                 env = dict(os.environ, CHANGELAKE_MYSQL_CDC_READER=args.reader, PYTHONPATH=str(Path(tree).resolve()))
@@ -69,14 +101,25 @@ def main() -> None:
                 res = json.loads(line[7:])
                 n = res["events"]
                 rows.append([label, r + 1, n, round(n / res["stream_s"]), round(res["cpu_s"] / n * 1e6, 1),
-                             round(res["worker_cpu_s"] / n * 1e6, 1), round(os.getloadavg()[0], 1)])
+                             round(res["worker_cpu_s"] / n * 1e6, 1),
+                             round(res.get("stream_cpu_s", float("nan")) / n * 1e6, 1),
+                             round(res.get("stream_worker_cpu_s", float("nan")) / n * 1e6, 1),
+                             round(os.getloadavg()[0], 1)])
                 bp.progress(f"{label} round {r + 1}: {rows[-1]}")
         bp.print_table(["tree", "round", "events", "events/s streaming", "parent CPU µs/event", "worker CPU µs/event",
-                        "load 1 min"], rows)
-        for label in ("A", "B"):
-            rates = sorted(x[3] for x in rows if x[0] == label)
-            print(f"{label}: median streaming {rates[len(rates) // 2] if len(rates) % 2 else sum(rates[len(rates)//2-1:len(rates)//2+1]) / 2:,.0f} events/s")
+                        "parent streaming µs/event", "worker streaming µs/event", "load 1 min"], rows)
+        def median(xs: list[float]) -> float:
+            xs = sorted(xs)
+            return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
 
+        med = {label: [median([x[i] for x in rows if x[0] == label]) for i in (3, 6, 7)] for label in ("A", "B")}
+        for label in ("A", "B"):
+            rate, parent_us, worker_us = med[label]
+            print(f"{label}: median streaming {rate:,.0f} events/s; streaming CPU per event: parent {parent_us:.1f} µs, "
+                  f"worker {worker_us:.1f} µs")
+        print(f"B / A: streaming rate {med['B'][0] / med['A'][0]:.2f}x, parent CPU per event "
+              f"{med['B'][1] / med['A'][1]:.2f}x, worker CPU per event {med['B'][2] / med['A'][2]:.2f}x")
+        print(f"load average {os.getloadavg()}")
 
 if __name__ == "__main__":
     main()

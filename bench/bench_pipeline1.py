@@ -344,6 +344,8 @@ def main() -> None:
     ap.add_argument("--skip-debezium", action="store_true")
     ap.add_argument("--skip-process-reader", action="store_true",
                     help="leave out the runs with CHANGELAKE_MYSQL_CDC_READER=process (binlog decoded in a worker process)")
+    ap.add_argument("--skip-thread-reader", action="store_true",
+                    help="leave out the runs with CHANGELAKE_MYSQL_CDC_READER=thread (the goal's figure is the default, process)")
     ap.add_argument("--guarantee", action="append", choices=("at-least-once", "exactly-once"),
                     help="changelake delivery guarantees to run (repeatable; default both)")
     args = ap.parse_args()
@@ -371,7 +373,8 @@ def main() -> None:
                                              ("changelake exactly-once", "exactly-once", "thread"),
                                              ("changelake at-least-once, process reader", "at-least-once", "process"),
                                              ("changelake exactly-once, process reader", "exactly-once", "process")):
-                if (reader == "process" and args.skip_process_reader) or guarantee not in guarantees:
+                if ((reader == "process" and args.skip_process_reader) or (reader == "thread" and args.skip_thread_reader)
+                        or guarantee not in guarantees):
                     continue
                 progress(f"round {r + 1}: {label} ...")
                 os.environ["CHANGELAKE_MYSQL_CDC_READER"] = reader
@@ -380,11 +383,13 @@ def main() -> None:
                 finally:
                     os.environ.pop("CHANGELAKE_MYSQL_CDC_READER", None)
                 expected = expected or res["events"]
+                res["load"] = os.getloadavg()[0]
                 results.setdefault(label, []).append(res)
                 progress(f"  {res['events']:,} events, wall {res['wall_s']:.1f} s, streaming {res['stream_s']:.1f} s")
             if not args.skip_debezium:
                 progress(f"round {r + 1}: Debezium 3.6.1 on Connect standalone ...")
                 res = run_debezium(db, kafka, home, start, tables, expected or 0, f"dbz{r}{uuid.uuid4().hex[:4]}")
+                res["load"] = os.getloadavg()[0]
                 results.setdefault("Debezium 3.6.1 (Connect standalone)", []).append(res)
                 progress(f"  {res['events']:,} events, wall {res['wall_s']:.1f} s, streaming {res['stream_s']:.1f} s")
 
@@ -412,11 +417,12 @@ def main() -> None:
             wall, stream = res["events"] / res["wall_s"], res["events"] / res["stream_s"]
             rows.append([label, res["events"], round(res["wall_s"], 2), round(wall), round(stream),
                          f"{wall / (ref['events'] / ref['wall_s']):.2f}" if ref else "",
-                         f"{stream / (ref['events'] / ref['stream_s']):.2f}" if ref else ""])
+                         f"{stream / (ref['events'] / ref['stream_s']):.2f}" if ref else "",
+                         f"{res.get('load', float('nan')):.1f}"])
     print(f"binlog: sysbench oltp_write_only, {args.transactions:,} transactions on {args.tables} x {args.table_size:,} rows, "
           f"{args.threads} threads")
     print_table(["reader", "events", "wall s", "events/s wall", "events/s streaming", "wall vs Debezium",
-                 "streaming vs Debezium"], rows)
+                 "streaming vs Debezium", "load 1 min after"], rows)
     if args.rounds >= 2:  # the goal's figure: medians over the interleaved rounds, against Debezium's median
         def median_rate(runs: list[dict[str, Any]], key: str) -> float:
             return float(statistics.median(r["events"] / r[key] for r in runs))

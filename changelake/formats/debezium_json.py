@@ -58,7 +58,15 @@ from changelake.changelog.types import DataType, TypeRoot
 from changelake.formats.base import ChangelogFormat
 from changelake.formats.errors import DecodeError, EncodeError
 from changelake.formats.json import JsonCodecOptions, decode_object, encode_image
-from changelake.formats.json_values import _INT_RANGES, dumps, dumps_envelope, format_time, json_decoder_for, loads
+from changelake.formats.json_values import (
+    _INT_RANGES,
+    dumps,
+    dumps_envelope,
+    format_time,
+    json_decoder_for,
+    json_encoder_for,
+    loads,
+)
 from changelake.options import key, option_field
 
 __all__ = ["DebeziumJsonFormat", "DebeziumJsonOptions", "connect_schema_for", "schema_from_connect", "read_batch", "decode_batch",
@@ -320,6 +328,39 @@ class DebeziumJsonFormat(ChangelogFormat):
         before = event.before if event.op in (Op.UPDATE, Op.DELETE) else None
         after = event.after if event.op in (Op.CREATE, Op.READ, Op.UPDATE) else None
         return self._message(before, after, event.op.value, event.table, event.ts_ms, schema, event.transaction)
+
+    def event_encoder(self, schema: Schema | None) -> Callable[[DataChangeEvent], bytes]:
+        """:meth:`encode_event` for the many events of one table whose ``schema`` is this object:
+        the same bytes and errors, with the column converters looked up once instead of per row
+        image (the Kafka pipeline sink's per-table plan). An event of another schema object, with
+        a transaction block, or of a format that writes the schema wrapper or drops null fields
+        goes through :meth:`encode_event`.
+        """
+        opts = self.options
+        cls = type(self)
+        if (schema is None or self._wrap or opts.encode_ignore_null_fields
+                or cls.encode_event is not DebeziumJsonFormat.encode_event
+                or cls._message is not DebeziumJsonFormat._message):  # a subclass writes its own
+            return self.encode_event
+        encoders = [(c.name, json_encoder_for(c.type, c.name, timestamp_format=opts.timestamp_format_standard,
+                                              format=self.name)) for c in schema.columns]
+        encode_event = self.encode_event
+        with_before, with_after = (Op.UPDATE, Op.DELETE), (Op.CREATE, Op.READ, Op.UPDATE)
+
+        def encode(event: DataChangeEvent) -> bytes:
+            table = event.table
+            if event.schema is not schema or event.transaction is not None or table is None:
+                return encode_event(event)
+            op = event.op
+            before = event.before if op in with_before else None
+            after = event.after if op in with_after else None
+            before_obj = None if before is None else {name: enc(before.get(name)) for name, enc in encoders}
+            after_obj = None if after is None else {name: enc(after.get(name)) for name, enc in encoders}
+            payload = {"before": before_obj, "after": after_obj, "op": op.value,
+                       "source": {"db": table.database, "table": table.table, "ts_ms": event.ts_ms}}
+            return dumps_envelope(payload, (before_obj, after_obj))
+
+        return encode
 
     def encode(self, row: ChangelogRow) -> bytes:
         """As Flink's serializer: +I/+U -> ``c`` (after), -U/-D -> ``d`` (before); ``source`` is

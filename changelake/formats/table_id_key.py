@@ -31,7 +31,7 @@ from changelake.changelog.event import DataChangeEvent, Op
 from changelake.changelog.schema import Schema
 from changelake.formats import json_values
 
-__all__ = ["KeyFormat", "key_fields", "encode_table_key", "encode_event_key"]
+__all__ = ["KeyFormat", "key_fields", "encode_table_key", "table_key_encoder", "encode_event_key"]
 
 
 class KeyFormat(enum.Enum):
@@ -93,6 +93,50 @@ def encode_table_key(table_text: str, schema: Schema | None, row: Mapping[str, A
     writer = csv.writer(buf, lineterminator="", quoting=csv.QUOTE_MINIMAL)
     writer.writerow(["" if v is None else v if isinstance(v, str) else _compact(v) for _, v in fields])
     return buf.getvalue().encode("utf-8")
+
+
+def table_key_encoder(table_text: str, schema: Schema | None,
+                      key_format: KeyFormat = KeyFormat.JSON) -> Callable[[Mapping[str, Any] | None], bytes]:
+    """``lambda row: encode_table_key(table_text, schema, row, key_format)`` with the per-table
+    work done once, for the many rows of one table: the same bytes and the same EncodeError.
+
+    A json key of one integer primary-key column (the common case) is the fixed text
+    ``{"TableId":"<table>","<pk>":`` followed by the integer, as :func:`json_values.dumps` and
+    orjson both write an ``int``; any other value goes through :func:`encode_table_key`'s path.
+    """
+    if key_format is not KeyFormat.JSON or schema is None or not schema.primary_key:
+        return lambda row: encode_table_key(table_text, schema, row, key_format)
+    encoders = _key_encoders(schema)
+    dumps_envelope = json_values.dumps_envelope
+
+    def general(row: Mapping[str, Any] | None) -> bytes:
+        if row is None:
+            return encode_table_key(table_text, schema, row, key_format)
+        obj: dict[str, Any] = {"TableId": table_text}
+        for name, encode in encoders:
+            obj[name] = encode(row.get(name))
+        return dumps_envelope(obj, (obj,))
+
+    if len(encoders) != 1:
+        return general
+    (pk, encode_pk), = encoders
+    if not schema.column(pk).type.is_integer:
+        return general
+    sample = general({pk: 0})
+    if not sample.endswith(b":0}"):
+        return general
+    prefix = sample[:-2]  # b'{"TableId":"<table>","<pk>":'
+
+    def one_int(row: Mapping[str, Any] | None) -> bytes:
+        if row is None:
+            return general(row)
+        value = encode_pk(row.get(pk))
+        if type(value) is int:
+            return prefix + int.__repr__(value).encode("ascii") + b"}"
+        obj = {"TableId": table_text, pk: value}
+        return dumps_envelope(obj, (obj,))
+
+    return one_int
 
 
 def encode_event_key(event: DataChangeEvent, key_format: KeyFormat = KeyFormat.JSON,

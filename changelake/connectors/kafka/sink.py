@@ -45,8 +45,8 @@ import concurrent.futures
 import json
 import logging
 import time
-from dataclasses import replace
-from typing import Any, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Mapping, Sequence
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -57,7 +57,7 @@ from changelake.changelog.rowkind import RETRACT, RowKind
 from changelake.changelog.schema import Schema, TableId
 from changelake.connectors.errors import SinkFlushError
 from changelake.formats import create_format
-from changelake.formats.table_id_key import encode_table_key
+from changelake.formats.table_id_key import encode_table_key, table_key_encoder
 from changelake.connectors.kafka.schemas import (
     SCHEMA_ID_HEADER,
     SCHEMA_TOPIC_CONFIG,
@@ -103,6 +103,24 @@ def _same_key_values(schema: Schema | None, before: Mapping[str, Any], after: Ma
     return True
 
 
+@dataclass(frozen=True, slots=True)
+class _TablePlan:
+    """What the records of one table and schema object share (:meth:`KafkaPipelineSink._plan`)."""
+
+    schema: Schema | None
+    topic: str
+    table_text: str
+    headers: list[tuple[str, bytes]]  # table headers, then the schema headers; shared, never mutated
+    fingerprint: str | None
+    key: Callable[[Mapping[str, Any] | None], bytes]
+    fmt: Any
+    value: Callable[[DataChangeEvent], bytes | None]
+
+
+def _no_event_encoding(event: DataChangeEvent) -> bytes | None:
+    raise TypeError("this value format encodes rows, not change events")  # never called: _records
+
+
 class KafkaPipelineSink:
     """Writes change events to Kafka as Flink CDC's Kafka pipeline sink, and stores source positions.
 
@@ -144,7 +162,12 @@ class KafkaPipelineSink:
         self._committing: "concurrent.futures.Future[None] | None" = None
         self._schemas_committing: set[str] = set()
         self._committer: concurrent.futures.ThreadPoolExecutor | None = None
-        self._deferred: list[tuple[str, bytes, bytes | None, list[tuple[str, bytes]], int | None, bool]] | None = None
+        #: the records of the batch being encoded by write() (then produced by produce_many), and
+        #: how many of them are not counted as records (schema records)
+        self._deferred: list[tuple[str, bytes | None, bytes | None, int | None, list[tuple[str, bytes]]]] | None = None
+        self._deferred_uncounted = 0
+        #: (id(schema), table) -> what the records of that table and schema object share
+        self._plans: dict[tuple[int, TableId], _TablePlan] = {}
         #: counters for metrics: records written, tombstones, skipped events, commits, schema records
         self.metrics = {"records": 0, "tombstones": 0, "skipped": 0, "commits": 0, "schemas": 0}
 
@@ -182,6 +205,12 @@ class KafkaPipelineSink:
             if opts.schema_topic:
                 self._creator.ensure([opts.schema_topic], SCHEMA_TOPIC_CONFIG, partitions=1)
         conf: dict[str, Any] = dict(opts.properties)
+        # only failed records need a delivery report (success is seen by flush and by the
+        # transaction commit): no Python callback per acknowledged record, as the upsert-kafka sink
+        only_errors = conf.get("delivery.report.only.error", True)  # a client (Python) setting: a bool
+        conf["delivery.report.only.error"] = (
+            only_errors if isinstance(only_errors, bool) else str(only_errors).strip().lower() == "true"
+        )
         if opts.partition_strategy is PartitionStrategy.HASH_BY_KEY:
             conf.setdefault("partitioner", "murmur2_random")
         if self.exactly_once:
@@ -254,35 +283,68 @@ class KafkaPipelineSink:
             EncodeError: a value cannot be encoded by the format.
         """
         producer = self._require_open()
-        if self._committing is not None and events:
-            # the previous transaction is still committing: encode now, produce once it is done
-            self._deferred = []
-            try:
-                self._write_events(producer, events)
-            finally:
-                deferred, self._deferred = self._deferred, None
+        committing = self._committing is not None and bool(events)
+        if not committing:
             self.finish_commit()
             producer.raise_delivery_errors()
-            if self.exactly_once:
-                producer.begin()
-            for record in deferred:
-                self._produce(producer, *record)
-        else:
-            self.finish_commit()
-            producer.raise_delivery_errors()
-            if self.exactly_once and events:
-                producer.begin()
+        # encode the whole batch first (while a previous transaction may still be committing),
+        # then hand it to the producer in one loop (KafkaProducer.produce_many), in order
+        self._deferred, self._deferred_uncounted = [], 0
+        try:
             self._write_events(producer, events)
+            records, uncounted = self._deferred, self._deferred_uncounted
+        finally:
+            self._deferred = None
+        if committing:
+            self.finish_commit()
+            producer.raise_delivery_errors()
+        if self.exactly_once and events:
+            producer.begin()
+        if records:
+            tombstones = producer.tombstones_sent
+            producer.produce_many(records)
+            self.metrics["records"] += len(records) - uncounted
+            self.metrics["tombstones"] += producer.tombstones_sent - tombstones
+            self._records_since_commit += len(records)
         producer.poll(0)
 
     def _write_events(self, producer: KafkaProducer, events: Sequence[DataChangeEvent]) -> None:
+        opts = self.options
+        json_values_format = opts.value_format is ValueFormat.JSON
+        zero = 0 if opts.partition_strategy is PartitionStrategy.ALL_TO_ZERO else None
+        out = self._deferred
+        assert out is not None
+        sent = self._schemas_sent
+        plans = self._plans
+        UPDATE, DELETE, TRUNCATE = Op.UPDATE, Op.DELETE, Op.TRUNCATE
+        hooked = type(self)._records is not KafkaPipelineSink._records  # a subclass writes its own records
         for event in events:
-            if event.op is Op.TRUNCATE:
+            op = event.op
+            if op is TRUNCATE:
                 for topic, key, value, headers, partition in self._truncate_records(producer, event):
                     self._produce(producer, topic, key, value, headers, partition)
                 continue
-            for record in self._records(event):
-                self._produce(producer, *record)
+            if hooked:
+                for record in self._records(event):
+                    self._produce(producer, *record)
+                continue
+            schema = event.schema
+            plan = plans.get((id(schema), event.table))
+            if plan is None or plan.schema is not schema:
+                plan = self._plan(event)
+            if plan.fingerprint is not None and plan.fingerprint not in sent:
+                self._ensure_schema_record(producer, event.table, plan.schema, plan.fingerprint)
+            if json_values_format or (op is UPDATE and not _same_key_values(schema, event.before or {}, event.after)):
+                for record in self._planned_records(event, plan):
+                    self._produce(producer, *record)
+                continue
+            # the common case: one record, the event's key (the before image for a delete)
+            key = plan.key(event.before if op is DELETE else event.after)
+            encoded = plan.value(event)
+            if encoded is None:
+                self.metrics["skipped"] += 1
+                continue
+            out.append((plan.topic, key, encoded, zero, plan.headers))
 
     def _truncate_records(
         self, producer: KafkaProducer, event: DataChangeEvent
@@ -318,43 +380,75 @@ class KafkaPipelineSink:
             headers = headers + truncate_scope_headers(len(partitions), opts.key_format)
         return [(topic, key, value, headers, p) for p in partitions]
 
-    def _records(self, event: DataChangeEvent) -> list[tuple[str, bytes, bytes | None, list[tuple[str, bytes]]]]:
+    def _plan(self, event: DataChangeEvent) -> "_TablePlan":
+        """What every record of ``event``'s table and schema object shares (topic, headers, key
+        and value encoders, schema fingerprint), built once; the topic is created if missing."""
         opts = self.options
         topic = self.topic_for(event.table)
         if opts.auto_create_topics and self._creator is not None:
             self._creator.ensure([topic])
         table_text = str(event.table)
         headers = self._headers(event.table)
-        if self._producer is not None:
-            headers = headers + self._schema_headers(self._producer, event)
+        fingerprint: str | None = None
+        if opts.schema_topic and event.schema is not None:
+            fingerprint = self._fingerprint(event.schema)
+            headers += [(SCHEMA_ID_HEADER, fingerprint.encode("ascii")),
+                        (SCHEMA_TOPIC_HEADER, opts.schema_topic.encode("utf-8"))]
+        fmt = self._format(event)
+        # the changelog formats encode events (the plain json format encodes rows, in _records)
+        event_encoder = getattr(fmt, "event_encoder", None)
+        value = event_encoder(event.schema) if event_encoder is not None else getattr(fmt, "encode_event", None)
+        plan = _TablePlan(
+            schema=event.schema, topic=topic, table_text=table_text, headers=headers, fingerprint=fingerprint,
+            key=table_key_encoder(table_text, event.schema, opts.key_format), fmt=fmt,
+            value=value if value is not None else _no_event_encoding,
+        )
+        if len(self._plans) > 1000:
+            self._plans.clear()
+        self._plans[(id(event.schema), event.table)] = plan
+        return plan
+
+    def _records(self, event: DataChangeEvent) -> list[tuple[str, bytes, bytes | None, list[tuple[str, bytes]]]]:
+        """The records of one event (topic, key, value, headers); :meth:`write`'s hook, which a
+        subclass may replace (``UpsertKafkaIngestionSink``): then every event goes through it."""
+        return self._planned_records(event, None)
+
+    def _planned_records(self, event: DataChangeEvent, plan: "_TablePlan | None"
+                         ) -> list[tuple[str, bytes, bytes | None, list[tuple[str, bytes]]]]:
+        opts = self.options
+        if plan is None or plan.schema is not event.schema:
+            plan = self._plan(event)
+            if self._producer is not None and plan.fingerprint is not None:
+                self._ensure_schema_record(self._producer, event.table, plan.schema, plan.fingerprint)
+        topic, headers = plan.topic, plan.headers
         key_row = event.before if event.op is Op.DELETE else event.after
-        key = encode_table_key(table_text, event.schema, key_row, opts.key_format)
+        key = plan.key(key_row)
         if (
             event.op is Op.UPDATE
             and opts.value_format is not ValueFormat.JSON
             and event.before is not None
             and not _same_key_values(event.schema, event.before, event.after)
-            and encode_table_key(table_text, event.schema, event.before, opts.key_format) != key
+            and plan.key(event.before) != key
         ):
             # As Debezium: an update that changes the primary key is a delete of the old key
             # (keyed, and so partitioned, by the old key) followed by a create of the new one.
             return [
-                *self._records(replace(event, op=Op.DELETE, after=None)),
-                *self._records(replace(event, op=Op.CREATE, before=None)),
+                *self._planned_records(replace(event, op=Op.DELETE, after=None), plan),
+                *self._planned_records(replace(event, op=Op.CREATE, before=None), plan),
             ]
-        fmt = self._format(event)
+        fmt = plan.fmt
         if opts.value_format is ValueFormat.JSON:
             if event.op is Op.DELETE:
                 return [(topic, key, None, headers)]
             out: list[tuple[str, bytes, bytes | None, list[tuple[str, bytes]]]] = []
             if event.op is Op.UPDATE and event.before is not None:
-                old_key = encode_table_key(table_text, event.schema, event.before, opts.key_format)
+                old_key = plan.key(event.before)
                 if old_key != key:
                     out.append((topic, old_key, None, headers))
             value = fmt.encode(ChangelogRow.insert(dict(event.after or {}), event.table))
             out.append((topic, key, value, headers))
             return out
-        value = fmt.encode_event(event)
+        value = plan.value(event)
         if value is None:
             self.metrics["skipped"] += 1
             return []
@@ -393,6 +487,36 @@ class KafkaPipelineSink:
         headers.extend((k, v.encode("utf-8")) for k, v in self.options.custom_headers)
         return headers
 
+    def _fingerprint(self, schema: Schema) -> str:
+        # by identity first, as _format: hashing a Schema for each event costs more than the rest
+        by_id = self._fingerprints_by_id.get(id(schema))
+        if by_id is not None and by_id[0] is schema:
+            return by_id[1]
+        fingerprint = self._fingerprints.get(schema) or schema_fingerprint(schema)
+        if len(self._fingerprints) > 10_000:
+            self._fingerprints.clear()
+        self._fingerprints[schema] = fingerprint
+        if len(self._fingerprints_by_id) > 1000:
+            self._fingerprints_by_id.clear()
+        self._fingerprints_by_id[id(schema)] = (schema, fingerprint)
+        return fingerprint
+
+    def _ensure_schema_record(self, producer: KafkaProducer, table: TableId, schema: Schema | None,
+                              fingerprint: str) -> None:
+        """Produce the schema record of ``fingerprint`` first when this sink has not written it
+        yet (joining the open transaction under exactly-once)."""
+        topic = self.options.schema_topic
+        if (not topic or schema is None or fingerprint in self._schemas_sent or fingerprint in self._schemas_pending
+                or fingerprint in self._schemas_committing):
+            return
+        key, value = encode_schema_record(table, schema)
+        self._produce(producer, topic, key, value, [], partition=0, counted=False)
+        self.metrics["schemas"] += 1
+        if self.exactly_once:
+            self._schemas_pending.add(fingerprint)
+        else:
+            self._schemas_sent.add(fingerprint)
+
     def _schema_headers(self, producer: KafkaProducer, event: DataChangeEvent) -> list[tuple[str, bytes]]:
         """``changelake.schema.id`` / ``changelake.schema.topic`` for an event with a schema; the
         schema record is produced first when this sink has not written it yet (joining the open
@@ -400,33 +524,18 @@ class KafkaPipelineSink:
         topic = self.options.schema_topic
         if not topic or event.schema is None:
             return []
-        # by identity first, as _format: hashing a Schema for each event costs more than the rest
-        by_id = self._fingerprints_by_id.get(id(event.schema))
-        if by_id is not None and by_id[0] is event.schema:
-            fingerprint = by_id[1]
-        else:
-            fingerprint = self._fingerprints.get(event.schema) or schema_fingerprint(event.schema)
-            if len(self._fingerprints) > 10_000:
-                self._fingerprints.clear()
-            self._fingerprints[event.schema] = fingerprint
-            if len(self._fingerprints_by_id) > 1000:
-                self._fingerprints_by_id.clear()
-            self._fingerprints_by_id[id(event.schema)] = (event.schema, fingerprint)
-        if (fingerprint not in self._schemas_sent and fingerprint not in self._schemas_pending
-                and fingerprint not in self._schemas_committing):
-            key, value = encode_schema_record(event.table, event.schema)
-            self._produce(producer, topic, key, value, [], partition=0, counted=False)
-            self.metrics["schemas"] += 1
-            if self.exactly_once:
-                self._schemas_pending.add(fingerprint)
-            else:
-                self._schemas_sent.add(fingerprint)
+        fingerprint = self._fingerprint(event.schema)
+        self._ensure_schema_record(producer, event.table, event.schema, fingerprint)
         return [(SCHEMA_ID_HEADER, fingerprint.encode("ascii")), (SCHEMA_TOPIC_HEADER, topic.encode("utf-8"))]
 
     def _produce(self, producer: KafkaProducer, topic: str, key: bytes, value: bytes | None,
                  headers: list[tuple[str, bytes]], partition: int | None = None, counted: bool = True) -> None:
-        if self._deferred is not None:  # encoded while the previous transaction commits (write)
-            self._deferred.append((topic, key, value, headers, partition, counted))
+        if self._deferred is not None:  # write: the batch is encoded first, then produced in one loop
+            if partition is None and self.options.partition_strategy is PartitionStrategy.ALL_TO_ZERO:
+                partition = 0
+            self._deferred.append((topic, key, value, partition, headers))
+            if not counted:
+                self._deferred_uncounted += 1
             return
         if partition is None and self.options.partition_strategy is PartitionStrategy.ALL_TO_ZERO:
             partition = 0

@@ -135,3 +135,20 @@ def test_a_record_over_the_size_limit_names_both_settings_to_raise(kafka_bootstr
         assert "'properties.message.max.bytes'" in message and "'max.message.bytes'" in message
     finally:
         producer.close()
+
+
+def test_produce_many_names_both_settings_for_a_record_over_the_size_limit(kafka_bootstrap, topic_factory):
+    """The Kafka pipeline sink's batch path (produce_many) gives the same error for a too-large
+    record, and the records before it are queued."""
+    topic = topic_factory(partitions=1)
+    producer = KafkaProducer({"bootstrap.servers": kafka_bootstrap}, metrics=SinkMetrics())
+    producer.open()
+    try:
+        with pytest.raises(SinkFlushError) as err:
+            producer.produce_many([(topic, b"k", b"v", None, None), (topic, b"big", b"x" * 2_000_000, 0, [("h", b"1")])])
+        message = str(err.value)
+        assert "2000000 bytes" in message
+        assert "'properties.message.max.bytes'" in message and "'max.message.bytes'" in message
+        assert len(producer.client) == 1  # the first record is queued
+    finally:
+        producer.close()
