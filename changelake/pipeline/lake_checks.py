@@ -13,7 +13,7 @@ from typing import Any
 from changelake.changelog import TableId
 from changelake.pipeline.definition import PipelineDefinition
 
-__all__ = ["check_unique_keys", "Freshness", "check_freshness", "upstream_gap", "topics_of_table"]
+__all__ = ["check_unique_keys", "lake_primary_key", "Freshness", "check_freshness", "upstream_gap", "topics_of_table"]
 
 
 def _transform_primary_key(defn: PipelineDefinition, table: TableId) -> list[str]:
@@ -27,6 +27,18 @@ def _transform_primary_key(defn: PipelineDefinition, table: TableId) -> list[str
     return []
 
 
+def lake_primary_key(defn: PipelineDefinition, table: TableId) -> list[str]:
+    """The primary key lake table ``table`` of ``defn``'s sink declares (Iceberg: its identifier
+    fields; Paimon: its primary keys), else the pipeline's ``transform`` primary keys, else []."""
+    from changelake.pipeline.lake_checkpoint import open_lake_sink
+
+    sink = open_lake_sink(defn)
+    try:
+        return list(sink.primary_key(table)) or _transform_primary_key(defn, table)
+    finally:
+        sink.close()
+
+
 def check_unique_keys(defn: PipelineDefinition, table: TableId, sample_size: int = 10) -> Any:
     """:class:`~changelake.checks.duplicates.DuplicateKeys` of lake table ``table`` of ``defn``'s
     sink, on the primary key the lake table declares (Iceberg: its identifier fields; Paimon: its
@@ -38,14 +50,9 @@ def check_unique_keys(defn: PipelineDefinition, table: TableId, sample_size: int
     """
     from changelake.checks.duplicates import find_duplicate_keys
     from changelake.checks.errors import CheckError
-    from changelake.pipeline.lake_checkpoint import open_lake_sink
     from changelake.pipeline.verify import read_lake_table
 
-    sink = open_lake_sink(defn)
-    try:
-        key = sink.primary_key(table) or _transform_primary_key(defn, table)
-    finally:
-        sink.close()
+    key = lake_primary_key(defn, table)
     rows = read_lake_table(defn, table)
     if not key:
         raise CheckError(f"lake table {table} has no known primary key (identifier fields / transform primary-keys)")
