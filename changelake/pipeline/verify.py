@@ -14,7 +14,7 @@ from typing import Any, Mapping
 from changelake.changelog import TableId
 from changelake.pipeline.definition import PipelineDefinition
 
-__all__ = ["read_mysql_table", "read_lake_table", "verify_lake_table", "mysql_params_from_env"]
+__all__ = ["read_mysql_table", "read_lake_table", "lake_primary_key", "verify_lake_table", "mysql_params_from_env"]
 
 
 def mysql_params_from_env(env: Mapping[str, str]) -> dict[str, Any]:
@@ -53,6 +53,29 @@ def read_lake_table(defn: PipelineDefinition, table: TableId) -> Any:
 
     sink: LakeSink = find_factory(defn.sink_type).create_sink(defn.options("sink"), ConnectorContext(defn.name))
     return sink.read_table(table)
+
+
+def _transform_primary_key(defn: PipelineDefinition, table: TableId) -> list[str]:
+    """The ``primary-keys`` of the first ``transform`` rule whose ``source-table`` matches ``table``."""
+    from changelake.changelog.selectors import Selectors
+
+    for rule in defn.transform:
+        keys = rule.get("primary-keys")
+        if keys and Selectors.parse(rule.get("source-table", "")).matches(table):
+            return [k.strip() for k in keys.split(",") if k.strip()]
+    return []
+
+
+def lake_primary_key(defn: PipelineDefinition, table: TableId) -> list[str]:
+    """The primary key lake table ``table`` of ``defn``'s sink declares (Iceberg: its identifier
+    fields; Paimon: its primary keys), else the pipeline's ``transform`` primary keys, else []."""
+    from changelake.pipeline.lake_checkpoint import open_lake_sink
+
+    sink = open_lake_sink(defn)
+    try:
+        return list(sink.primary_key(table)) or _transform_primary_key(defn, table)
+    finally:
+        sink.close()
 
 
 class _Result:
@@ -115,8 +138,6 @@ def verify_lake_table(
         schema, rows = read_mysql_table(params, table)
         lake = read_lake_table(defn, table)
         if schema is None:  # gone from MySQL: no rows, compared on the lake table's own columns and key
-            from changelake.pipeline.lake_checks import lake_primary_key
-
             source, key = lake.schema.empty_table(), lake_primary_key(defn, table) or list(lake.column_names)
         else:
             source, key = rows_to_arrow(rows, schema, table=str(table)), list(schema.primary_key)
