@@ -74,7 +74,8 @@ def next_step_text(check: str, path: Path, result: object = None) -> str:
     if result is None:  # the check could not run (e.g. the lake table does not exist yet)
         return f"Run the pipelines until caught up (Pipeline 1, then `{run}`), then re-check."
     if check == KEY_STATE_CHECK and hasattr(result, "comparison"):
-        return next_step(False, result.comparison.duplicate_keys_lake)
+        return next_step(False, result.comparison.duplicate_keys_lake,
+                         mysql_table_exists=getattr(result, "mysql_table_exists", True))
     if check == UNIQUE_KEYS_CHECK:
         return next_step(False, duplicate_keys_lake=1)
     if check == FRESHNESS_CHECK:

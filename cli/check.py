@@ -79,6 +79,9 @@ def _detail(row: dict) -> str:
     if ERROR in md:
         return str(md[ERROR])
     if row["check"] == "key_state_matches_mysql":
+        if md.get("mysql_table_exists") is False:  # dropped or renamed in MySQL: its key state is empty
+            return (f"MySQL table {row['table']} no longer exists; lake={md.get('rows_lake')} "
+                    f"extra_in_lake={md.get('extra_in_lake')}")
         return f"mysql={md.get('rows_source')} lake={md.get('rows_lake')} mismatches={md.get('mismatches')}"
     if row["check"] == "no_duplicate_primary_keys":
         return f"rows={md.get('rows')} duplicate_keys={md.get('duplicate_keys')}"

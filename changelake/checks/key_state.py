@@ -148,10 +148,17 @@ class KeyStateComparison:
         return "\n".join(out)
 
 
-def next_step(passed: bool, duplicate_keys_lake: int = 0) -> str:
-    """What to do about a failed key-state check (empty when it passed)."""
+def next_step(passed: bool, duplicate_keys_lake: int = 0, *, mysql_table_exists: bool = True) -> str:
+    """What to do about a failed key-state check (empty when it passed); ``mysql_table_exists``
+    False: MySQL has no such table now, the lake table still holds rows."""
     if passed:
         return ""
+    if not mysql_table_exists:
+        return ("The MySQL table no longer exists (DROP TABLE or RENAME TABLE) but its lake table still holds rows: "
+                "run the pipelines until caught up (Pipeline 1, then Pipeline 2 with "
+                "changelake pipeline run FILE --until-caught-up), which applies the DROP or RENAME and empties the "
+                "lake table, then re-check. If it persists, the drop was not captured (e.g. under DROP DATABASE, or "
+                "before the pipeline read the binlog): empty the lake table by hand.")
     if duplicate_keys_lake:
         return ("The lake holds a primary key more than once: the table's primary key in the lake differs from the "
                 "transform's primary-keys, or two pipelines write the table; fix the key, then re-snapshot.")

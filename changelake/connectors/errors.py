@@ -6,6 +6,7 @@ from changelake.errors import ChangelakeError, OptionValidationError
 
 __all__ = [
     "ConnectorError", "KafkaUnavailableError", "OptionValidationError", "RecordError", "SinkFlushError", "SourceError",
+    "SourceTableNotFoundError",
 ]
 
 
@@ -29,6 +30,20 @@ class SinkFlushError(ConnectorError):
 
 class SourceError(ConnectorError):
     """A source cannot continue (e.g. a stored binlog position no longer exists on the server)."""
+
+
+class SourceTableNotFoundError(SourceError):
+    """The source table does not exist now (e.g. MySQL's ``ER_NO_SUCH_TABLE``, 1146, after a
+    ``DROP TABLE`` or ``RENAME TABLE``): its key state is empty. Raised only on that precise
+    signal, never for a missing database, a connection failure or a missing privilege.
+
+    Attributes:
+        table: the table, ``db.table``.
+    """
+
+    def __init__(self, message: str, *, table: str) -> None:
+        self.table = table
+        super().__init__(message)
 
 
 class KafkaUnavailableError(ConnectorError):

@@ -16,17 +16,6 @@ from changelake.pipeline.definition import PipelineDefinition
 __all__ = ["check_unique_keys", "Freshness", "check_freshness", "upstream_gap", "topics_of_table"]
 
 
-def _transform_primary_key(defn: PipelineDefinition, table: TableId) -> list[str]:
-    """The ``primary-keys`` of the first ``transform`` rule whose ``source-table`` matches ``table``."""
-    from changelake.changelog.selectors import Selectors
-
-    for rule in defn.transform:
-        keys = rule.get("primary-keys")
-        if keys and Selectors.parse(rule.get("source-table", "")).matches(table):
-            return [k.strip() for k in keys.split(",") if k.strip()]
-    return []
-
-
 def check_unique_keys(defn: PipelineDefinition, table: TableId, sample_size: int = 10) -> Any:
     """:class:`~changelake.checks.duplicates.DuplicateKeys` of lake table ``table`` of ``defn``'s
     sink, on the primary key the lake table declares (Iceberg: its identifier fields; Paimon: its
@@ -38,14 +27,9 @@ def check_unique_keys(defn: PipelineDefinition, table: TableId, sample_size: int
     """
     from changelake.checks.duplicates import find_duplicate_keys
     from changelake.checks.errors import CheckError
-    from changelake.pipeline.lake_checkpoint import open_lake_sink
-    from changelake.pipeline.verify import read_lake_table
+    from changelake.pipeline.verify import lake_primary_key, read_lake_table
 
-    sink = open_lake_sink(defn)
-    try:
-        key = sink.primary_key(table) or _transform_primary_key(defn, table)
-    finally:
-        sink.close()
+    key = lake_primary_key(defn, table)
     rows = read_lake_table(defn, table)
     if not key:
         raise CheckError(f"lake table {table} has no known primary key (identifier fields / transform primary-keys)")

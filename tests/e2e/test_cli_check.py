@@ -110,3 +110,39 @@ def test_a_failed_check_shows_sample_keys_mysql_vs_lake_and_the_next_step(cli, m
         assert run("pipeline", "run", str(pipes / f"{name}.yaml"), "--until-caught-up").returncode == 0
     ok = run("check", "--pipeline", str(pipes / "two.yaml"))
     assert ok.returncode == 0, ok.stdout + ok.stderr
+
+
+def test_a_dropped_mysql_table_checks_red_while_its_lake_table_holds_rows_and_green_once_emptied(cli, mysql_params):
+    db, pipes, _, run, home = cli
+    # Pipeline 1 without the schema envelope: with debezium-json.include-schema.enabled a captured
+    # DROP TABLE stops it ("include-schema.enabled needs the table schema"), reported separately
+    one = pipes / "one.yaml"
+    one.write_text(one.read_text().replace(", debezium-json.include-schema.enabled: true", ""))
+    assert "include-schema" not in one.read_text()
+    for name in ("one", "two"):
+        assert run("pipeline", "run", str(pipes / f"{name}.yaml"), "--until-caught-up").returncode == 0
+    conn = pymysql.connect(**mysql_params, database=db, autocommit=True)
+    with conn.cursor() as cur:
+        cur.execute("DROP TABLE b")
+    conn.close()
+    # Pipeline 1 captured the DROP, Pipeline 2 did not run: lake table b still holds its row
+    assert run("pipeline", "run", str(pipes / "one.yaml"), "--until-caught-up").returncode == 0
+    bad = run("check", "--pipeline", str(pipes / "two.yaml"))
+    out = bad.stdout
+    assert bad.returncode == 1, out + bad.stderr
+    line = [ln for ln in out.splitlines() if f"{db}.b " in ln and "key_state_matches_mysql" in ln]
+    assert line and "FAIL" in line[0] and f"MySQL table {db}.b no longer exists; lake=1 extra_in_lake=1" in line[0], out
+    assert "| id=1 | extra in lake |  | (absent) | (row) |" in out, out
+    assert "next step" in out and "The MySQL table no longer exists" in out, out
+    assert "not found in information_schema" not in out, out
+    with dg.DagsterInstance.from_config(str(home)) as instance:  # the Dagster asset check says the same
+        (latest,) = _executions(instance, ["lake", f"p2_{db}", db, "b"], "key_state_matches_mysql")[:1]
+        md = latest.event.dagster_event.event_specific_data.metadata
+        assert md["mysql_table_exists"].value is False and md["extra_in_lake"].value == 1, md
+        assert f"MySQL table {db}.b no longer exists" in md["reason"].value, md
+    # Pipeline 2 applies the DROP: the empty lake table b is green, a is untouched
+    assert run("pipeline", "run", str(pipes / "two.yaml"), "--until-caught-up").returncode == 0
+    ok = run("check", "--pipeline", str(pipes / "two.yaml"))
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    line = [ln for ln in ok.stdout.splitlines() if f"{db}.b " in ln and "key_state_matches_mysql" in ln]
+    assert line and "PASS" in line[0] and "no longer exists; lake=0 extra_in_lake=0" in line[0], ok.stdout

@@ -33,7 +33,7 @@ import pymysql.cursors
 
 from changelake.changelog.event import DataChangeEvent, Op
 from changelake.changelog.schema import TableId
-from changelake.connectors.errors import SourceError
+from changelake.connectors.errors import SourceError, SourceTableNotFoundError
 from changelake.connectors.mysql_cdc.binlog.reader import close_quietly, is_connection_loss
 from changelake.connectors.mysql_cdc.errors import SnapshotInterruptedError
 from changelake.connectors.mysql_cdc.positions import BinlogPosition, SnapshotProgress, SourcePosition
@@ -85,17 +85,54 @@ def read_table(connection: dict[str, Any], table_id: TableId) -> tuple[TableSche
 
     Returns:
         (table schema, rows as column name -> Python value).
+
+    Raises:
+        SourceTableNotFoundError: the table does not exist now (the server answers
+            ``ER_NO_SUCH_TABLE``, 1146: dropped or renamed; its key state is empty).
+        SourceError: information_schema has no columns of the table for another reason (e.g. the
+            database does not exist, ``ER_BAD_DB_ERROR``, or the user may not see the table).
+        pymysql.err.Error: the server cannot be reached, or another error.
     """
     conn = text_connection(connection)
+    name = f"{quote(table_id.database or '')}.{quote(table_id.table)}"
     try:
-        table = load_table_schema(conn, table_id)
-        sql = f"SELECT {select_list(table)} FROM {quote(table_id.database or '')}.{quote(table_id.table)}"
+        try:
+            table = load_table_schema(conn, table_id)
+        except SourceError as exc:  # no columns in information_schema: ask the server why
+            _raise_if_no_such_table(conn, f"SELECT 1 FROM {name} LIMIT 0", table_id, exc)
+            raise
         with conn.cursor(pymysql.cursors.SSCursor) as cur:
-            cur.execute(sql)
+            try:
+                cur.execute(f"SELECT {select_list(table)} FROM {name}")
+            except pymysql.err.ProgrammingError as exc:  # dropped since its columns were read
+                _raise_if_no_such_table(conn, f"SELECT 1 FROM {name} LIMIT 0", table_id, exc)
+                raise
             rows = [{c.name: convert(c, v) for c, v in zip(table.columns, raw)} for raw in cur.fetchall_unbuffered()]
         return table, rows
     finally:
         conn.close()
+
+
+_NO_SUCH_TABLE = 1146  # ER_NO_SUCH_TABLE (MySQL and MariaDB): the database exists, the table does not
+
+
+def _raise_if_no_such_table(conn: Any, probe: str, table_id: TableId, cause: BaseException) -> None:
+    """Raise :class:`SourceTableNotFoundError` if ``probe`` (a SELECT of the table) run on ``conn``
+    in the table's database (``USE`` first: a missing database is not a dropped table) answers
+    ``ER_NO_SUCH_TABLE``. Any other answer returns, so the caller re-raises ``cause``."""
+    try:
+        # the database must exist (else ER_BAD_DB_ERROR, 1049, raised here): a SELECT of a table
+        # of a missing database answers ER_NO_SUCH_TABLE as well
+        conn.select_db(table_id.database or "")
+        with conn.cursor() as cur:
+            cur.execute(probe)
+    except pymysql.err.ProgrammingError as exc:
+        if exc.args and exc.args[0] == _NO_SUCH_TABLE:
+            raise SourceTableNotFoundError(
+                f"MySQL table {table_id} does not exist (ER_NO_SUCH_TABLE): dropped or renamed", table=str(table_id)
+            ) from cause
+    except pymysql.err.Error:
+        pass
 
 
 def _key_param(table: TableSchema, name: str, raw: Any) -> Any:
