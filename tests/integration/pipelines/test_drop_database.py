@@ -55,11 +55,18 @@ def test_drop_database_empties_its_tables_in_the_lake(database_factory, mysql_ex
     assert _rows(p2, TableId(ta, "s_a")) == [(1, 10), (2, 20), (3, 30)]  # the other database is untouched
     assert verify_lake_table(p2, TableId(ta, "s_a"), mysql=mysql_params).passed
 
-    # DROP SCHEMA IF EXISTS of a database read while Pipeline 1 runs on (no restart in between)
+    # a re-CREATE of the database and the table starts from the new definition
     mysql_exec(ta, f"CREATE DATABASE `{tz}`", f"CREATE TABLE `{tz}`.s_a (id INT PRIMARY KEY, v VARCHAR(10), w INT)",
-               f"INSERT INTO `{tz}`.s_a VALUES (7,'x',70)", f"DROP SCHEMA IF EXISTS `{tz}`",
-               # a re-CREATE of the database and the table starts from the new definition
-               f"CREATE DATABASE `{tz}`", f"CREATE TABLE `{tz}`.s_a (id INT PRIMARY KEY, v VARCHAR(10), w INT)",
+               f"INSERT INTO `{tz}`.s_a VALUES (7,'x',70)")
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)
+    assert read_lake_table(p2, TableId(tz, "s_a")).to_pylist() == [{"id": 7, "v": "x", "w": 70}]
+    result = verify_lake_table(p2, TableId(tz, "s_a"), mysql=mysql_params)
+    assert result.passed, result.metadata()
+
+    # DROP SCHEMA IF EXISTS, then the database again, in one read of each pipeline
+    mysql_exec(ta, f"DROP SCHEMA IF EXISTS `{tz}`", f"CREATE DATABASE `{tz}`",
+               f"CREATE TABLE `{tz}`.s_a (id INT PRIMARY KEY, v VARCHAR(10), w INT)",
                f"INSERT INTO `{tz}`.s_a VALUES (8,'y',80)")
     run_pipeline(p1, until_caught_up=True)
     run_pipeline(p2, until_caught_up=True)
