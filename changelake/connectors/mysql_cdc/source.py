@@ -31,7 +31,7 @@ import time
 from dataclasses import replace
 from typing import Any, Mapping
 
-from changelake.changelog.event import DataChangeEvent
+from changelake.changelog.event import DROP_TABLE, DataChangeEvent
 from changelake.changelog.rowkind import RETRACT, RowKind
 from changelake.changelog.schema import TableId
 from changelake.connectors.errors import OptionValidationError, SourceError
@@ -446,6 +446,9 @@ class MySqlSource:
                 if item.table not in seen:
                     seen.add(item.table)
                     self._known.add(str(item.table))
+                if item.schema_change == DROP_TABLE:  # no longer listed: a later DROP DATABASE skips it
+                    seen.discard(item.table)
+                    self._known.discard(str(item.table))
                 if snapshot_now is not None:
                     break  # (a captured signal table) the rest of this batch is read again after the snapshot
             elif kind == "progress":
@@ -488,6 +491,9 @@ class MySqlSource:
                 if item.table not in self._known_ids:
                     self._known_ids.add(item.table)
                     self._known.add(str(item.table))
+                if item.schema_change == DROP_TABLE:  # as in poll
+                    self._known_ids.discard(item.table)
+                    self._known.discard(str(item.table))
                 kept = flt.apply(item)
                 if self._tx_monitor is not None:
                     kept = [self._tx_monitor.on_event(e) for e in kept]
@@ -845,11 +851,14 @@ class MySqlSource:
         conn_kwargs = self.options.connection_kwargs()
         assert self._server_id is not None
         reader: BinlogReader | ProcessBinlogReader
+        # the captured tables that exist at ``begin``, for a DROP DATABASE: those the stored position
+        # lists (delivered or snapshotted, not dropped since) and those information_schema showed at open
+        existing = frozenset(t for t in {*map(TableId.parse, self._known), *self._tables} if self._captured(t))
         if os.environ.get("CHANGELAKE_MYSQL_CDC_READER", "process") != "thread":
             reader = ProcessBinlogReader(ReaderConfig(
                 conn_kwargs, self._server_id, begin, self._reader_captured, self.options.include_comments_enabled,
                 self.options.treat_tinyint1_as_boolean, self.options.heartbeat_interval.total_seconds(),
-                self.options.connect_timeout.total_seconds(), min_ts_ms,
+                self.options.connect_timeout.total_seconds(), min_ts_ms, existing,
             ))
         else:
             # The hints loader runs in the reader thread; give it its own connection.
@@ -868,6 +877,7 @@ class MySqlSource:
                 conn_kwargs, self._server_id, begin, self._reader_captured, SchemaTracker(thread_hints),
                 heartbeat_s=self.options.heartbeat_interval.total_seconds(),
                 connect_timeout_s=self.options.connect_timeout.total_seconds(), min_ts_ms=min_ts_ms,
+                existing=existing,
             )
         return reader
 

@@ -54,7 +54,8 @@ from changelake.connectors.mysql_cdc.schema.statements import (
 )
 from changelake.connectors.mysql_cdc.binlog.xa import HeldChange, XaBook
 
-__all__ = ["EventHandler", "Progress", "missing_columns", "parse_truncate", "parse_drop_tables", "renamed_tables"]
+__all__ = ["EventHandler", "Progress", "missing_columns", "parse_truncate", "parse_drop_tables", "renamed_tables",
+           "parse_drop_database", "parse_create_table"]
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +109,35 @@ def parse_drop_tables(query: str, default_db: str | None) -> list[TableId]:
             out.append(TableId(default_db, first))
         pos = ref.end()
     return out
+
+
+_DROP_DATABASE = re.compile(r"^\s*DROP\s+(?:DATABASE|SCHEMA)\s+(?:IF\s+EXISTS\s+)?" + _IDENT + r"\s*$",
+                            re.IGNORECASE | re.DOTALL)
+_CREATE_TABLE = re.compile(r"^\s*CREATE\s+(?:OR\s+REPLACE\s+)?TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?" + _IDENT
+                           + r"(?:\s*\.\s*" + _IDENT + r")?", re.IGNORECASE | re.DOTALL)
+
+
+def parse_drop_database(query: str) -> str | None:
+    """The database of a ``DROP {DATABASE | SCHEMA} [IF EXISTS] db`` statement (backquotes
+    removed), or None for any other statement."""
+    m = _DROP_DATABASE.match(strip_comments(query))
+    if not m:
+        return None
+    return (m.group(1) or "").replace("``", "`") or m.group(2)
+
+
+def parse_create_table(query: str, default_db: str | None) -> TableId | None:
+    """The table of a ``CREATE [OR REPLACE] TABLE [IF NOT EXISTS] [db.]t ...`` statement (``LIKE``
+    and ``... SELECT`` forms included), or None for any other statement (``CREATE TEMPORARY
+    TABLE`` included: temporary tables are not captured)."""
+    m = _CREATE_TABLE.match(strip_comments(query))
+    if not m:
+        return None
+    first = (m.group(1) or "").replace("``", "`") or m.group(2)
+    second = (m.group(3) or "").replace("``", "`") or m.group(4)
+    if second:
+        return TableId(first, second)
+    return TableId(default_db, first) if default_db else None
 
 
 def renamed_tables(pairs: list[tuple[TableId, TableId]]) -> tuple[list[TableId], list[TableId]]:
@@ -200,10 +230,15 @@ class EventHandler:
         captured: ``f(TableId) -> bool``.
         tracker: the schema tracker (kept across connections).
         put: receives ``("event", DataChangeEvent)`` / ``("progress", Progress)`` items.
+        existing: the captured tables that exist at ``start`` (kept across connections, updated
+            here from CREATE TABLE, table maps, RENAME and DROP): a ``DROP DATABASE`` drops those
+            of its database. None: an empty set of this handler's own.
     """
 
     def __init__(self, start: SourcePosition, captured: Callable[[TableId], bool], tracker: SchemaTracker,
-                 put: Callable[[tuple[str, Any]], None], min_ts_ms: int = 0) -> None:
+                 put: Callable[[tuple[str, Any]], None], min_ts_ms: int = 0,
+                 existing: set[TableId] | None = None) -> None:
+        self._existing: set[TableId] = existing if existing is not None else set()
         #: ``timestamp`` startup: rows events older than this (ms) are counted but not handed out,
         #: until the first one at or after it (then 0 for good).
         self.min_ts_ms = min_ts_ms
@@ -521,6 +556,7 @@ class EventHandler:
     def _on_table_map(self, ev: Any) -> None:
         table_id = TableId(_text(ev.schema), _text(ev.table))
         if self._captured(table_id):
+            self._existing.add(table_id)
             self._tracker.on_table_map(ev)
 
     def _on_ddl(self, ev: Any, query: str, default_db: str | None) -> None:
@@ -538,6 +574,17 @@ class EventHandler:
         for table in arrived:
             if self._captured(table):
                 self._put(("resnapshot", table))
+        dropped_db = parse_drop_database(query)
+        if dropped_db is not None:
+            # DROP DATABASE: a DROP TABLE of each captured table of it that exists here, by name
+            dropped += sorted((t for t in self._existing if t.database == dropped_db and t not in dropped),
+                              key=lambda t: t.table)
+        existing = self._existing
+        existing.difference_update(dropped)
+        existing.update(t for t in arrived if self._captured(t))
+        created = parse_create_table(query, default_db)
+        if created is not None and self._captured(created):
+            existing.add(created)
         # the dropped tables' schemas as last seen (information_schema no longer has them)
         last = {t: self._tracker.last_known(t) for t in dropped}
         self._tracker.invalidate(None)

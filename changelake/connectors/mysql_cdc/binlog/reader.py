@@ -28,7 +28,7 @@ import logging
 import queue
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from changelake.changelog.schema import TableId
 from changelake.connectors.errors import SourceError
@@ -100,6 +100,8 @@ class BinlogReader:
             before returning fewer than ``max_items`` (as Kafka's ``linger.ms``).
         min_ts_ms: ``timestamp`` startup mode: changes with an older binlog timestamp (ms since the
             epoch) are skipped until the first one at or after it.
+        existing: the captured tables that exist at ``start`` (a ``DROP DATABASE`` read later
+            drops those of its database; see ``EventHandler``).
     """
 
     def __init__(
@@ -115,7 +117,9 @@ class BinlogReader:
         read_timeout_s: float = 15.0,
         min_ts_ms: int = 0,
         linger_s: float = 0.1,
+        existing: Iterable[TableId] = (),
     ) -> None:
+        self._existing = set(existing)  # kept across connections, as the tracker
         self._min_ts_ms = min_ts_ms
         self._linger_s = linger_s
         self._connection = connection
@@ -253,7 +257,8 @@ class BinlogReader:
         attempts = 0
         delay = 0.5
         while not self._stop.is_set():
-            handler = EventHandler(position, self._captured, self._tracker, self._put, self._min_ts_ms)
+            handler = EventHandler(position, self._captured, self._tracker, self._put, self._min_ts_ms,
+                                   existing=self._existing)
             try:
                 for ev in self._open_stream(handler.physical_start()):
                     if self._stop.is_set():

@@ -50,6 +50,8 @@ class ReaderConfig:
     heartbeat_s: float
     connect_timeout_s: float
     min_ts_ms: int
+    #: the captured tables that exist at ``start`` (BinlogReader's ``existing``)
+    existing: frozenset[TableId] = frozenset()
 
 
 def _die_with_parent(interval_s: float = 0.1) -> None:  # pragma: no cover - runs in the child
@@ -96,7 +98,7 @@ def _child_main(conn: Any, cfg: ReaderConfig) -> None:  # pragma: no cover - run
 
     reader = BinlogReader(cfg.connection, cfg.server_id, cfg.start, cfg.captured, SchemaTracker(hints),
                           heartbeat_s=cfg.heartbeat_s, connect_timeout_s=cfg.connect_timeout_s,
-                          min_ts_ms=cfg.min_ts_ms, linger_s=0.02)
+                          min_ts_ms=cfg.min_ts_ms, linger_s=0.02, existing=cfg.existing)
     reader.start()
     try:
         while True:

@@ -448,7 +448,7 @@ class IncrementalSnapshotReader:
         reader = BinlogReader(
             self._connection, server_id, lw, lambda t: t == table_id,
             SchemaTracker(lambda t: table if t == table_id else None), heartbeat_s=0.1,
-            connect_timeout_s=self._backfill_timeout_s, linger_s=0.0,
+            connect_timeout_s=self._backfill_timeout_s, linger_s=0.0, existing=(table_id,),  # for a DROP DATABASE
         )
         reader.start()
         applied = 0
