@@ -239,9 +239,6 @@ class EventHandler:
                  put: Callable[[tuple[str, Any]], None], min_ts_ms: int = 0,
                  existing: set[TableId] | None = None) -> None:
         self._existing: set[TableId] = existing if existing is not None else set()
-        # the last-known schema of every captured table at its drop, also for a restarted reader
-        # that reads no row of it before (information_schema no longer has a dropped table)
-        tracker.warm_up(sorted(self._existing))
         #: ``timestamp`` startup: rows events older than this (ms) are counted but not handed out,
         #: until the first one at or after it (then 0 for good).
         self.min_ts_ms = min_ts_ms
@@ -265,6 +262,13 @@ class EventHandler:
         #: or set a savepoint), handed out at its end; None: events go out as they come
         self._held: list[DataChangeEvent] | None = None
         self._savepoints: list[tuple[str, int]] = []  # (name, index into the held changes)
+
+    def warm_up(self) -> None:
+        """Read the definition of the captured tables that exist at the start and that the tracker
+        does not know yet (:meth:`SchemaTracker.warm_up`): the last-known schema of each at its
+        drop, also for a restarted reader that reads no row of it before (information_schema no
+        longer has a dropped table). Call before reading events; a connection error propagates."""
+        self._tracker.warm_up(sorted(self._existing))
 
     # -- positions --------------------------------------------------------------------------
     def physical_start(self) -> BinlogPosition:

@@ -93,6 +93,7 @@ def test_drops_after_a_restart_carry_the_warmed_up_schemas():
     out: list = []
     h = EventHandler(SourcePosition(BinlogPosition("mysql-bin.000001", 4)), lambda t: t.database == "d",
                      SchemaTracker(server), out.append, existing=existing)
+    h.warm_up()  # the binlog reader's start
     server.tables.clear()  # the statements below are read after the tables are gone (the reader lags)
     _ddl(h, "DROP TABLE a", pos=100)
     _ddl(h, "RENAME TABLE b TO b2", pos=200)
@@ -114,6 +115,7 @@ def test_a_swap_by_rename_moves_each_definition_to_the_other_name():
     out: list = []
     h = EventHandler(SourcePosition(BinlogPosition("mysql-bin.000001", 4)), lambda t: t.database == "d",
                      SchemaTracker(server), out.append, existing={A, B})
+    h.warm_up()
     server.tables.clear()
     _ddl(h, "RENAME TABLE a TO tmp, b TO a, tmp TO b", pos=100)
     out.clear()
