@@ -315,7 +315,7 @@ class DebeziumJsonFormat(ChangelogFormat):
             return dumps_envelope(payload, (before_obj, after_obj))
         if schema is None:
             where = f" of table {table}" if table is not None else ""
-            hint = (": a DROP TABLE of a table whose definition Pipeline 1 never saw (created and dropped, or "
+            hint = (": a DROP TABLE (or TRUNCATE) of a table whose definition Pipeline 1 never saw (created and dropped, or "
                     "dropped, while it was not reading, with no row change in between) - without "
                     "include-schema.enabled the drop carries no schema and Pipeline 2 empties the lake table "
                     "with its own") if op == "t" else ""

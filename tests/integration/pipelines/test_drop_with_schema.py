@@ -71,10 +71,12 @@ def test_drops_after_a_restart_carry_the_last_known_schema(database_factory, mys
     p2 = replace(p2, source={**{k: v for k, v in p2.source.items() if k != "topic"},
                              "topic-pattern": f"({re.escape(ta)}|{re.escape(tz)})\\..*"})
     run_pipeline(p1, until_caught_up=True)  # the snapshot
+    mysql_exec(ta, "INSERT INTO k_a VALUES (2,2)")
+    run_pipeline(p1, until_caught_up=True)  # streaming: the stored position is a binlog position
     run_pipeline(p2, until_caught_up=True)
     assert _rows(p2, TableId(ta, "d_a")) == [(1, "a"), (2, "b")]
 
-    # Pipeline 1 restarted: it reads rows of k_a only, then the drops
+    # Pipeline 1 restarted from its binlog position: its reader reads rows of k_a only, then the drops
     stop, batches, errors = threading.Event(), [], []
 
     def run() -> None:
@@ -94,10 +96,10 @@ def test_drops_after_a_restart_carry_the_last_known_schema(database_factory, mys
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     try:
-        mysql_exec(ta, "INSERT INTO k_a VALUES (2,2)")
-        wait_for(1)
+        mysql_exec(ta, "INSERT INTO k_a VALUES (3,3)")
+        wait_for(1)  # the binlog reader runs (it read that row): the tables are dropped after its start
         assert k_a_batches() >= 1 and not errors, errors
-        mysql_exec(ta, "DROP TABLE d_a", "RENAME TABLE r_a TO r_b", f"DROP DATABASE `{tz}`", "INSERT INTO k_a VALUES (3,3)")
+        mysql_exec(ta, "DROP TABLE d_a", "RENAME TABLE r_a TO r_b", f"DROP DATABASE `{tz}`", "INSERT INTO k_a VALUES (4,4)")
         wait_for(2)
     finally:
         stop.set()
@@ -117,7 +119,7 @@ def test_drops_after_a_restart_carry_the_last_known_schema(database_factory, mys
     for table in (TableId(ta, "d_a"), TableId(ta, "r_a"), TableId(tz, "s_a")):
         assert _rows(p2, table) == [], table  # MySQL has no such table: the lake table is emptied
     assert _rows(p2, TableId(ta, "r_b")) == [(1, 10)]
-    assert _rows(p2, TableId(ta, "k_a")) == [(1, 1), (2, 2), (3, 3)]
+    assert _rows(p2, TableId(ta, "k_a")) == [(1, 1), (2, 2), (3, 3), (4, 4)]
     for table in (TableId(ta, "r_b"), TableId(ta, "k_a")):
         result = verify_lake_table(p2, table, mysql=mysql_params)
         assert result.passed, result.metadata()
