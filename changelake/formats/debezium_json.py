@@ -314,8 +314,14 @@ class DebeziumJsonFormat(ChangelogFormat):
         if not self._wrap:
             return dumps_envelope(payload, (before_obj, after_obj))
         if schema is None:
+            where = f" of table {table}" if table is not None else ""
+            hint = (": a DROP TABLE (or TRUNCATE) of a table whose definition Pipeline 1 never saw (created and dropped, or "
+                    "dropped, while it was not reading, with no row change in between) - without "
+                    "include-schema.enabled the drop carries no schema and Pipeline 2 empties the lake table "
+                    "with its own") if op == "t" else ""
             raise EncodeError(
-                "include-schema.enabled needs the table schema (the event and the format have none)", format=self.name
+                f"include-schema.enabled needs the table schema (the event{where} and the format have none){hint}",
+                format=self.name,
             )
         envelope = connect_schema_for(schema, table)
         if transaction is not None:

@@ -220,3 +220,13 @@ def test_wrapper_needs_a_schema():
     fmt = DebeziumJsonFormat(None, {"include-schema.enabled": "true"})
     with pytest.raises(EncodeError, match="include-schema.enabled needs the table schema"):
         fmt.encode_event(DataChangeEvent(TABLE, Op.CREATE, None, AFTER, None))
+
+
+def test_include_schema_refuses_a_drop_without_schema_naming_the_table():
+    from changelake.changelog.event import DROP_TABLE
+
+    fmt = DebeziumJsonFormat(None, {"include-schema.enabled": "true"})
+    drop = DataChangeEvent(TABLE, Op.TRUNCATE, None, None, None, 0, {}, schema_change=DROP_TABLE)
+    with pytest.raises(EncodeError, match=r"of table kafka_test\.customers.*DROP TABLE \(or TRUNCATE\) of a table whose definition"):
+        fmt.encode_event(drop)
+    assert json.loads(DebeziumJsonFormat(None, {}).encode_event(drop))["op"] == "t"  # without the wrapper: fine

@@ -263,6 +263,13 @@ class EventHandler:
         self._held: list[DataChangeEvent] | None = None
         self._savepoints: list[tuple[str, int]] = []  # (name, index into the held changes)
 
+    def warm_up(self) -> None:
+        """Read the definition of the captured tables that exist at the start and that the tracker
+        does not know yet (:meth:`SchemaTracker.warm_up`): the last-known schema of each at its
+        drop, also for a restarted reader that reads no row of it before (information_schema no
+        longer has a dropped table). Call before reading events; a connection error propagates."""
+        self._tracker.warm_up(sorted(self._existing))
+
     # -- positions --------------------------------------------------------------------------
     def physical_start(self) -> BinlogPosition:
         """Where the connection must start: the resume point, or the first pending XA group before it."""
@@ -567,7 +574,8 @@ class EventHandler:
             self._put(("resnapshot", filled))
         truncated = parse_truncate(query, default_db)
         dropped = [t for t in parse_drop_tables(query, default_db) if self._captured(t)]
-        gone, arrived = renamed_tables(parse_table_renames(query, default_db))
+        renames = parse_table_renames(query, default_db)
+        gone, arrived = renamed_tables(renames)
         # RENAME TABLE a TO b: the lake table of a is emptied as a DROP TABLE of a, and b (whose rows
         # the binlog never shows again) is re-read right after the statement, as for a filled column
         dropped += [t for t in gone if self._captured(t) and t not in dropped]
@@ -579,15 +587,25 @@ class EventHandler:
             # DROP DATABASE: a DROP TABLE of each captured table of it that exists here, by name
             dropped += sorted((t for t in self._existing if t.database == dropped_db and t not in dropped),
                               key=lambda t: t.table)
+        # the dropped tables' schemas as last seen (information_schema no longer has them)
+        tracker = self._tracker
+        last = {t: tracker.last_known(t) for t in dropped}
+        moved: dict[TableId, TableSchema | None] = {}  # a renamed table's definition, under its new name
+        for old, new in renames:
+            moved[new] = moved.pop(old) if old in moved else (last[old] if old in last else tracker.last_known(old))
         existing = self._existing
         existing.difference_update(dropped)
-        existing.update(t for t in arrived if self._captured(t))
+        for t in dropped:
+            tracker.on_drop(t)
+        for t in arrived:
+            if self._captured(t):  # a renamed table keeps its definition
+                tracker.on_rename(t, moved.get(t))
+                existing.add(t)
         created = parse_create_table(query, default_db)
         if created is not None and self._captured(created):
+            tracker.on_create(created, existed=created in existing)
             existing.add(created)
-        # the dropped tables' schemas as last seen (information_schema no longer has them)
-        last = {t: self._tracker.last_known(t) for t in dropped}
-        self._tracker.invalidate(None)
+        tracker.invalidate(None)
         ts_ms = int(ev.timestamp) * 1000
         for table in dropped:  # one event per table, in the statement's order (as Flink CDC's DropTableEvent)
             if self._tx.emit():
@@ -597,7 +615,8 @@ class EventHandler:
         if truncated is None or not self._captured(truncated):
             return
         if self._tx.emit():
-            current = self._tracker.current(truncated)
+            # information_schema now, else (dropped since, the reader lags) the last-known schema
+            current = tracker.current(truncated) or tracker.last_known(truncated)
             self._emit(truncated, Op.TRUNCATE, None, None, current.schema if current is not None else None, ts_ms)
 
     # -- rows ----------------------------------------------------------------------------------

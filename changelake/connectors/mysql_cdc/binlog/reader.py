@@ -260,6 +260,7 @@ class BinlogReader:
             handler = EventHandler(position, self._captured, self._tracker, self._put, self._min_ts_ms,
                                    existing=self._existing)
             try:
+                handler.warm_up()  # the existing tables' schemas, for a drop before any row of them
                 for ev in self._open_stream(handler.physical_start()):
                     if self._stop.is_set():
                         return

@@ -12,12 +12,23 @@ with a *hint* from information_schema, used only when the hint's type family agr
 binlog's. Hints are the table's current definition; they are re-read after any DDL statement on
 the table, so a type change of the same column between an event and the time it is read could
 use a newer display width (documented trade-off; only TINYINT(1) vs TINYINT(n) depends on it).
+
+Dropped tables: a ``DROP TABLE`` (also a ``RENAME TABLE``'s old name, each table of a ``DROP
+DATABASE``) carries the table's schema as last known (:meth:`SchemaTracker.last_known`), which
+information_schema no longer has. The tracker keeps, per table and for the life of the reader,
+its latest table-map schema (the binlog's own definition, wins) and the last definition
+information_schema gave (fallback), seeded by :meth:`SchemaTracker.warm_up` of the captured
+tables at reader start, so that a restarted Pipeline 1 that sees no row of a table before its
+drop still knows it. Neither is forgotten on :meth:`SchemaTracker.invalidate`. A table created
+and dropped while the reader was down (or dropped before it started) with no row in between is
+unknowable: ``last_known`` returns None (formats that need the schema then refuse the event,
+naming the table).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from changelake.changelog.schema import Column, Schema, TableId
 from changelake.connectors.errors import SourceError
@@ -220,6 +231,47 @@ class SchemaTracker:
         self._by_table_id: dict[int, TableSchema] = {}
         self._cache: dict[Any, TableSchema] = {}
         self._last: dict[TableId, TableSchema] = {}  # latest table-map schema per table
+        #: latest schema information_schema gave per table (kept across invalidate: a dropped
+        #: table's fallback schema when no table map of it was read)
+        self._resolved: dict[TableId, TableSchema] = {}
+        self._warmed: set[TableId] = set()
+
+    def on_create(self, table_id: TableId, existed: bool) -> None:
+        """A ``CREATE TABLE`` of ``table_id`` was read; ``existed``: a table of that name existed
+        before it (``IF NOT EXISTS``: kept, its schemas stay). Otherwise the new table's definition
+        is read from information_schema now (its last-known schema should it be dropped before
+        any row of it is read; unknown when it is already gone, the reader lagging)."""
+        if existed:
+            return
+        self._last.pop(table_id, None)
+        self._resolved.pop(table_id, None)
+        self._hints.pop(table_id, None)
+        self._hint(table_id)
+
+    def on_rename(self, table_id: TableId, schema: TableSchema | None) -> None:
+        """A ``RENAME TABLE`` gave ``table_id`` the table whose last-known schema was ``schema``
+        (the definition moves with it); unknown (None): its definition now, as :meth:`on_create`."""
+        if schema is None:
+            self.on_create(table_id, existed=False)
+            return
+        self._resolved.pop(table_id, None)
+        self._last[table_id] = replace(schema, table_id=table_id)
+
+    def on_drop(self, table_id: TableId) -> None:
+        """The table was dropped (after its drop event was built): forget its schemas, so that a
+        later table of the same name does not get them."""
+        self._last.pop(table_id, None)
+        self._resolved.pop(table_id, None)
+
+    def warm_up(self, tables: Iterable[TableId]) -> None:
+        """Read (once per table for the tracker's life) the information_schema definition of
+        ``tables`` that no table map or lookup has resolved yet: the reader's captured tables at
+        its start, so that a table dropped before any row of it is read has a last-known schema.
+        Tables missing from information_schema are skipped (their schema stays unknown)."""
+        for t in tables:
+            if t not in self._warmed and t not in self._last and t not in self._resolved:
+                self._warmed.add(t)
+                self._hint(t)
 
     def invalidate(self, table_id: TableId | None = None) -> None:
         """Forget information_schema hints (of one table, or all after an unparsed DDL)."""
@@ -237,17 +289,21 @@ class SchemaTracker:
         return self._hint(table_id)
 
     def last_known(self, table_id: TableId) -> TableSchema | None:
-        """The table's schema as last seen (its latest table-map, else information_schema)
-        without reading the server when it is known; for a table that was just dropped."""
+        """The table's schema as last seen, for a table that was just dropped: its latest
+        table-map schema (the binlog's definition), else the latest information_schema definition
+        this tracker read (a warm-up at start, a hint), else information_schema now; None when
+        none of them knows the table (created and dropped while the reader was down)."""
         seen = self._last.get(table_id)
         if seen is not None:
             return seen
-        cached = self._hints.get(table_id)
-        return cached if cached is not None else self._hint(table_id)
+        resolved = self._resolved.get(table_id)
+        return resolved if resolved is not None else self._hint(table_id)
 
     def _hint(self, table_id: TableId) -> TableSchema | None:
         if table_id not in self._hints:
-            self._hints[table_id] = self._load_hints(table_id)
+            found = self._hints[table_id] = self._load_hints(table_id)
+            if found is not None:
+                self._resolved[table_id] = found
         return self._hints[table_id]
 
     def on_table_map(self, event: Any) -> TableSchema:
@@ -293,8 +349,7 @@ class SchemaTracker:
             cached = TableSchema(table_id, tuple(cols), pk, hint.comment if hint is not None else None,
                                  hint.transactional if hint is not None else True)
             if len(self._cache) > 10000:
-                self._cache.clear()
-                self._last.clear()
+                self._cache.clear()  # _last stays: one entry per captured table, a dropped table's schema
             self._cache[signature] = cached
         self._by_table_id[int(event.table_id)] = cached
         self._last[cached.table_id] = cached
