@@ -32,6 +32,7 @@ from changelake.changelog.schema import Schema, TableId
 from changelake.connectors.lake.compaction import (
     TRUNCATE,
     ArrowCompacted,
+    TruncateMarker,
     BatchItem,
     CompactedBatch,
     compact,
@@ -45,7 +46,9 @@ from changelake.connectors.lake.ddl import (
     expand_scoped_truncates,
     has_scoped_truncate,
     lake_schema,
+    dropped_rows_removed,
     offsets_before,
+    without_dropped_rows,
 )
 from changelake.connectors.lake.schema_change import SchemaChangePolicy
 from changelake.errors import PipelineDataError
@@ -145,6 +148,8 @@ class LakeTableSink:
         #: what schema changes do to the lake (set by the lake sink factory from the pipeline)
         self.schema_change_policy = SchemaChangePolicy()
         self._early: list[WriteResult] = []  # tables flushed by add() (schema change), reported by flush()
+        #: per table, the buffers of earlier schemas since the last flush (written first, in order)
+        self._held: dict[TableId, list[_Buffer]] = {}
 
     # -- lifecycle -----------------------------------------------------------------------------
     def open(self) -> None:
@@ -155,6 +160,7 @@ class LakeTableSink:
     def close(self) -> None:
         """Forget the catalog (idempotent). Buffered rows are dropped, not written."""
         self._buffers.clear()
+        self._held.clear()
         self._early = []
         self._catalog = None
 
@@ -336,11 +342,16 @@ class LakeTableSink:
 
     def _write_items(self, table_id: TableId, name: str, rows: Sequence[BatchItem], schema: Schema,
                      offsets: Mapping[str, int]) -> WriteResult:
-        markers_only = bool(rows) and not any(isinstance(r, ChangelogRow) for r in rows)
-        if not markers_only:
-            self._recreate_if_dropped(table_id, name, schema, dropped_after(rows))
+        # Rows a later DROP TABLE of the batch deletes (every row before an unscoped drop, the rows
+        # of its partition before a drop copy of a hash-by-key topic) are of a dropped definition:
+        # they take no part in deciding the lake table's schema, nor in the commit.
+        live = without_dropped_rows(rows)
+        markers_only = bool(rows) and not any(isinstance(r, ChangelogRow) for r in live)
+        if not markers_only:  # rows that outlive the batch: the lake table must take their schema
+            self._recreate_if_dropped(table_id, name, schema)
         # a batch of truncates / drops only writes no row of its schema: the table stays as it is
-        # (a drop copy read after the re-CREATE's first rows must not evolve the table back)
+        # (a drop copy read after the re-CREATE's first rows must not evolve the table back, nor
+        # rows of a definition dropped within the batch evolve it to that definition)
         table = (self.load_table(table_id) if markers_only else None) or self.ensure_table(table_id, schema)
         committed = self._read_committed_offsets(table)
         if is_replay(committed, offsets):
@@ -349,12 +360,15 @@ class LakeTableSink:
         items = [r for r in rows if not already_absorbed(r, committed)]
         applied = _count_changes(items)  # before a scoped truncate expands into its partition's deletes
         drop_state = dropped_after(items)  # True: ends dropped, False: rows after the last drop, None: no drop
+        received = len(items)
+        items = without_dropped_rows(items)
+        pruned = received - len(items)  # still counted as received
         if has_scoped_truncate(items):  # a truncate copy of one partition of a hash-by-key topic
             items = expand_scoped_truncates(items, schema, table_id, name,
                                             lambda cols: list(self.read_table(table_id, cols).to_pylist()))
         batch = compact(items, tuple(schema.primary_key), table=name)
         if batch.is_empty and not offsets:
-            return WriteResult(name, skipped=False, rows_in=batch.input_rows, offsets=committed,
+            return WriteResult(name, skipped=False, rows_in=batch.input_rows + pruned, offsets=committed,
                                sink_table=str(table_id), rows_applied=applied)
         new_offsets = merge_offsets(committed, offsets)
         if drop_state:  # written before the commit: a crash in between replays the drop, flag set
@@ -364,7 +378,7 @@ class LakeTableSink:
         return WriteResult(
             name,
             skipped=False,
-            rows_in=batch.input_rows,
+            rows_in=batch.input_rows + pruned,
             rows_upserted=upserted,
             keys_deleted=deleted,
             truncated=batch.truncate,
@@ -375,12 +389,15 @@ class LakeTableSink:
             rows_applied=applied,
         )
 
-    def _recreate_if_dropped(self, table_id: TableId, name: str, schema: Schema, dropped_at_end: bool | None) -> None:
+    def _recreate_if_dropped(self, table_id: TableId, name: str, schema: Schema) -> None:
+        """Give the lake table of a dropped source table the definition ``schema`` of rows that
+        outlive this batch (no later drop of the batch deletes them), and clear the dropped flag.
+        A drop later in the batch (a copy of another partition) sets the flag again."""
         if self._dropped.get(name) is not False:
             # the source table was dropped (a pipeline property, read fresh while it is set):
             # a re-CREATE starts from its new definition
             dropped = self._dropped[name] = bool(self.read_pipeline_property(dropped_key(name)))
-            if dropped and dropped_at_end is not True:  # rows of the re-created table
+            if dropped:  # rows of the re-created table
                 self.recreate_schema(table_id, schema)
                 self.write_pipeline_property(dropped_key(name), "")  # once: later changes evolve
                 self._dropped[name] = False
@@ -388,7 +405,7 @@ class LakeTableSink:
     def _write_batches(self, table_id: TableId, name: str, batches: list[ChangeBatch], schema: Schema,
                        offsets: Mapping[str, int]) -> WriteResult:
         """:meth:`write` of change batches only (the columnar lane): the same steps, in Arrow."""
-        self._recreate_if_dropped(table_id, name, schema, None)
+        self._recreate_if_dropped(table_id, name, schema)
         table = self.ensure_table(table_id, schema)
         committed = self._read_committed_offsets(table)
         rows_in = sum(b.num_rows for b in batches)
@@ -434,11 +451,13 @@ class LakeTableSink:
         :class:`~changelake.changelog.change_batch.ChangeBatch` stands for its rows, in order.
 
         ``offsets`` are merged (max per partition) into the table's pending offsets. A schema
-        different from the buffered one flushes that table first, so each commit has one schema.
+        different from the buffered one closes that table's buffer: :meth:`flush` writes each
+        schema's rows in its own commit, in order (rows a DROP TABLE later in the flush deletes are
+        left out first, :func:`~changelake.connectors.lake.ddl.without_dropped_rows`).
         """
         buffer = self._buffers.get(table_id)
         if buffer is not None and buffer.schema != schema:
-            self._early.append(self._flush_table(table_id))
+            self._held.setdefault(table_id, []).append(self._buffers.pop(table_id))
             buffer = None
         if buffer is None:
             buffer = self._buffers[table_id] = _Buffer(schema)
@@ -450,7 +469,7 @@ class LakeTableSink:
     @property
     def buffered_rows(self) -> int:
         """Changelog rows waiting in the buffer, over all tables."""
-        return sum(b.count for b in self._buffers.values())
+        return sum(b.count for b in self._buffers.values()) + sum(b.count for h in self._held.values() for b in h)
 
     def should_flush(self) -> bool:
         """True once :attr:`buffered_rows` reaches ``commit.max-rows``."""
@@ -461,15 +480,32 @@ class LakeTableSink:
         Returns their results, after those of tables :meth:`add` flushed early since the last flush."""
         results, self._early = self._early, []
         try:
-            for table_id in list(self._buffers):
-                results.append(self._flush_table(table_id))
+            for table_id in list(dict.fromkeys([*self._held, *self._buffers])):
+                results.extend(self._flush_table(table_id))
         finally:
             self._buffers.clear()
+            self._held.clear()
         return results
 
-    def _flush_table(self, table_id: TableId) -> WriteResult:
-        buffer = self._buffers.pop(table_id)
-        return self.write(table_id, buffer.rows, buffer.schema, buffer.offsets)
+    def _flush_table(self, table_id: TableId) -> list[WriteResult]:
+        buffers = self._held.pop(table_id, [])
+        if table_id in self._buffers:
+            buffers.append(self._buffers.pop(table_id))
+        segments = [b.rows for b in buffers]
+        if len(buffers) > 1 and any(isinstance(r, TruncateMarker) and r.drop for b in buffers for r in b.rows):
+            # a DROP TABLE in a later schema's rows (a drop copy of the same partition) deletes
+            # rows of earlier schemas: they are of a dropped definition and must not shape the table
+            segments = dropped_rows_removed([as_items(b.rows) for b in buffers])
+        results: list[WriteResult] = []
+        carried: dict[str, int] = {}
+        for buffer, rows in zip(buffers, segments):
+            offsets = merge_offsets(carried, buffer.offsets)
+            if buffer.rows and not rows:  # every row deleted by a later drop: its offsets go with the next
+                carried = offsets
+                continue
+            carried = {}
+            results.append(self.write(table_id, rows, buffer.schema, offsets))
+        return results
 
     # -- pipeline checkpoint ---------------------------------------------------------------------
     def read_pipeline_properties(self, prefix: str) -> dict[str, str]:
