@@ -32,7 +32,6 @@ from changelake.changelog.schema import Schema, TableId
 from changelake.connectors.lake.compaction import (
     TRUNCATE,
     ArrowCompacted,
-    TruncateMarker,
     BatchItem,
     CompactedBatch,
     compact,
@@ -46,7 +45,6 @@ from changelake.connectors.lake.ddl import (
     expand_scoped_truncates,
     has_scoped_truncate,
     lake_schema,
-    dropped_rows_removed,
     offsets_before,
     without_dropped_rows,
 )
@@ -148,8 +146,6 @@ class LakeTableSink:
         #: what schema changes do to the lake (set by the lake sink factory from the pipeline)
         self.schema_change_policy = SchemaChangePolicy()
         self._early: list[WriteResult] = []  # tables flushed by add() (schema change), reported by flush()
-        #: per table, the buffers of earlier schemas since the last flush (written first, in order)
-        self._held: dict[TableId, list[_Buffer]] = {}
 
     # -- lifecycle -----------------------------------------------------------------------------
     def open(self) -> None:
@@ -160,7 +156,6 @@ class LakeTableSink:
     def close(self) -> None:
         """Forget the catalog (idempotent). Buffered rows are dropped, not written."""
         self._buffers.clear()
-        self._held.clear()
         self._early = []
         self._catalog = None
 
@@ -451,13 +446,11 @@ class LakeTableSink:
         :class:`~changelake.changelog.change_batch.ChangeBatch` stands for its rows, in order.
 
         ``offsets`` are merged (max per partition) into the table's pending offsets. A schema
-        different from the buffered one closes that table's buffer: :meth:`flush` writes each
-        schema's rows in its own commit, in order (rows a DROP TABLE later in the flush deletes are
-        left out first, :func:`~changelake.connectors.lake.ddl.without_dropped_rows`).
+        different from the buffered one flushes that table first, so each commit has one schema.
         """
         buffer = self._buffers.get(table_id)
         if buffer is not None and buffer.schema != schema:
-            self._held.setdefault(table_id, []).append(self._buffers.pop(table_id))
+            self._early.append(self._flush_table(table_id))
             buffer = None
         if buffer is None:
             buffer = self._buffers[table_id] = _Buffer(schema)
@@ -469,7 +462,7 @@ class LakeTableSink:
     @property
     def buffered_rows(self) -> int:
         """Changelog rows waiting in the buffer, over all tables."""
-        return sum(b.count for b in self._buffers.values()) + sum(b.count for h in self._held.values() for b in h)
+        return sum(b.count for b in self._buffers.values())
 
     def should_flush(self) -> bool:
         """True once :attr:`buffered_rows` reaches ``commit.max-rows``."""
@@ -480,32 +473,15 @@ class LakeTableSink:
         Returns their results, after those of tables :meth:`add` flushed early since the last flush."""
         results, self._early = self._early, []
         try:
-            for table_id in list(dict.fromkeys([*self._held, *self._buffers])):
-                results.extend(self._flush_table(table_id))
+            for table_id in list(self._buffers):
+                results.append(self._flush_table(table_id))
         finally:
             self._buffers.clear()
-            self._held.clear()
         return results
 
-    def _flush_table(self, table_id: TableId) -> list[WriteResult]:
-        buffers = self._held.pop(table_id, [])
-        if table_id in self._buffers:
-            buffers.append(self._buffers.pop(table_id))
-        segments = [b.rows for b in buffers]
-        if len(buffers) > 1 and any(isinstance(r, TruncateMarker) and r.drop for b in buffers for r in b.rows):
-            # a DROP TABLE in a later schema's rows (a drop copy of the same partition) deletes
-            # rows of earlier schemas: they are of a dropped definition and must not shape the table
-            segments = dropped_rows_removed([as_items(b.rows) for b in buffers])
-        results: list[WriteResult] = []
-        carried: dict[str, int] = {}
-        for buffer, rows in zip(buffers, segments):
-            offsets = merge_offsets(carried, buffer.offsets)
-            if buffer.rows and not rows:  # every row deleted by a later drop: its offsets go with the next
-                carried = offsets
-                continue
-            carried = {}
-            results.append(self.write(table_id, rows, buffer.schema, offsets))
-        return results
+    def _flush_table(self, table_id: TableId) -> WriteResult:
+        buffer = self._buffers.pop(table_id)
+        return self.write(table_id, buffer.rows, buffer.schema, buffer.offsets)
 
     # -- pipeline checkpoint ---------------------------------------------------------------------
     def read_pipeline_properties(self, prefix: str) -> dict[str, str]:
