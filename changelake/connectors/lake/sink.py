@@ -343,7 +343,9 @@ class LakeTableSink:
         live = without_dropped_rows(rows)
         markers_only = bool(rows) and not any(isinstance(r, ChangelogRow) for r in live)
         if not markers_only:  # rows that outlive the batch: the lake table must take their schema
-            self._recreate_if_dropped(table_id, name, schema)
+            # rows after a drop of this very batch (the drop carries the re-created table's schema
+            # when Pipeline 1 read it after the re-CREATE) are the re-created table's too
+            self._recreate_if_dropped(table_id, name, schema, dropped_after(live) is False)
         # a batch of truncates / drops only writes no row of its schema: the table stays as it is
         # (a drop copy read after the re-CREATE's first rows must not evolve the table back, nor
         # rows of a definition dropped within the batch evolve it to that definition)
@@ -384,14 +386,15 @@ class LakeTableSink:
             rows_applied=applied,
         )
 
-    def _recreate_if_dropped(self, table_id: TableId, name: str, schema: Schema) -> None:
-        """Give the lake table of a dropped source table the definition ``schema`` of rows that
+    def _recreate_if_dropped(self, table_id: TableId, name: str, schema: Schema, dropped_here: bool = False) -> None:
+        """Give the lake table of a dropped source table (the pipeline property, or
+        ``dropped_here``: a drop earlier in this batch) the definition ``schema`` of rows that
         outlive this batch (no later drop of the batch deletes them), and clear the dropped flag.
         A drop later in the batch (a copy of another partition) sets the flag again."""
-        if self._dropped.get(name) is not False:
+        if dropped_here or self._dropped.get(name) is not False:
             # the source table was dropped (a pipeline property, read fresh while it is set):
             # a re-CREATE starts from its new definition
-            dropped = self._dropped[name] = bool(self.read_pipeline_property(dropped_key(name)))
+            dropped = self._dropped[name] = dropped_here or bool(self.read_pipeline_property(dropped_key(name)))
             if dropped:  # rows of the re-created table
                 self.recreate_schema(table_id, schema)
                 self.write_pipeline_property(dropped_key(name), "")  # once: later changes evolve
