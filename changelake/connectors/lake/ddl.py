@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["scoped", "has_scoped_truncate", "expand_scoped_truncates", "Refusal", "apply_schema_change_policy",
            "offsets_before", "dropped_after", "dropped_key", "without_dropped_rows",
-           "dropped_rows_removed"]
+           "dropped_rows_removed", "rows_after_a_drop"]
 
 
 def scoped(scope: Any, schema: Schema) -> Any:
@@ -114,6 +114,18 @@ def dropped_after(items: Sequence[BatchItem]) -> bool | None:
         elif state is not None and isinstance(item, ChangelogRow):
             state = False
     return state
+
+
+def rows_after_a_drop(items: Sequence[BatchItem]) -> bool:
+    """True when a changelog row follows some drop marker of the batch (on a hash-by-key topic the
+    drop copy of any partition): rows of the re-created table, whatever comes after them."""
+    seen = False
+    for item in items:
+        if isinstance(item, TruncateMarker) and item.drop:
+            seen = True
+        elif seen and isinstance(item, ChangelogRow):
+            return True
+    return False
 
 
 def without_dropped_rows(items: Sequence[BatchItem]) -> list[BatchItem]:

@@ -46,6 +46,7 @@ from changelake.connectors.lake.ddl import (
     has_scoped_truncate,
     lake_schema,
     offsets_before,
+    rows_after_a_drop,
     without_dropped_rows,
 )
 from changelake.connectors.lake.schema_change import SchemaChangePolicy
@@ -345,7 +346,7 @@ class LakeTableSink:
         if not markers_only:  # rows that outlive the batch: the lake table must take their schema
             # rows after a drop of this very batch (the drop carries the re-created table's schema
             # when Pipeline 1 read it after the re-CREATE) are the re-created table's too
-            self._recreate_if_dropped(table_id, name, schema, dropped_after(live) is False)
+            self._recreate_if_dropped(table_id, name, schema, rows_after_a_drop(live))
         # a batch of truncates / drops only writes no row of its schema: the table stays as it is
         # (a drop copy read after the re-CREATE's first rows must not evolve the table back, nor
         # rows of a definition dropped within the batch evolve it to that definition)
