@@ -31,7 +31,7 @@ from changelake.connectors.base import BufferedSink, LakeSink, ReportsMetrics
 from changelake.changelog.tally import PendingPolls
 from changelake.connectors.lake.commit_policy import CommitPolicy
 from changelake.connectors.lake.compaction import BatchItem, TruncateMarker
-from changelake.connectors.lake.ddl import lake_schema, scoped
+from changelake.connectors.lake.ddl import dropped_rows_removed, lake_schema, scoped
 from changelake.connectors.lake.offsets import topic_partition
 from changelake.errors import PipelineDataError
 
@@ -127,6 +127,7 @@ class LakeChangelogSink(BufferedSink, ReportsMetrics):
         if self.claim is not None:
             self._claim(dict.fromkeys(e.table for e in events))
         per_table: dict[TableId, tuple[Schema, list[BatchItem]]] = {}
+        earlier: dict[TableId, list[tuple[Schema, list[BatchItem]]]] = {}  # segments of earlier schemas
         offsets: dict[str, int] = {}
         lake_schemas: dict[TableId, Schema | None] = {}
         for event in events:
@@ -147,8 +148,8 @@ class LakeChangelogSink(BufferedSink, ReportsMetrics):
             meta = {"topic": topic, "partition": partition, "offset": offset}
             prev = per_table.get(event.table)
             items = prev[1] if prev else []
-            if prev and prev[0] != schema:  # schema change inside the batch: hand over the rows so far
-                self.lake.add(event.table, items, prev[0], {})
+            if prev and prev[0] != schema:  # schema change inside the batch: the rows so far go first
+                earlier.setdefault(event.table, []).append(prev)
                 items = []
             if event.op is Op.TRUNCATE:
                 # The marker carries its offset: a replayed batch reaching past the committed
@@ -163,6 +164,16 @@ class LakeChangelogSink(BufferedSink, ReportsMetrics):
                     items.extend(ChangelogRow(r.kind, r.values, r.table, row_meta) for r in rows)
             per_table[event.table] = (schema, items)
         for table_id, (schema, items) in per_table.items():
+            segments = [*earlier.get(table_id, []), (schema, items)]
+            if len(segments) > 1:
+                # each schema's rows are handed over (and committed) on their own, so rows a DROP
+                # TABLE later in the batch deletes are left out first: a definition dropped within
+                # the batch never shapes the lake table (lake/ddl.py)
+                kept = dropped_rows_removed([seg for _, seg in segments])
+                for (seg_schema, seg), left in zip(segments[:-1], kept[:-1]):
+                    if left or not seg:
+                        self.lake.add(table_id, left, seg_schema, {})
+                items = kept[-1]
             self.lake.add(table_id, items, schema, offsets)
         self.metrics["events"] += len(events)
         if events:

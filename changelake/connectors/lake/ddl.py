@@ -24,7 +24,8 @@ from changelake.errors import PipelineDataError
 log = logging.getLogger(__name__)
 
 __all__ = ["scoped", "has_scoped_truncate", "expand_scoped_truncates", "Refusal", "apply_schema_change_policy",
-           "offsets_before"]
+           "offsets_before", "dropped_after", "dropped_key", "without_dropped_rows",
+           "dropped_rows_removed", "rows_after_a_drop"]
 
 
 def scoped(scope: Any, schema: Schema) -> Any:
@@ -113,6 +114,68 @@ def dropped_after(items: Sequence[BatchItem]) -> bool | None:
         elif state is not None and isinstance(item, ChangelogRow):
             state = False
     return state
+
+
+def rows_after_a_drop(items: Sequence[BatchItem]) -> bool:
+    """True when a changelog row follows some drop marker of the batch (on a hash-by-key topic the
+    drop copy of any partition): rows of the re-created table, whatever comes after them."""
+    seen = False
+    for item in items:
+        if isinstance(item, TruncateMarker) and item.drop:
+            seen = True
+        elif seen and isinstance(item, ChangelogRow):
+            return True
+    return False
+
+
+def without_dropped_rows(items: Sequence[BatchItem]) -> list[BatchItem]:
+    """``items`` without the rows a later drop marker of the same batch deletes: every row before
+    an unscoped drop, and the rows a scoped drop copy (one partition of a ``hash-by-key`` topic)
+    covers before it; markers and every other row are kept, in order.
+
+    Those rows belong to a definition of the table that is dropped within the batch, so their
+    schema (the batch's, which may differ from the lake table's, e.g. ``v INT`` re-created as
+    ``v VARCHAR``) must neither re-create nor evolve the lake table; the compacted result is the
+    same as with them (the drop deletes their keys: ones the lake holds are still read and deleted
+    by :func:`expand_scoped_truncates` or the truncate)."""
+    return dropped_rows_removed([items])[0]
+
+
+def dropped_rows_removed(segments: Sequence[Sequence[BatchItem]]) -> list[list[BatchItem]]:
+    """:func:`without_dropped_rows` over consecutive ``segments`` of one table's items (one per
+    schema, oldest first): a drop in a later segment deletes the rows it covers in earlier ones."""
+    out: list[list[BatchItem]] = []
+    scopes: list[Any] = []  # scoped drops that follow, read from no known partition
+    partitions: set[str] = set()  # topic/partition of the scoped drop copies that follow
+    everything = False  # an unscoped drop follows: every earlier row is deleted
+    for segment in reversed(segments):
+        kept: list[BatchItem] = []
+        for item in reversed(segment):
+            if isinstance(item, TruncateMarker):
+                if item.drop:
+                    found = _located(item)
+                    if item.scope is None:
+                        everything = True
+                    elif found is not None:
+                        partitions.add(found[0])
+                    else:
+                        scopes.append(item.scope)
+            elif isinstance(item, ChangelogRow) and _dropped_later(item, everything, partitions, scopes):
+                continue
+            kept.append(item)
+        kept.reverse()
+        out.append(kept)
+    out.reverse()
+    return out
+
+
+def _dropped_later(row: ChangelogRow, everything: bool, partitions: set[str], scopes: Sequence[Any]) -> bool:
+    if everything:
+        return True
+    found = _located(row)
+    if found is not None and found[0] in partitions:  # its own partition's drop copy
+        return True
+    return any(s.covers(row.values) for s in scopes)
 
 
 # -- a truncate or drop of a table whose schema this run never saw --------------------------------

@@ -46,6 +46,8 @@ from changelake.connectors.lake.ddl import (
     has_scoped_truncate,
     lake_schema,
     offsets_before,
+    rows_after_a_drop,
+    without_dropped_rows,
 )
 from changelake.connectors.lake.schema_change import SchemaChangePolicy
 from changelake.errors import PipelineDataError
@@ -336,11 +338,18 @@ class LakeTableSink:
 
     def _write_items(self, table_id: TableId, name: str, rows: Sequence[BatchItem], schema: Schema,
                      offsets: Mapping[str, int]) -> WriteResult:
-        markers_only = bool(rows) and not any(isinstance(r, ChangelogRow) for r in rows)
-        if not markers_only:
-            self._recreate_if_dropped(table_id, name, schema, dropped_after(rows))
+        # Rows a later DROP TABLE of the batch deletes (every row before an unscoped drop, the rows
+        # of its partition before a drop copy of a hash-by-key topic) are of a dropped definition:
+        # they take no part in deciding the lake table's schema, nor in the commit.
+        live = without_dropped_rows(rows)
+        markers_only = bool(rows) and not any(isinstance(r, ChangelogRow) for r in live)
+        if not markers_only:  # rows that outlive the batch: the lake table must take their schema
+            # rows after a drop of this very batch (the drop carries the re-created table's schema
+            # when Pipeline 1 read it after the re-CREATE) are the re-created table's too
+            self._recreate_if_dropped(table_id, name, schema, rows_after_a_drop(live))
         # a batch of truncates / drops only writes no row of its schema: the table stays as it is
-        # (a drop copy read after the re-CREATE's first rows must not evolve the table back)
+        # (a drop copy read after the re-CREATE's first rows must not evolve the table back, nor
+        # rows of a definition dropped within the batch evolve it to that definition)
         table = (self.load_table(table_id) if markers_only else None) or self.ensure_table(table_id, schema)
         committed = self._read_committed_offsets(table)
         if is_replay(committed, offsets):
@@ -349,12 +358,15 @@ class LakeTableSink:
         items = [r for r in rows if not already_absorbed(r, committed)]
         applied = _count_changes(items)  # before a scoped truncate expands into its partition's deletes
         drop_state = dropped_after(items)  # True: ends dropped, False: rows after the last drop, None: no drop
+        received = len(items)
+        items = without_dropped_rows(items)
+        pruned = received - len(items)  # still counted as received
         if has_scoped_truncate(items):  # a truncate copy of one partition of a hash-by-key topic
             items = expand_scoped_truncates(items, schema, table_id, name,
                                             lambda cols: list(self.read_table(table_id, cols).to_pylist()))
         batch = compact(items, tuple(schema.primary_key), table=name)
         if batch.is_empty and not offsets:
-            return WriteResult(name, skipped=False, rows_in=batch.input_rows, offsets=committed,
+            return WriteResult(name, skipped=False, rows_in=batch.input_rows + pruned, offsets=committed,
                                sink_table=str(table_id), rows_applied=applied)
         new_offsets = merge_offsets(committed, offsets)
         if drop_state:  # written before the commit: a crash in between replays the drop, flag set
@@ -364,7 +376,7 @@ class LakeTableSink:
         return WriteResult(
             name,
             skipped=False,
-            rows_in=batch.input_rows,
+            rows_in=batch.input_rows + pruned,
             rows_upserted=upserted,
             keys_deleted=deleted,
             truncated=batch.truncate,
@@ -375,12 +387,16 @@ class LakeTableSink:
             rows_applied=applied,
         )
 
-    def _recreate_if_dropped(self, table_id: TableId, name: str, schema: Schema, dropped_at_end: bool | None) -> None:
-        if self._dropped.get(name) is not False:
+    def _recreate_if_dropped(self, table_id: TableId, name: str, schema: Schema, dropped_here: bool = False) -> None:
+        """Give the lake table of a dropped source table (the pipeline property, or
+        ``dropped_here``: a drop earlier in this batch) the definition ``schema`` of rows that
+        outlive this batch (no later drop of the batch deletes them), and clear the dropped flag.
+        A drop later in the batch (a copy of another partition) sets the flag again."""
+        if dropped_here or self._dropped.get(name) is not False:
             # the source table was dropped (a pipeline property, read fresh while it is set):
             # a re-CREATE starts from its new definition
-            dropped = self._dropped[name] = bool(self.read_pipeline_property(dropped_key(name)))
-            if dropped and dropped_at_end is not True:  # rows of the re-created table
+            dropped = self._dropped[name] = dropped_here or bool(self.read_pipeline_property(dropped_key(name)))
+            if dropped:  # rows of the re-created table
                 self.recreate_schema(table_id, schema)
                 self.write_pipeline_property(dropped_key(name), "")  # once: later changes evolve
                 self._dropped[name] = False
@@ -388,7 +404,7 @@ class LakeTableSink:
     def _write_batches(self, table_id: TableId, name: str, batches: list[ChangeBatch], schema: Schema,
                        offsets: Mapping[str, int]) -> WriteResult:
         """:meth:`write` of change batches only (the columnar lane): the same steps, in Arrow."""
-        self._recreate_if_dropped(table_id, name, schema, None)
+        self._recreate_if_dropped(table_id, name, schema)
         table = self.ensure_table(table_id, schema)
         committed = self._read_committed_offsets(table)
         rows_in = sum(b.num_rows for b in batches)

@@ -298,3 +298,34 @@ def test_two_source_tables_never_share_a_lake_table_unless_a_route_says_so(datab
             result = verify_lake_table(p2, TableId(db, "t"), mysql=mysql_params)
             assert result.passed, str(result.metadata())
 
+
+
+# -- DROP, re-CREATE with another type, rows, DROP again, re-CREATE: read by Pipeline 2 in one go ---
+def test_two_drops_and_re_creates_with_changed_types_read_in_one_run_end_as_the_last_definition(
+        database_factory, mysql_exec, mysql_params, pipeline_pair):
+    # Before: the re-created definition's rows and its own DROP in one batch (of one partition)
+    # left the lake table at the first definition, and the run stopped: SchemaEvolutionError int->string.
+    db = database_factory()
+    mysql_exec(db, "CREATE TABLE t(id INT PRIMARY KEY, v INT)", "INSERT INTO t VALUES " +
+               ",".join(f"({i},{i})" for i in range(1, 10)), "CREATE TABLE other(id INT PRIMARY KEY)")
+    p1, p2 = pipeline_pair(db, ["t"], p1_extra=HASH3)
+    t = TableId(db, "t")
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)
+    assert len(read_lake_table(p2, t).to_pylist()) == 9
+
+    mysql_exec(db, "DROP TABLE t", "CREATE TABLE t(id INT PRIMARY KEY, v VARCHAR(20))",
+               "INSERT INTO t VALUES " + ",".join(f"({i},'s{i}')" for i in range(5, 15)),
+               "DROP TABLE t", "CREATE TABLE t(id INT PRIMARY KEY, v DATE, w VARCHAR(10))",
+               "INSERT INTO t VALUES " + ",".join(f"({i},'2026-01-{i:02d}','w{i}')" for i in range(10, 20)))
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)  # once, over both drops
+    rows = sorted(read_lake_table(p2, t).to_pylist(), key=lambda r: r["id"])
+    assert [(r["id"], str(r["v"]), r["w"]) for r in rows] == [(i, f"2026-01-{i:02d}", f"w{i}") for i in range(10, 20)]
+    result = verify_lake_table(p2, t, mysql=mysql_params)
+    assert result.passed, result.metadata()
+    # later changes evolve as usual
+    mysql_exec(db, "UPDATE t SET w = 'x' WHERE id = 10", "DELETE FROM t WHERE id = 11")
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)
+    assert verify_lake_table(p2, t, mysql=mysql_params).passed
