@@ -74,3 +74,31 @@ def test_drop_database_empties_its_tables_in_the_lake(database_factory, mysql_ex
     result = verify_lake_table(p2, TableId(tz, "s_a"), mysql=mysql_params)
     assert result.passed, result.metadata()
     assert _rows(p2, TableId(tz, "s_b")) == []
+
+
+@pytest.mark.parametrize("p1_extra", [{}, HASH3], ids=["all-to-zero", "hash-by-key"])
+def test_create_or_replace_table_replaces_the_lake_table(database_factory, mysql_exec, mysql_params, pipeline_pair,
+                                                         p1_extra):
+    """MariaDB's ``CREATE OR REPLACE TABLE`` drops the old table: its rows leave the lake, the new
+    definition (and the rows of a ``... SELECT``) arrive. Before, the lake kept the old rows."""
+    db = database_factory()
+    mysql_exec(db, "CREATE TABLE t (id INT PRIMARY KEY, v INT)", "INSERT INTO t VALUES (1,1),(2,2),(3,3)",
+               "CREATE TABLE src (id INT PRIMARY KEY, v VARCHAR(10))", "INSERT INTO src VALUES (10,'a'),(11,'b')",
+               "CREATE TABLE u (id INT PRIMARY KEY, v INT)", "INSERT INTO u VALUES (1,1),(2,2)")
+    p1, p2 = pipeline_pair(db, ["t", "src", "u"], p1_extra=p1_extra)
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)
+    assert _rows(p2, TableId(db, "t")) == [(1, 1), (2, 2), (3, 3)]
+
+    mysql_exec(db,
+               # a new, empty definition, then one row of it
+               "CREATE OR REPLACE TABLE t (id INT PRIMARY KEY, v VARCHAR(10))", "INSERT INTO t VALUES (4,'new')",
+               # the ... SELECT form: the new table's rows come from the select
+               "CREATE OR REPLACE TABLE u (id INT PRIMARY KEY, v VARCHAR(10)) SELECT id, v FROM src")
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)
+    assert _rows(p2, TableId(db, "t")) == [(4, "new")]
+    assert _rows(p2, TableId(db, "u")) == [(10, "a"), (11, "b")]
+    for t in ("t", "u", "src"):
+        result = verify_lake_table(p2, TableId(db, t), mysql=mysql_params)
+        assert result.passed, (t, result.metadata())

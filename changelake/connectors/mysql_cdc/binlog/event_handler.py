@@ -140,6 +140,15 @@ def parse_create_table(query: str, default_db: str | None) -> TableId | None:
     return TableId(default_db, first) if default_db else None
 
 
+def parse_replaced_table(query: str, default_db: str | None) -> TableId | None:
+    """The table of a MariaDB ``CREATE OR REPLACE TABLE [db.]t ...`` statement (which drops an
+    existing ``t`` first), or None for any other statement (a plain ``CREATE TABLE`` included)."""
+    text = strip_comments(query)
+    if not re.match(r"^\s*CREATE\s+OR\s+REPLACE\s+TABLE\s", text, re.IGNORECASE):
+        return None
+    return parse_create_table(text, default_db)
+
+
 def renamed_tables(pairs: list[tuple[TableId, TableId]]) -> tuple[list[TableId], list[TableId]]:
     """``(gone, arrived)`` of a ``RENAME TABLE`` statement's ``(old, new)`` pairs, in order: the
     names that held a table before the statement (their old contents are gone under that name)
@@ -582,6 +591,11 @@ class EventHandler:
         for table in arrived:
             if self._captured(table):
                 self._put(("resnapshot", table))
+        replaced = parse_replaced_table(query, default_db)
+        if replaced is not None and replaced in self._existing and self._captured(replaced) and replaced not in dropped:
+            # MariaDB's CREATE OR REPLACE TABLE drops the old table first: its lake table is emptied as a
+            # DROP TABLE, and the new definition (and the rows of a ... SELECT, logged as rows) follow
+            dropped.append(replaced)
         dropped_db = parse_drop_database(query)
         if dropped_db is not None:
             # DROP DATABASE: a DROP TABLE of each captured table of it that exists here, by name

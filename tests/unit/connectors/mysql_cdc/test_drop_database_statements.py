@@ -6,7 +6,12 @@ from types import SimpleNamespace
 
 from changelake.changelog import TableId
 from changelake.changelog.event import DROP_TABLE, Op
-from changelake.connectors.mysql_cdc.binlog.event_handler import EventHandler, parse_create_table, parse_drop_database
+from changelake.connectors.mysql_cdc.binlog.event_handler import (
+    EventHandler,
+    parse_create_table,
+    parse_drop_database,
+    parse_replaced_table,
+)
 from changelake.connectors.mysql_cdc.positions import BinlogPosition, SourcePosition
 from changelake.connectors.mysql_cdc.schema.tracker import SchemaTracker
 
@@ -82,3 +87,11 @@ def test_the_set_is_shared_across_connections_and_a_swap_keeps_both_names():
     h2, out = _handler(existing)  # the next connection's handler, same set
     _ddl(h2, "DROP DATABASE tz", pos=200)
     assert _drops(out) == [T("tz", "a"), T("tz", "b")]
+
+
+def test_create_or_replace_names_the_table_it_replaces():
+    assert parse_replaced_table("CREATE OR REPLACE TABLE t (id INT PRIMARY KEY)", "db") == TableId("db", "t")
+    assert parse_replaced_table("/* c */ create or replace table `x`.`t t` LIKE y", None) == TableId("x", "t t")
+    for q in ("CREATE TABLE t (id INT)", "CREATE TABLE IF NOT EXISTS t (id INT)", "CREATE OR REPLACE VIEW t AS SELECT 1",
+              "CREATE TEMPORARY TABLE t (id INT)", "CREATE OR REPLACE TEMPORARY TABLE t (id INT)"):
+        assert parse_replaced_table(q, "db") is None, q
