@@ -403,11 +403,9 @@ def _old_temporal_step(name: str, t: int, col: MySqlColumn, bit: int) -> Step:
     return timestamp_step
 
 
-def _json_step(name: str, lib: Any, col: MySqlColumn, index: int) -> Step:
-    """MySQL's binary JSON: a ``lib.length_size``-byte length and the document
-    (:mod:`.binary_json`) -> its text; length 0 -> None (as the library)."""
-    if col.kind != "json":
-        raise _Unsupported(col.kind)
+def _length_prefixed_step(name: str, lib: Any, index: int, what: str, convert: Callable[[bytes], Any]) -> Step:
+    """A value stored as a ``lib.length_size``-byte little-endian length and that many bytes
+    (JSON, GEOMETRY) -> ``convert(bytes)``; a short image raises ``ValueError("<what> value truncated")``."""
     size = int(lib.length_size)
     bit = 1 << index
 
@@ -419,11 +417,19 @@ def _json_step(name: str, lib: Any, col: MySqlColumn, index: int) -> Step:
         pos += size
         raw = bytes(data[pos:pos + n])
         if len(raw) != n:
-            raise ValueError("JSON value truncated")
-        out[name] = binary_json.to_text(raw) if n else None
+            raise ValueError(f"{what} value truncated")
+        out[name] = convert(raw)
         return pos + n
 
     return step
+
+
+def _json_step(name: str, lib: Any, col: MySqlColumn, index: int) -> Step:
+    """MySQL's binary JSON: a ``lib.length_size``-byte length and the document
+    (:mod:`.binary_json`) -> its text; length 0 -> None (as the library)."""
+    if col.kind != "json":
+        raise _Unsupported(col.kind)
+    return _length_prefixed_step(name, lib, index, "JSON", lambda raw: binary_json.to_text(raw) if raw else None)
 
 
 def _int24_step(name: str, lib: Any, col: MySqlColumn, index: int) -> Step:
@@ -531,22 +537,7 @@ def _geometry_step(name: str, lib: Any, col: MySqlColumn, index: int) -> Step:
     """GEOMETRY: a ``lib.length_size``-byte length and the SRID + WKB bytes -> ``geometry_to_json``."""
     if col.kind != "geometry":
         raise _Unsupported(col.kind)
-    size = int(lib.length_size)
-    bit = 1 << index
-
-    def step(data: bytes, pos: int, nulls: int, out: dict[str, Any]) -> int:
-        if nulls & bit:
-            out[name] = None
-            return pos
-        n = int.from_bytes(data[pos:pos + size], "little")
-        pos += size
-        raw = bytes(data[pos:pos + n])
-        if len(raw) != n:
-            raise ValueError("GEOMETRY value truncated")
-        out[name] = geometry_to_json(raw)
-        return pos + n
-
-    return step
+    return _length_prefixed_step(name, lib, index, "GEOMETRY", geometry_to_json)
 
 
 def _fixed_run(items: list[tuple[str, str, Callable[[Any], Any] | None]]) -> Step:
