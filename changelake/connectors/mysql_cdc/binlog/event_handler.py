@@ -71,16 +71,22 @@ _TRUNCATE = re.compile(
 )
 
 
-def parse_truncate(query: str, default_db: str | None) -> TableId | None:
-    """The table of a ``TRUNCATE [TABLE] [db.]t`` statement, or None for any other statement."""
-    m = _TRUNCATE.match(strip_comments(query))
-    if not m:
-        return None
+def _matched_table(m: re.Match[str], default_db: str | None) -> TableId | None:
+    """``[db.]t`` of a statement regex's four name groups (backquoted or bare database, then
+    table; doubled backquotes unescaped); None for a bare name without a default database."""
     first = (m.group(1) or "").replace("``", "`") or m.group(2)
     second = (m.group(3) or "").replace("``", "`") or m.group(4)
     if second:
         return TableId(first, second)
     return TableId(default_db, first) if default_db else None
+
+
+def parse_truncate(query: str, default_db: str | None) -> TableId | None:
+    """The table of a ``TRUNCATE [TABLE] [db.]t`` statement, or None for any other statement."""
+    m = _TRUNCATE.match(strip_comments(query))
+    if not m:
+        return None
+    return _matched_table(m, default_db)
 
 
 _DROP = re.compile(r"^\s*DROP\s+TABLE\s+(?:IF\s+EXISTS\s+)?(.*?)(?:\s+(?:RESTRICT|CASCADE))?\s*$",
@@ -133,11 +139,7 @@ def parse_create_table(query: str, default_db: str | None) -> TableId | None:
     m = _CREATE_TABLE.match(strip_comments(query))
     if not m:
         return None
-    first = (m.group(1) or "").replace("``", "`") or m.group(2)
-    second = (m.group(3) or "").replace("``", "`") or m.group(4)
-    if second:
-        return TableId(first, second)
-    return TableId(default_db, first) if default_db else None
+    return _matched_table(m, default_db)
 
 
 def parse_replaced_table(query: str, default_db: str | None) -> TableId | None:
