@@ -28,7 +28,7 @@ import uuid
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -74,6 +74,8 @@ from changelake.connectors.lake.sink import LakeTableSink, WriteResult
 # catalog functions re-exported for callers that still import them from here (their home: catalog.py)
 __all__ = ["WriteResult", "IcebergSink", "open_catalog", "validate_sql_catalog_uri", "PIPELINE_NAMESPACE",
            "read_namespace_property", "write_namespace_property"]
+
+_T = TypeVar("_T")
 
 
 
@@ -208,10 +210,40 @@ class IcebergSink(LakeTableSink):
                             SOURCE_TABLE_PROPERTY: str(table_id)},
             )
             self._tables[self.identifier(table_id)] = table
-        changes = plan_evolution(table.schema(), schema, table=name)
-        apply_evolution(table, changes)
-        apply_comments(table, schema)  # column and table comment changes reach the lake
-        return table
+
+        def evolve(table: Table) -> Table:
+            apply_evolution(table, plan_evolution(table.schema(), schema, table=name))
+            apply_comments(table, schema)  # column and table comment changes reach the lake
+            return table
+
+        return self._metadata_commit(table_id, evolve)
+
+    def _metadata_commit(self, table_id: TableId, change: Callable[[Table], _T]) -> _T:
+        """``change(table)`` on the refreshed lake table: it plans from the table it is given and
+        commits table metadata (schema, properties). When another writer's commit to the table won
+        the race (``CommitFailedException``: several Pipeline 2 workers evolving one table at the
+        same schema change), the table is refreshed and ``change`` re-planned on it, up to
+        ``commit.retry.num-retries`` (default 20) times; a change the winner already made plans
+        as nothing. pyiceberg retries only snapshot commits (``retry_on_commit_failure``), not a
+        schema update.
+
+        Raises:
+            IcebergSinkError: the table does not exist.
+            CommitFailedException: the commit lost every retry.
+        """
+        attempts = int(self.options.table_properties.get("commit.retry.num-retries", MULTI_WRITER_RETRIES)) + 1
+        for attempt in range(attempts):
+            table = self.load_table(table_id)
+            if table is None:
+                raise IcebergSinkError(f"Iceberg table {self.table_name(table_id)!r} (for {table_id}) does not exist",
+                                       table=self.table_name(table_id))
+            try:
+                return change(table)
+            except CommitFailedException:
+                if attempt + 1 == attempts:
+                    raise
+                time.sleep(random.uniform(0.02, 0.1) * (attempt + 1))  # jitter: writers do not retry in step
+        raise AssertionError("unreachable")
 
     def _partition_spec(self, table_id: TableId, iceberg_schema: Any, schema: Schema, rows: int,
                         partitions: int) -> Any:
@@ -244,17 +276,15 @@ class IcebergSink(LakeTableSink):
 
     def drop_columns(self, table_id: TableId, columns: Sequence[str]) -> None:
         """Delete ``columns`` from the table (``evolve``'s ``drop.column``)."""
-        table = self.load_table(table_id)
-        if table is not None:
-            delete_columns(table, columns)
+        if self.load_table(table_id) is not None:  # re-planned on a retry: the columns still there
+            self._metadata_commit(table_id, lambda t: delete_columns(t, [c for c in columns if c in {f.name for f in t.schema().fields}]))
 
     def recreate_schema(self, table_id: TableId, schema: Schema) -> list[str]:
         """Give an emptied table whose source was dropped and created again the new definition
         (:func:`changelake.connectors.iceberg.evolve.apply_recreate`); returns the changes made."""
-        table = self.load_table(table_id)
-        if table is None:
+        if self.load_table(table_id) is None:
             return []
-        return apply_recreate(table, schema, table_name=self.table_name(table_id))
+        return self._metadata_commit(table_id, lambda t: apply_recreate(t, schema, table_name=self.table_name(table_id)))
 
     def _read_committed_offsets(self, table: Table) -> dict[str, int]:
         # From the latest snapshot summary carrying ``changelake.kafka-offsets`` (walking the
