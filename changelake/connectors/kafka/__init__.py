@@ -10,8 +10,7 @@ Public entry points:
   :mod:`changelake.formats.table_id_key`).
 """
 
-from changelake.connectors.kafka.producer import KafkaProducer
-from changelake.connectors.kafka.sink import KafkaPipelineSink, read_stored_position
+from changelake.connectors.kafka.sink import KafkaPipelineSink, KafkaProducer, read_stored_position
 from changelake.connectors.kafka.sink_options import (
     DeliveryGuarantee,
     KafkaSinkOptions,
