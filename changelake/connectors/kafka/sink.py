@@ -12,7 +12,7 @@ Record construction follows Flink CDC's Kafka pipeline sink (``PipelineKafkaReco
 
 - topic per table (:mod:`.topics`): ``topic`` option, else the first matching
   ``sink.tableId-to-topic.mapping`` selector, else ``db.table``; missing topics are created;
-- key (:mod:`changelake.formats.table_id_key`): ``{"TableId":"db.table",<pk columns>}`` (before-image for deletes);
+- key (:mod:`changelake.formats.json_values`): ``{"TableId":"db.table",<pk columns>}`` (before-image for deletes);
 - value: the value format's ``encode_event`` (debezium-json, canal-json); for plain ``json`` the
   after-row for c/r/u and a tombstone (null value) for d, so the topic is an upsert topic (an
   update that changes the primary key first writes a tombstone for the old key);
@@ -66,7 +66,7 @@ from changelake.changelog.rowkind import RETRACT, RowKind
 from changelake.changelog.schema import Schema, TableId
 from changelake.connectors.errors import ConnectorError, SinkFlushError
 from changelake.formats import create_format
-from changelake.formats.table_id_key import encode_table_key, table_key_encoder
+from changelake.formats.json_values import encode_table_key, table_key_encoder
 from changelake.connectors.kafka.schemas import (
     SCHEMA_ID_HEADER,
     SCHEMA_TOPIC_CONFIG,

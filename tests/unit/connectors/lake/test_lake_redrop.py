@@ -22,7 +22,7 @@ from changelake.connectors.lake.ddl import dropped_rows_removed, without_dropped
 from changelake.connectors.lake.offsets_sink import LakeOffsetsSink
 from changelake.connectors.paimon import PaimonSink, PaimonSinkOptions
 from changelake.connectors.upsert_kafka.partitioner import partition_for
-from changelake.formats.table_id_key import KeyFormat, encode_table_key
+from changelake.formats.json_values import KeyFormat, encode_table_key
 
 T = TableId("db", "t")
 
