@@ -21,7 +21,7 @@ The ``kafka`` source (:class:`~changelake.connectors.kafka.source.KafkaPipelineS
 partitioned: it polls records with their topic-partition offsets rather than events with one
 position, so the runner pairs it with a :class:`LakeSink` only, seen through the same two contracts
 (:class:`~changelake.connectors.lake.partitioned_source.PartitionedSource` and
-:class:`~changelake.connectors.lake.offsets_sink.LakeOffsetsSink`, whose position is the next
+:class:`~changelake.connectors.lake.changelog_sink.LakeOffsetsSink`, whose position is the next
 offset per ``topic/partition``); one runner loop (:mod:`changelake.pipeline.loop`) runs every pair.
 Those adapters live together in :mod:`changelake.connectors.lake` (``partitioned_source``,
 ``changelog_sink``, ``offsets_sink``, ``position_sink``).
@@ -328,7 +328,7 @@ class EmitsChangeBatches(Protocol):
 @runtime_checkable
 class WritesChangeBatches(Protocol):
     """A sink that takes :class:`~changelake.changelog.change_batch.ChangeBatch` items as they
-    are (the lake sinks behind :class:`~changelake.connectors.lake.offsets_sink.LakeOffsetsSink`),
+    are (the lake sinks behind :class:`~changelake.connectors.lake.changelog_sink.LakeOffsetsSink`),
     buffered in order with its events."""
 
     def write_change_batches(self, batches: Sequence[ChangeBatch]) -> None:
