@@ -10,7 +10,7 @@ satisfy (checked by ``tests/unit/connectors/test_registry.py``):
 - :class:`ChangelogSink` -- a sink that stores the source position with the data it commits
   (``kafka``: :class:`~changelake.connectors.kafka.sink.KafkaPipelineSink`, ``upsert-kafka``:
   :class:`~changelake.connectors.upsert_kafka.ingestion.UpsertKafkaIngestionSink`, and the lake
-  sinks behind :class:`~changelake.connectors.lake.position_sink.LakePositionSink`). ``commit``
+  sinks behind :class:`~changelake.connectors.lake.changelog_sink.LakePositionSink`). ``commit``
   makes everything written so far durable together with the position; ``stored_position`` is
   where a restart resumes (exactly-once: no loss, no duplicate).
 - :class:`LakeSink` -- a table sink fed by a partitioned log (``iceberg``, ``paimon``): rows are
@@ -23,8 +23,8 @@ position, so the runner pairs it with a :class:`LakeSink` only, seen through the
 (:class:`~changelake.connectors.lake.partitioned_source.PartitionedSource` and
 :class:`~changelake.connectors.lake.changelog_sink.LakeOffsetsSink`, whose position is the next
 offset per ``topic/partition``); one runner loop (:mod:`changelake.pipeline.loop`) runs every pair.
-Those adapters live together in :mod:`changelake.connectors.lake` (``partitioned_source``,
-``changelog_sink``, ``offsets_sink``, ``position_sink``).
+Those adapters live together in :mod:`changelake.connectors.lake` (``partitioned_source``, and
+``changelog_sink`` with both sink adapters).
 
 Optional abilities, the runner's whole contract beyond the two shapes (as Flink's ``Supports...``
 interfaces: declared by the connector, checked with ``isinstance``, never probed by name):

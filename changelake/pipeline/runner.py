@@ -6,7 +6,7 @@ position with the data). This module only pairs them:
 
 * a positioned source (``mysql``) feeds any sink: ``kafka`` and ``upsert-kafka`` store the
   position themselves; a lake (``iceberg``, ``paimon``) through
-  :class:`~changelake.connectors.lake.position_sink.LakePositionSink`, directly as Flink CDC does;
+  :class:`~changelake.connectors.lake.changelog_sink.LakePositionSink`, directly as Flink CDC does;
 * a partitioned source (``kafka``, through :class:`~changelake.connectors.lake.partitioned_source.PartitionedSource`)
   feeds a lake through :class:`~changelake.connectors.lake.changelog_sink.LakeOffsetsSink`;
   with ``worker=True`` the loop is one of ``pipeline.parallelism`` workers in one consumer group,
@@ -27,8 +27,7 @@ from typing import Any, Mapping
 
 from changelake.connectors.base import ChangelogSink, LakeSink
 from changelake.connectors.errors import OptionValidationError
-from changelake.connectors.lake.changelog_sink import LakeOffsetsSink
-from changelake.connectors.lake.position_sink import LakePositionSink
+from changelake.connectors.lake.changelog_sink import LakeOffsetsSink, LakePositionSink
 from changelake.connectors.registry import ConnectorContext, find_factory, supported_pairs
 from changelake.pipeline.clock import StopClock
 from changelake.pipeline.definition import PipelineDefinition
