@@ -20,11 +20,12 @@ satisfy (checked by ``tests/unit/connectors/test_registry.py``):
 The ``kafka`` source (:class:`~changelake.connectors.kafka.source.KafkaPipelineSource`) is
 partitioned: it polls records with their topic-partition offsets rather than events with one
 position, so the runner pairs it with a :class:`LakeSink` only, seen through the same two contracts
-(:class:`~changelake.connectors.lake.partitioned_source.PartitionedSource` and
+(:class:`~changelake.connectors.kafka.source.PartitionedSource` and
 :class:`~changelake.connectors.lake.changelog_sink.LakeOffsetsSink`, whose position is the next
 offset per ``topic/partition``); one runner loop (:mod:`changelake.pipeline.loop`) runs every pair.
-Those adapters live together in :mod:`changelake.connectors.lake` (``partitioned_source``, and
-``changelog_sink`` with both sink adapters).
+The sink-side adapters live together in :mod:`changelake.connectors.lake.changelog_sink`; the
+source side, ``PartitionedSource``, is the ``kafka`` source's own view of itself, next to the
+source it adapts (:mod:`changelake.connectors.kafka.source`).
 
 Optional abilities, the runner's whole contract beyond the two shapes (as Flink's ``Supports...``
 interfaces: declared by the connector, checked with ``isinstance``, never probed by name):
@@ -236,7 +237,7 @@ class ReportsMetrics(Protocol):
 @runtime_checkable
 class PartitionedChangelogSource(Protocol):
     """A :class:`ChangelogSource` whose ``position`` is the next offset per ``topic/partition``
-    (``{"orders/0": 42}``; :class:`~changelake.connectors.lake.partitioned_source.PartitionedSource`).
+    (``{"orders/0": 42}``; :class:`~changelake.connectors.kafka.source.PartitionedSource`).
     It feeds a partitioned sink (a lake) only."""
 
     #: Marks the offsets position (always True).

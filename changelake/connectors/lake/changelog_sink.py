@@ -265,6 +265,7 @@ class LakeChangelogSink(BufferedSink, ReportsMetrics):
 # per partition it advanced (:meth:`~changelake.connectors.lake.sink.LakeTableSink.write_checkpoint_entries`),
 # after its tables committed, and reads the entries of the partitions the group assigns it.
 
+
 class LakeOffsetsSink(LakeChangelogSink, WritesChangeBatches):
     """The :class:`~changelake.connectors.base.ChangelogSink` contract on top of a lake sink, for a
     partitioned source; the position is ``{"topic/partition": next offset}``.
@@ -383,6 +384,7 @@ class LakeOffsetsSink(LakeChangelogSink, WritesChangeBatches):
 # follows the snapshot brings to the same final state (as Flink CDC's snapshot without locks).
 # Buffering, the commit policy and the checkpoint-after-tables order are
 # :class:`LakeChangelogSink`'s.
+
 
 #: Pipeline property holding ``{"position": ..., "next": n}``; ``{pipeline}`` is the pipeline name.
 POSITION_KEY = "pipeline.{pipeline}.source-position"
