@@ -10,7 +10,7 @@ satisfy (checked by ``tests/unit/connectors/test_registry.py``):
 - :class:`ChangelogSink` -- a sink that stores the source position with the data it commits
   (``kafka``: :class:`~changelake.connectors.kafka.sink.KafkaPipelineSink`, ``upsert-kafka``:
   :class:`~changelake.connectors.upsert_kafka.ingestion.UpsertKafkaIngestionSink`, and the lake
-  sinks behind :class:`~changelake.connectors.lake.position_sink.LakePositionSink`). ``commit``
+  sinks behind :class:`~changelake.connectors.lake.changelog_sink.LakePositionSink`). ``commit``
   makes everything written so far durable together with the position; ``stored_position`` is
   where a restart resumes (exactly-once: no loss, no duplicate).
 - :class:`LakeSink` -- a table sink fed by a partitioned log (``iceberg``, ``paimon``): rows are
@@ -20,11 +20,12 @@ satisfy (checked by ``tests/unit/connectors/test_registry.py``):
 The ``kafka`` source (:class:`~changelake.connectors.kafka.source.KafkaPipelineSource`) is
 partitioned: it polls records with their topic-partition offsets rather than events with one
 position, so the runner pairs it with a :class:`LakeSink` only, seen through the same two contracts
-(:class:`~changelake.connectors.lake.partitioned_source.PartitionedSource` and
-:class:`~changelake.connectors.lake.offsets_sink.LakeOffsetsSink`, whose position is the next
+(:class:`~changelake.connectors.kafka.source.PartitionedSource` and
+:class:`~changelake.connectors.lake.changelog_sink.LakeOffsetsSink`, whose position is the next
 offset per ``topic/partition``); one runner loop (:mod:`changelake.pipeline.loop`) runs every pair.
-Those adapters live together in :mod:`changelake.connectors.lake` (``partitioned_source``,
-``changelog_sink``, ``offsets_sink``, ``position_sink``).
+The sink-side adapters live together in :mod:`changelake.connectors.lake.changelog_sink`; the
+source side, ``PartitionedSource``, is the ``kafka`` source's own view of itself, next to the
+source it adapts (:mod:`changelake.connectors.kafka.source`).
 
 Optional abilities, the runner's whole contract beyond the two shapes (as Flink's ``Supports...``
 interfaces: declared by the connector, checked with ``isinstance``, never probed by name):
@@ -236,7 +237,7 @@ class ReportsMetrics(Protocol):
 @runtime_checkable
 class PartitionedChangelogSource(Protocol):
     """A :class:`ChangelogSource` whose ``position`` is the next offset per ``topic/partition``
-    (``{"orders/0": 42}``; :class:`~changelake.connectors.lake.partitioned_source.PartitionedSource`).
+    (``{"orders/0": 42}``; :class:`~changelake.connectors.kafka.source.PartitionedSource`).
     It feeds a partitioned sink (a lake) only."""
 
     #: Marks the offsets position (always True).
@@ -328,7 +329,7 @@ class EmitsChangeBatches(Protocol):
 @runtime_checkable
 class WritesChangeBatches(Protocol):
     """A sink that takes :class:`~changelake.changelog.change_batch.ChangeBatch` items as they
-    are (the lake sinks behind :class:`~changelake.connectors.lake.offsets_sink.LakeOffsetsSink`),
+    are (the lake sinks behind :class:`~changelake.connectors.lake.changelog_sink.LakeOffsetsSink`),
     buffered in order with its events."""
 
     def write_change_batches(self, batches: Sequence[ChangeBatch]) -> None:

@@ -6,9 +6,10 @@ position with the data). This module only pairs them:
 
 * a positioned source (``mysql``) feeds any sink: ``kafka`` and ``upsert-kafka`` store the
   position themselves; a lake (``iceberg``, ``paimon``) through
-  :class:`~changelake.connectors.lake.position_sink.LakePositionSink`, directly as Flink CDC does;
-* a partitioned source (``kafka``, through :class:`~changelake.connectors.lake.partitioned_source.PartitionedSource`)
-  feeds a lake through :class:`~changelake.connectors.lake.offsets_sink.LakeOffsetsSink`;
+  :class:`~changelake.connectors.lake.changelog_sink.LakePositionSink`, directly as Flink CDC does;
+* a partitioned source (``kafka``, through
+  :class:`~changelake.connectors.kafka.source.PartitionedSource`) feeds a lake through
+  :class:`~changelake.connectors.lake.changelog_sink.LakeOffsetsSink`;
   with ``worker=True`` the loop is one of ``pipeline.parallelism`` workers in one consumer group,
   placed and restarted by Dagster or by whoever runs ``changelake pipeline run --worker``
   (:mod:`changelake.pipeline.scale_out`). Without it one process reads every partition.
@@ -27,8 +28,7 @@ from typing import Any, Mapping
 
 from changelake.connectors.base import ChangelogSink, LakeSink
 from changelake.connectors.errors import OptionValidationError
-from changelake.connectors.lake.offsets_sink import LakeOffsetsSink
-from changelake.connectors.lake.position_sink import LakePositionSink
+from changelake.connectors.lake.changelog_sink import LakeOffsetsSink, LakePositionSink
 from changelake.connectors.registry import ConnectorContext, find_factory, supported_pairs
 from changelake.pipeline.clock import StopClock
 from changelake.pipeline.definition import PipelineDefinition
@@ -121,7 +121,7 @@ def run_pipeline(
         )
         if not partitioned:
             return source
-        from changelake.connectors.lake.partitioned_source import PartitionedSource
+        from changelake.connectors.kafka.source import PartitionedSource
 
         group_start = sink.read_stored if worker and isinstance(sink, LakeOffsetsSink) else None
         return PartitionedSource(source, start=None if worker else stored, group_start=group_start,

@@ -17,9 +17,9 @@ on any machine. The workers share only Kafka and the lake's catalog:
   (no read-modify-write, no lock), so it can lag but never lead; the tables' own snapshot offsets
   skip whatever a previous owner committed after it.
 * **Commit rule:** every table commit is checked, inside the commit, against the table's current
-  offsets (:mod:`changelake.connectors.iceberg.commit`): a worker that lost its partitions (a
-  zombie) never lands older rows over newer ones; a commit that lost a race is redone against the
-  winner's offsets. Only lake sinks that declare ``multi_writer`` take several workers.
+  offsets (:class:`changelake.connectors.iceberg.writer.OffsetsCheckedTransaction`): a worker
+  that lost its partitions (a zombie) never lands older rows over newer ones; a commit that lost a
+  race is redone against the winner's offsets. Only lake sinks that declare ``multi_writer`` take several workers.
 """
 
 from __future__ import annotations

@@ -7,11 +7,10 @@ Public entry points:
   YAML source);
 - :class:`KafkaProducer` (the producer every Kafka sink writes with) and :class:`TopicNamer`
   (topic per table). Record keys and values are encoded by :mod:`changelake.formats` (keys:
-  :mod:`changelake.formats.table_id_key`).
+  :mod:`changelake.formats.json_values`).
 """
 
-from changelake.connectors.kafka.producer import KafkaProducer
-from changelake.connectors.kafka.sink import KafkaPipelineSink, read_stored_position
+from changelake.connectors.kafka.sink import KafkaPipelineSink, KafkaProducer, read_stored_position
 from changelake.connectors.kafka.sink_options import (
     DeliveryGuarantee,
     KafkaSinkOptions,

@@ -30,7 +30,7 @@ from typing import Any, Mapping
 from confluent_kafka.admin import AdminClient
 
 from changelake.connectors.errors import SinkFlushError
-from changelake.connectors.kafka.producer import KafkaProducer, admin_config
+from changelake.connectors.kafka.sink import KafkaProducer, admin_config
 from changelake.connectors.kafka.topics import TopicCreator
 from changelake.connectors.kafka_common import with_logger
 

@@ -31,7 +31,7 @@ from changelake.connectors.options import DeliveryGuarantee
 from changelake.changelog.selectors import SelectorError, Selectors, split_unescaped
 from changelake.connectors.errors import OptionValidationError
 from changelake.connectors.options import PROPERTIES_PREFIX
-from changelake.formats.table_id_key import KeyFormat
+from changelake.formats.json_values import KeyFormat
 from changelake.connectors.options import (
     ConfigOption,
     key,

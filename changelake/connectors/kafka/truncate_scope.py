@@ -24,7 +24,7 @@ from typing import Any, Mapping
 
 from changelake.changelog.schema import Schema
 from changelake.connectors.upsert_kafka.partitioner import partition_for
-from changelake.formats.table_id_key import KeyFormat, encode_table_key
+from changelake.formats.json_values import KeyFormat, encode_table_key
 
 __all__ = ["PARTITIONS_HEADER", "KEY_FORMAT_HEADER", "SCHEMA_CHANGE_HEADER", "TruncateScope", "truncate_scope_headers",
            "scope_of", "schema_change_of"]

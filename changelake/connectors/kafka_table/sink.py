@@ -21,7 +21,7 @@ from changelake.changelog.row import ChangelogRow
 from changelake.changelog.rowkind import RowKind
 from changelake.changelog.schema import Schema, TableId
 from changelake.connectors.errors import ConnectorError, SinkFlushError
-from changelake.connectors.kafka.producer import KafkaProducer
+from changelake.connectors.kafka.sink import KafkaProducer
 from changelake.connectors.kafka_table.options import DeliveryGuarantee, KafkaTableOptions, SinkPartitioner
 
 __all__ = ["KafkaTableSink", "LIBRDKAFKA_PARTITIONER"]

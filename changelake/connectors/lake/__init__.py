@@ -7,8 +7,9 @@ only its table-format specifics plus one registry line:
 - :mod:`~changelake.connectors.lake.factory`: the registry factory in one call;
 - :mod:`~changelake.connectors.lake.compaction`, :mod:`~changelake.connectors.lake.offsets`,
   :mod:`~changelake.connectors.lake.errors`, :mod:`~changelake.connectors.lake.commit_policy`;
-- the source contract on top of any lake sink: :mod:`~changelake.connectors.lake.position_sink`
-  (positioned source, ``mysql``) and :mod:`~changelake.connectors.lake.offsets_sink` (partitioned
+- the source contract on top of any lake sink, :mod:`~changelake.connectors.lake.changelog_sink`:
+  :class:`~changelake.connectors.lake.changelog_sink.LakePositionSink` (positioned source,
+  ``mysql``) and :class:`~changelake.connectors.lake.changelog_sink.LakeOffsetsSink` (partitioned
   source, ``kafka``), both :class:`~changelake.connectors.lake.changelog_sink.LakeChangelogSink`.
 """
 

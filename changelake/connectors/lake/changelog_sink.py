@@ -1,7 +1,7 @@
-"""The :class:`~changelake.connectors.base.ChangelogSink` contract on top of a lake sink: the part
-shared by :class:`~changelake.connectors.lake.position_sink.LakePositionSink` (a positioned source,
-``mysql``) and :class:`~changelake.connectors.lake.offsets_sink.LakeOffsetsSink` (a partitioned
-source, ``kafka``).
+"""The :class:`~changelake.connectors.base.ChangelogSink` contract on top of a lake sink, the runner's
+sink-side adapter: :class:`LakeChangelogSink`, the part shared by :class:`LakePositionSink` (a
+positioned source, ``mysql``) and :class:`LakeOffsetsSink` (a partitioned source, ``kafka``), and
+those two (below).
 
 Both turn change events into the lake sink's rows per table, each row carrying the
 ``topic``/``partition``/``offset`` it is known by, and commit the lake when it is due:
@@ -20,14 +20,18 @@ stored offsets.
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+import pyarrow.compute as pc
+
+from changelake.changelog.change_batch import ChangeBatch
 from changelake.changelog.event import DataChangeEvent, Op
 from changelake.changelog.row import ChangelogRow
 from changelake.changelog.rowkind import RETRACT, RowKind
 from changelake.changelog.schema import Schema, TableId
-from changelake.connectors.base import BufferedSink, LakeSink, ReportsMetrics
+from changelake.connectors.base import BufferedSink, LakeSink, ReportsMetrics, WritesChangeBatches
 from changelake.changelog.tally import PendingPolls
 from changelake.connectors.lake.commit_policy import CommitPolicy
 from changelake.connectors.lake.compaction import BatchItem, TruncateMarker
@@ -35,7 +39,7 @@ from changelake.connectors.lake.ddl import dropped_rows_removed, lake_schema, sc
 from changelake.connectors.lake.offsets import topic_partition
 from changelake.errors import PipelineDataError
 
-__all__ = ["LakeChangelogSink"]
+__all__ = ["LakeChangelogSink", "LakeOffsetsSink", "LakePositionSink", "POSITION_KEY", "sequence_topic"]
 
 
 class LakeChangelogSink(BufferedSink, ReportsMetrics):
@@ -243,3 +247,197 @@ class LakeChangelogSink(BufferedSink, ReportsMetrics):
 
     #: Events are located by Kafka records (error messages name topic, partition and offset).
     _from_kafka = False
+
+
+# -- LakeOffsetsSink: a partitioned source (kafka) -------------------------------------------------
+# A lake sink (``iceberg``, ``paimon``) fed by a partitioned source (``kafka``), exactly once.
+#
+# Each change event names the Kafka record it came from in its ``position``
+# (``{"topic": t, "partition": p, "offset": next offset}``, as
+# :class:`~changelake.connectors.kafka.source.KafkaPipelineSource` gives it). Its rows carry that
+# record's offset; every table commit stores the next offset per ``topic/partition`` it absorbed
+# (:mod:`changelake.connectors.lake.offsets`), and after all of a commit's tables the pipeline
+# checkpoint stores the source position: the next offset per ``topic/partition``, e.g.
+# ``{"orders/0": 42, "orders/1": 7}`` (the lake's :meth:`read_checkpoint`/:meth:`write_checkpoint`).
+# A restart seeks there and each table skips what its own snapshots say it already holds.
+#
+# Parallel workers (``merge``) share no read-modify-write state: each stores one checkpoint entry
+# per partition it advanced (:meth:`~changelake.connectors.lake.sink.LakeTableSink.write_checkpoint_entries`),
+# after its tables committed, and reads the entries of the partitions the group assigns it.
+
+
+class LakeOffsetsSink(LakeChangelogSink, WritesChangeBatches):
+    """The :class:`~changelake.connectors.base.ChangelogSink` contract on top of a lake sink, for a
+    partitioned source; the position is ``{"topic/partition": next offset}``.
+
+    Args:
+        lake: an unopened ``IcebergSink`` or ``PaimonSink``.
+        pipeline: the pipeline name (names the checkpoint).
+        merge: a parallel worker (one of ``pipeline.parallelism``, possibly on another machine):
+            it stores its own checkpoint entry per partition whose offset moved, written on its
+            own (no read, no lock); the checkpoint is the largest entry per partition, so no
+            worker undoes another's advance and a worker that lost a partition (a zombie) cannot
+            pull it back. Entries name only offsets the worker's tables absorbed.
+        writer: with ``merge``: the worker's stable id (names its entries; default ``worker``).
+
+    Commits when ``commit.max-rows`` rows are buffered, ``commit.interval`` passed since the first
+    uncommitted write, the source is idle (the topics are drained for now), or the run stops.
+
+    Raises (from :meth:`write`):
+        PipelineDataError: an event without ``topic``/``partition``/``offset`` position, a
+            truncate without schema, or a table without primary key (names topic, partition,
+            offset and table).
+    """
+
+    FLUSH_WHEN_IDLE = True
+    _from_kafka = True
+
+    def __init__(self, lake: LakeSink, pipeline: str, *, merge: bool = False, writer: str | None = None) -> None:
+        super().__init__(lake, pipeline)
+        self.merge = merge
+        self.writer = writer or "worker"
+        self._entries: dict[str, int] = {}  # a worker's entries as it last stored them
+
+    def _load(self) -> None:
+        # A parallel worker's own view starts empty: it reads the shared checkpoint when the group
+        # assigns it partitions (read_stored), not before joining.
+        self._stored = {} if self.merge else dict(self.lake.read_checkpoint(self.pipeline))
+
+    def stored_position(self) -> dict[str, Any] | None:
+        """The offsets of the last completed commit, ``{}`` on the first run (a parallel worker:
+        its own offsets, ``{}`` until its first commit)."""
+        return dict(self._stored or {})
+
+    def read_stored(self) -> dict[str, int]:
+        """The checkpoint as stored in the lake now (other workers' advances included)."""
+        return dict(self.lake.read_checkpoint(self.pipeline))
+
+    def write_change_batches(self, batches: Sequence[ChangeBatch]) -> None:
+        """Buffer each batch as it is (Arrow) in its lake table, in order with the events written
+        before and after it; its rows carry their Kafka offsets (no I/O).
+
+        Raises:
+            PipelineDataError: a table without primary key (names topic, partition, offset of the
+                batch's first row, and the table).
+        """
+        if self.claim is not None:
+            self._claim(dict.fromkeys(b.table for b in batches if b.num_rows))
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            if not batch.schema.primary_key:
+                first = int(batch.offsets[0].as_py())
+                raise PipelineDataError(
+                    f"pipeline '{self.pipeline}': table {batch.table} (topic {batch.topic!r} partition "
+                    f"{batch.partition} offset {first}) has no primary key; declare it with a 'transform' rule: "
+                    "primary-keys: <col>[,<col>...]",
+                    pipeline=self.pipeline, table=str(batch.table), topic=batch.topic, partition=batch.partition,
+                    offset=first,
+                )
+            offsets = {topic_partition(batch.topic, batch.partition): int(pc.max(batch.offsets).as_py()) + 1}
+            self.lake.add(batch.table, [batch], batch.schema, offsets)
+            self.metrics["events"] += batch.records
+            self.metrics["change_batches"] += 1
+            self._uncommitted = True
+            self._polls.note(0, batch.records, offsets, {})
+
+    def _locate(self, event: DataChangeEvent) -> tuple[str, int, int]:
+        pos = event.position
+        try:
+            return str(pos["topic"]), int(pos["partition"]), int(pos["offset"]) - 1
+        except (KeyError, TypeError, ValueError):
+            raise PipelineDataError(
+                f"pipeline '{self.pipeline}': a change event of {event.table} has no Kafka position "
+                f"(topic, partition, offset); got {dict(pos)!r}",
+                pipeline=self.pipeline, table=str(event.table),
+            ) from None
+
+    def _store(self, position: dict[str, Any]) -> None:
+        offsets: Mapping[str, int] = {k: int(v) for k, v in position.items()}
+        if not self.merge:
+            self.lake.write_checkpoint(self.pipeline, offsets)
+            return
+        moved = {k: v for k, v in offsets.items() if self._entries.get(k) != v}
+        if moved:
+            self.lake.write_checkpoint_entries(self.pipeline, moved, self.writer)
+            self._entries.update(moved)
+
+
+# -- LakePositionSink: a positioned source (mysql) -------------------------------------------------
+# A lake sink (``iceberg``, ``paimon``) fed directly by a positioned source (``mysql``), exactly once.
+#
+# Flink CDC writes MySQL straight into Iceberg or Paimon; so does ``mysql -> iceberg`` here, with the
+# same rule as Kafka -> lake (:mod:`changelake.connectors.lake.offsets`): every change event gets
+# the next number of a per-pipeline sequence, which stands in for a Kafka offset on the pseudo
+# topic-partition ``changelake.source.<pipeline>/0``. Each table commit stores the next number it
+# absorbed in its snapshot; after all of a commit's tables, the pipeline checkpoint (a pipeline
+# property of the lake, :data:`POSITION_KEY`) stores the source position together with the next
+# number::
+#
+#     {"position": {"phase": "binlog", "file": "mysql-bin.000003", "pos": 4711, "row": 0}, "next": 1234}
+#
+# A restart resumes the source at that position and numbers its events from ``next`` again; a
+# table that committed past the checkpoint (a crash between two tables' commits) skips the events
+# below its own stored number, so nothing is applied twice and nothing is lost. This relies on the
+# source returning the same events in the same order from a stored position, as the binlog does;
+# a snapshot chunk re-read after a crash reads the table's current rows, which the binlog that
+# follows the snapshot brings to the same final state (as Flink CDC's snapshot without locks).
+# Buffering, the commit policy and the checkpoint-after-tables order are
+# :class:`LakeChangelogSink`'s.
+
+
+#: Pipeline property holding ``{"position": ..., "next": n}``; ``{pipeline}`` is the pipeline name.
+POSITION_KEY = "pipeline.{pipeline}.source-position"
+
+
+def sequence_topic(pipeline: str) -> str:
+    """The pseudo topic whose partition 0 numbers a pipeline's change events: ``changelake.source.<pipeline>``."""
+    return f"changelake.source.{pipeline}"
+
+
+class LakePositionSink(LakeChangelogSink):
+    """The :class:`~changelake.connectors.base.ChangelogSink` contract on top of a lake sink, for a
+    positioned source: events are numbered on :func:`sequence_topic` partition 0.
+
+    Args:
+        lake: an unopened ``IcebergSink`` or ``PaimonSink``.
+        pipeline: the pipeline name (names the checkpoint and the sequence).
+
+    ``commit(position)`` marks everything written so far as belonging to ``position``; the lake
+    commit happens when the lake's ``commit.max-rows`` rows are buffered, ``commit.interval``
+    seconds passed, or at :meth:`flush`. The stored position only ever names data already
+    committed to every table.
+
+    Raises (from :meth:`write`):
+        PipelineDataError: an event without schema, or a table without primary key (declare it
+            with a ``transform`` rule ``primary-keys``).
+    """
+
+    def __init__(self, lake: LakeSink, pipeline: str) -> None:
+        super().__init__(lake, pipeline)
+        self._topic = sequence_topic(pipeline)
+        self._key = POSITION_KEY.format(pipeline=pipeline)
+        self._next = 0  # number of the next event written
+        self._committed_next = 0  # events below this number are committed with the stored position
+
+    def _load(self) -> None:
+        text = self.lake.read_pipeline_property(self._key)
+        if text:
+            stored = json.loads(text)
+            self._stored = dict(stored["position"]) if stored.get("position") is not None else None
+            self._next = self._committed_next = int(stored["next"])
+
+    def _locate(self, event: DataChangeEvent) -> tuple[str, int, int]:
+        number = self._next
+        self._next += 1
+        return self._topic, 0, number
+
+    def _checkpoint_moved(self) -> bool:
+        # the same source position with more events numbered (e.g. a snapshot chunk re-read) moves it too
+        return self._pending != self._stored or self._next != self._committed_next
+
+    def _store(self, position: dict[str, Any]) -> None:
+        self.lake.write_pipeline_property(
+            self._key, json.dumps({"position": position, "next": self._next}, sort_keys=True, default=str)
+        )
+        self._committed_next = self._next

@@ -2,7 +2,7 @@
 
 A lake sink is a :class:`~changelake.connectors.base.LakeSink` (``partitioned``: its commits store
 per-partition offsets; a positioned source reaches it through
-:class:`~changelake.connectors.lake.position_sink.LakePositionSink`). Its package's ``factory.py``
+:class:`~changelake.connectors.lake.changelog_sink.LakePositionSink`). Its package's ``factory.py``
 is then three lines::
 
     FACTORY = lake_sink_factory(IDENTIFIER, SUPPORTED_KEYS, parse_sink_options,

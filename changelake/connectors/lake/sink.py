@@ -2,7 +2,7 @@
 
 A lake sink writes changelog batches to primary-key tables, one commit per table per batch, with
 the Kafka offsets (or the pipeline's event numbers, see
-:mod:`changelake.connectors.lake.position_sink`) it absorbed stored in the commit's snapshot. The
+:class:`changelake.connectors.lake.changelog_sink.LakePositionSink`) it absorbed stored in the commit's snapshot. The
 shared part, here:
 
 * buffering: :meth:`~LakeTableSink.add` rows per table, :meth:`~LakeTableSink.should_flush` at

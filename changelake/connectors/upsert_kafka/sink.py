@@ -43,7 +43,7 @@ from changelake.changelog.row import ChangelogRow
 from changelake.changelog.rowkind import UPSERT, RowKind
 from changelake.changelog.schema import Schema
 from changelake.connectors.errors import ConnectorError, SinkFlushError
-from changelake.connectors.kafka.producer import KafkaProducer, admin_config
+from changelake.connectors.kafka.sink import KafkaProducer, admin_config
 from changelake.connectors.kafka_common import ensure_topics
 from changelake.connectors.metrics import SinkMetrics
 from changelake.connectors.upsert_kafka import formats_bridge

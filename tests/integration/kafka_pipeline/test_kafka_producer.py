@@ -1,4 +1,4 @@
-"""The shared Kafka producer wrapper (connectors/kafka/producer.py) against the real broker."""
+"""The shared Kafka producer wrapper (connectors/kafka/sink.py) against the real broker."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from changelake.connectors.errors import ConnectorError, SinkFlushError
-from changelake.connectors.kafka.producer import KafkaProducer, admin_config
+from changelake.connectors.kafka.sink import KafkaProducer, admin_config
 from changelake.connectors.metrics import SinkMetrics
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from changelake.changelog import TableId
-from changelake.connectors.lake.position_sink import POSITION_KEY
+from changelake.connectors.lake.changelog_sink import POSITION_KEY
 from changelake.connectors.registry import ConnectorContext, find_factory
 from changelake.pipeline.runner import run_pipeline
 from changelake.pipeline.verify import read_lake_table, verify_lake_table

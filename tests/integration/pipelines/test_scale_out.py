@@ -351,7 +351,7 @@ def test_changes_re_read_after_a_handover_are_counted_once(tmp_path, kafka_boots
     the checkpoint lags the tables); its replacement re-reads from the checkpoint. The replacement's
     stats count only the changes the tables had not absorbed, so the workers' counts add up to the
     distinct changes (issue 22: a parallel run counted re-read records twice)."""
-    from changelake.connectors.lake.offsets_sink import LakeOffsetsSink
+    from changelake.connectors.lake.changelog_sink import LakeOffsetsSink
 
     topic = topic_factory(partitions=2)
     db = f"hc_{uuid.uuid4().hex[:8]}"

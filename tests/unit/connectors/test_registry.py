@@ -129,9 +129,9 @@ def test_the_runner_abilities_are_declared_by_the_adapters_and_sinks() -> None:
     from changelake.connectors.base import (
         BufferedSink, PartitionedChangelogSource, RejectsRecords, ReportsBadRecords, ReportsMetrics,
     )
-    from changelake.connectors.lake.offsets_sink import LakeOffsetsSink
-    from changelake.connectors.lake.partitioned_source import PartitionedSource
-    from changelake.connectors.lake.position_sink import LakePositionSink
+    from changelake.connectors.lake.changelog_sink import LakeOffsetsSink
+    from changelake.connectors.kafka.source import PartitionedSource
+    from changelake.connectors.lake.changelog_sink import LakePositionSink
 
     lake = find_factory("paimon").create_sink({}, CTX)
     for adapter in (LakeOffsetsSink(lake, "p"), LakePositionSink(lake, "p")):

@@ -1,4 +1,4 @@
-"""Flink CDC record keys of the Kafka pipeline sink (formats/table_id_key.py), byte for byte."""
+"""Flink CDC record keys of the Kafka pipeline sink (formats/json_values.py, its key section), byte for byte."""
 
 import datetime
 import decimal
@@ -8,8 +8,8 @@ import pytest
 from changelake.changelog.event import DataChangeEvent, Op
 from changelake.changelog.schema import Schema, TableId
 from changelake.changelog.types import DataType, TypeRoot
-from changelake.formats.table_id_key import KeyFormat
-from changelake.formats.table_id_key import encode_event_key as encode_key
+from changelake.formats.json_values import KeyFormat
+from changelake.formats.json_values import encode_event_key as encode_key
 
 CUSTOMERS = TableId("kafka_test", "customers")
 SCHEMA = Schema.of(

@@ -1,4 +1,4 @@
-"""Kafka keys (formats/table_id_key.py) written through orjson are byte-identical to the previous
+"""Kafka keys (formats/json_values.py, its key section) written through orjson are byte-identical to the previous
 encoder (``json_values.dumps`` of the fields from ``to_json_value``) on random inputs, errors
 included."""
 
@@ -14,7 +14,7 @@ import pytest
 from changelake.changelog import Schema, parse_data_type
 from changelake.formats import json_values
 from changelake.formats.errors import EncodeError
-from changelake.formats.table_id_key import KeyFormat, encode_table_key
+from changelake.formats.json_values import KeyFormat, encode_table_key
 
 TYPES: dict[str, list[Any]] = {
     "INT": [0, -1, 2**31 - 1, -(2**31), 7, 2**31, True, "3"],
@@ -74,7 +74,7 @@ def test_table_without_key_and_truncate() -> None:
 def test_table_key_encoder_equals_encode_table_key(seed: int, key_format: KeyFormat) -> None:
     """The sink's per-table key encoder (one integer key column: a fixed prefix and the int) gives
     encode_table_key's bytes and errors for every row, one- and several-column keys."""
-    from changelake.formats.table_id_key import table_key_encoder
+    from changelake.formats.json_values import table_key_encoder
 
     rnd = random.Random(seed)
     for _ in range(300):

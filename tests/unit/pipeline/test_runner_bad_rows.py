@@ -4,7 +4,7 @@ import pytest
 
 from changelake.changelog import DataChangeEvent, Op, Schema, TableId
 from changelake.changelog.types import DataType, TypeRoot
-from changelake.connectors.lake.partitioned_source import note_inferred as _note_inferred
+from changelake.connectors.kafka.source import note_inferred as _note_inferred
 from changelake.pipeline.stage import MissingKeyError as _MissingKeyError, checked_schema as _checked_schema
 from changelake.pipeline.stats import RunStats
 

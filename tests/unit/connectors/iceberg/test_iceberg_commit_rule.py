@@ -1,5 +1,5 @@
-"""The multi-writer commit rule (:mod:`changelake.connectors.iceberg.commit`), on an embedded
-SqlCatalog: a commit planned against offsets that another writer moved never lands (a zombie
+"""The multi-writer commit rule (:class:`changelake.connectors.iceberg.writer.OffsetsCheckedTransaction`),
+on an embedded SqlCatalog: a commit planned against offsets that another writer moved never lands (a zombie
 cannot land older rows over newer ones); the sink redoes it against the winner's offsets."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from changelake.changelog.rowkind import RowKind
 from changelake.changelog.schema import Schema, TableId
 from changelake.changelog.types import parse_data_type
 from changelake.connectors.iceberg import IcebergSink, IcebergSinkOptions, read_table
-from changelake.connectors.iceberg.commit import MULTI_WRITER_RETRIES, OffsetsCheckedTransaction, OffsetsMovedError
+from changelake.connectors.iceberg.writer import MULTI_WRITER_RETRIES, OffsetsCheckedTransaction, OffsetsMovedError
 from changelake.connectors.iceberg.offsets import read_committed_offsets
 
 T = TableId("shop", "orders")

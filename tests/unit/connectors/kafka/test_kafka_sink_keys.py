@@ -12,7 +12,7 @@ import pytest
 from changelake.changelog.schema import Schema
 from changelake.changelog.types import DataType, TypeRoot
 from changelake.connectors.kafka.sink import _same_key_values
-from changelake.formats.table_id_key import KeyFormat, encode_table_key
+from changelake.formats.json_values import KeyFormat, encode_table_key
 
 SCHEMA = Schema.of([("id", DataType(TypeRoot.BIGINT, False)), ("name", DataType(TypeRoot.STRING)),
                     ("v", DataType(TypeRoot.DOUBLE))], primary_key=("id", "name"))

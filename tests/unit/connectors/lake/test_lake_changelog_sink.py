@@ -11,8 +11,7 @@ import pytest
 from changelake.changelog import DataChangeEvent, Op, Schema, TableId
 from changelake.changelog.types import parse_data_type
 from changelake.connectors.iceberg import IcebergSink, IcebergSinkOptions
-from changelake.connectors.lake.offsets_sink import LakeOffsetsSink
-from changelake.connectors.lake.position_sink import LakePositionSink
+from changelake.connectors.lake.changelog_sink import LakeOffsetsSink, LakePositionSink
 from changelake.connectors.paimon import PaimonSink, PaimonSinkOptions
 from changelake.errors import PipelineDataError
 

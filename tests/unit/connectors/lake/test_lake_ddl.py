@@ -15,7 +15,7 @@ from changelake.connectors.lake.ddl import dropped_after, expand_scoped_truncate
 from changelake.connectors.lake.schema_change import ColumnChange, SchemaChangeError, SchemaChangePolicy
 from changelake.connectors.upsert_kafka.partitioner import partition_for
 from changelake.errors import PipelineDataError
-from changelake.formats.table_id_key import KeyFormat, encode_table_key
+from changelake.formats.json_values import KeyFormat, encode_table_key
 
 T = TableId("db", "t")
 S = Schema.of([("id", parse_data_type("INT NOT NULL")), ("v", parse_data_type("STRING"))], ["id"])

@@ -19,10 +19,10 @@ from changelake.connectors.iceberg import IcebergSink, IcebergSinkOptions
 from changelake.connectors.kafka.truncate_scope import scope_of, truncate_scope_headers
 from changelake.connectors.lake.compaction import TruncateMarker
 from changelake.connectors.lake.ddl import dropped_rows_removed, without_dropped_rows
-from changelake.connectors.lake.offsets_sink import LakeOffsetsSink
+from changelake.connectors.lake.changelog_sink import LakeOffsetsSink
 from changelake.connectors.paimon import PaimonSink, PaimonSinkOptions
 from changelake.connectors.upsert_kafka.partitioner import partition_for
-from changelake.formats.table_id_key import KeyFormat, encode_table_key
+from changelake.formats.json_values import KeyFormat, encode_table_key
 
 T = TableId("db", "t")
 
