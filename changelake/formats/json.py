@@ -532,6 +532,80 @@ class JsonFormat(Format):
             objs = [next(it) if d else None for d in datas]
         return codec.decode_values_many(objs, self.options.fail_on_missing_field)
 
+    def decode_columns(self, datas: Sequence[bytes]) -> Any | None:
+        """The values of ``datas`` (one JSON object per message) as ONE ``pyarrow.Table`` in the
+        columnar lane's types (:func:`~changelake.changelog.change_batch.batch_arrow_schema` of
+        the format's schema), read by pyarrow's JSON reader in one call with an explicit schema
+        (the read types of ``debezium-json``'s batch path, chosen so that every value Arrow accepts
+        is the value :meth:`decode_to_values` gives); DATE and TIMESTAMP text cast by Arrow, TIME
+        and binary through the per-value decoders.
+
+        None, for the caller to decode message by message (which raises the exact DecodeError or
+        drops the record with ``ignore-parse-errors``), when: the format has no schema or has
+        ``fail-on-missing-field`` or a non-SQL ``timestamp-format.standard``; a message is empty,
+        not one compact object on one line (``null``, an array, a newline inside), or anything
+        Arrow refuses (malformed, another JSON type, a value out of range or needing more DECIMAL
+        scale, a duplicate field); a column has no batch type."""
+        from changelake.changelog.change_batch import batch_arrow_schema
+        from changelake.formats.debezium_json import _arrow_read_type, _temporal_in_arrow
+
+        schema = self.schema
+        opts = self.options
+        if (schema is None or not datas or opts.fail_on_missing_field
+                or opts.timestamp_format_standard is not TimestampFormat.SQL):
+            return None
+        if any(not d or d[:1] != b"{" or b"\n" in d or b"\r" in d for d in datas):
+            return None
+        import io
+
+        import pyarrow as pa
+        import pyarrow.json as pj
+
+        plan = self.__dict__.get("_column_plan")
+        if plan is None:
+            target = batch_arrow_schema(schema)
+            read_types = [_arrow_read_type(c.type) for c in schema.columns]
+            if target is None or any(t is None for t in read_types):
+                return None
+            read_schema = pa.schema([pa.field(c.name, t) for c, t in zip(schema.columns, read_types)])
+            plan = self.__dict__["_column_plan"] = (target, read_schema)
+        target, read_schema = plan
+        try:
+            table = pj.read_json(
+                io.BytesIO(b"\n".join(datas)),
+                read_options=pj.ReadOptions(use_threads=False, block_size=max(1 << 20, 2 * sum(map(len, datas)))),
+                parse_options=pj.ParseOptions(explicit_schema=read_schema, unexpected_field_behavior="ignore"),
+            )
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            return None
+        if table.num_rows != len(datas):
+            return None
+        import pyarrow.compute as pc
+
+        columns = []
+        try:
+            for column, field, read_type in zip(schema.columns, target, read_schema.types):
+                array = table.column(column.name).combine_chunks()
+                if column.type.is_integer:
+                    lo, hi = _INT_RANGES[column.type.root]
+                    bounds = pc.min_max(array).as_py()
+                    if bounds["min"] is not None and (bounds["min"] < lo or bounds["max"] > hi):
+                        return None
+                if pa.types.is_string(read_type) and not column.type.is_string:
+                    fast = _temporal_in_arrow(array, column.type, field.type)
+                    if fast is None:
+                        if column.type.root is TypeRoot.TIME:
+                            return None  # TIME: the per-message path (its text form)
+                        decode = json_decoder_for(column.type, column.name, format=self.name)
+                        fast = pa.array([None if v is None else decode(v) for v in array.to_pylist()], type=field.type)
+                    array = fast
+                elif array.type != field.type:
+                    array = array.cast(field.type, safe=column.type.root is not TypeRoot.FLOAT)
+                columns.append(array)
+        except (DecodeError, pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+            return None
+        return pa.Table.from_arrays(columns, schema=target)
+
     def decode_one_value(self, data: bytes | None) -> dict[str, Any] | None:
         """:meth:`decode_values_many` of one message (parsed by msgspec, converted row-wise by the
         column converters): ``decode_to_values(data)[0]`` where not None, None where that one
