@@ -554,7 +554,10 @@ class JsonFormat(Format):
         if (schema is None or not datas or opts.fail_on_missing_field
                 or opts.timestamp_format_standard is not TimestampFormat.SQL):
             return None
-        if any(not d or d[:1] != b"{" or b"\n" in d or b"\r" in d for d in datas):
+        joined = b"\n".join(datas)
+        lines = len(datas) - 1
+        # every message non-empty, on one line, starting with '{' (not ``null``, an array, ...)
+        if joined[:1] != b"{" or joined.count(b"\n") != lines or joined.count(b"\n{") != lines or b"\r" in joined:
             return None
         import io
 
@@ -572,8 +575,8 @@ class JsonFormat(Format):
         target, read_schema = plan
         try:
             table = pj.read_json(
-                io.BytesIO(b"\n".join(datas)),
-                read_options=pj.ReadOptions(use_threads=False, block_size=max(1 << 20, 2 * sum(map(len, datas)))),
+                io.BytesIO(joined),
+                read_options=pj.ReadOptions(use_threads=False, block_size=max(1 << 20, 2 * len(joined))),
                 parse_options=pj.ParseOptions(explicit_schema=read_schema, unexpected_field_behavior="ignore"),
             )
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):

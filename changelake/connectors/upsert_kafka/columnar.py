@@ -35,7 +35,7 @@ FLOAT/DOUBLE column (equal bytes are then equal rows).
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -57,43 +57,59 @@ TP = tuple[str, int]
 _STATE_KEY_LEN = struct.Struct(">I")
 _KINDS = pa.array(["+I", "-U", "+U", "-D"], pa.string())
 _I, _UB, _UA, _D = 0, 1, 2, 3
+#: a key whose stored state the first pass has not read yet (see _plan)
+_UNSEEN: list[Any] = []
 
 
 class _Scan:
     """The consumed messages sorted out as the per-record path does: the records it processes
-    (``live``: message index, (topic, partition), offset, timestamp or None), the partition-EOF
+    (``messages``, with their ``tps`` (topic, partition) and ``offsets``), the partition-EOF
     events, the records past a bounded end, and whether a Kafka error is among them."""
 
     def __init__(self, source: "UpsertKafkaSource", messages: list[Any]) -> None:
-        self.live: list[tuple[int, TP, int, int | None]] = []
         self.eofs: list[tuple[TP, int]] = []
         self.past_end: list[tuple[TP, int]] = []
         self.error = False
-        ends, done = source._ends, set(source._done)
-        for i, msg in enumerate(messages):
-            err = msg.error()
-            tp: TP = (str(msg.topic()), int(msg.partition() or 0))
-            offset = int(msg.offset() or 0)
+        errors = [msg.error() for msg in messages]
+        tps: list[TP] = list(zip([str(m.topic()) for m in messages], [int(m.partition() or 0) for m in messages]))
+        offsets: list[int] = [int(m.offset() or 0) for m in messages]
+        ends = source._ends
+        if ends is None and errors.count(None) == len(errors):
+            self.messages, self.tps, self.offsets = messages, tps, offsets
+            return
+        done = source._done
+        self.messages, self.tps, self.offsets = [], [], []
+        for msg, err, tp, offset in zip(messages, errors, tps, offsets):
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
                     self.eofs.append((tp, offset))
                     continue
                 self.error = True
                 return
+            # a record past its partition's end (or of a partition done before the poll); the
+            # per-record path's done-during-the-poll is the same test, offsets ascending
             if ends is not None and (tp in done or offset >= ends.get(tp, 0)):
                 self.past_end.append((tp, offset))
                 continue
-            ts_type, ts = msg.timestamp()
-            self.live.append((i, tp, offset, ts if ts_type and ts > 0 else None))
-            if ends is not None and offset + 1 >= ends.get(tp, 0):
-                done.add(tp)
+            self.messages.append(msg)
+            self.tps.append(tp)
+            self.offsets.append(offset)
+
+    def timestamp(self, j: int) -> int | None:
+        """The timestamp (ms) of live record ``j``, None when it has none (as the per-record path)."""
+        ts_type, ts = self.messages[j].timestamp()
+        return ts if ts_type and ts > 0 else None
 
     def runs(self) -> Iterator[tuple[int, int]]:
         """``(start, stop)`` of each run of consecutive live records of one partition."""
-        live = self.live
+        tps = self.tps
+        n = len(tps)
+        if n and tps[0] == tps[-1] and tps.count(tps[0]) == n:
+            yield 0, n
+            return
         start = 0
-        for j in range(1, len(live) + 1):
-            if j == len(live) or live[j][1] != live[start][1]:
+        for j in range(1, n + 1):
+            if j == n or tps[j] != tps[start]:
                 yield start, j
                 start = j
 
@@ -102,13 +118,13 @@ def poll_batches(source: "UpsertKafkaSource", consumer: Any, messages: list[Any]
     """The changelog of ``messages`` as batches, one per run of one partition (see the module
     docstring); the key state, positions, metrics and state commit as :meth:`UpsertKafkaSource.poll`."""
     scan = _Scan(source, messages)
-    planned = None if scan.error or not source.change_batches else _plan(source, scan, messages)
+    planned = None if scan.error or not source.change_batches else _plan(source, scan)
     if planned is None:
         source.record_path_polls += 1
         rows = source._poll_messages(consumer, messages)
         return _batches_of_rows(source, scan, rows)
     source.columnar_polls += 1
-    table, out_img, out_kind, out_rec, writes = planned
+    table, out_img, out_kind, out_rec, writes, nbytes = planned
     data = source.store.data()  # type: ignore[attr-defined]  # a MemoryKeyStateStore (change_batches)
     cache = source._row_cache
     assert cache is not None
@@ -119,25 +135,25 @@ def poll_batches(source: "UpsertKafkaSource", consumer: Any, messages: list[Any]
         else:
             data[sk] = mark + pack(len(held[1])) + held[1] + held[2]
         cache.pop(sk, None)  # its row tuple no longer matches the state (the row path decodes)
-    live = scan.live
     ends = source._ends
-    nbytes = 0
-    for i, _tp, _offset, _ts in live:
-        msg = messages[i]
-        key, value = msg.key(), msg.value()
-        nbytes += len(key) + (0 if value is None else len(value))
     for tp, offset in scan.eofs:
         source._advance(tp, offset)
         source._check_end(consumer, tp, offset)
     for tp, offset in scan.past_end:
         source._check_end(consumer, tp, offset)
-    for _i, tp, offset, _ts in live:
-        source._advance(tp, offset + 1)
-        if ends is not None and offset + 1 >= ends.get(tp, 0):
-            source._check_end(consumer, tp, offset + 1)
-    source.metrics.record_fetch(len(live), nbytes, live[-1][3] if live else None)
+    for start, stop in scan.runs():
+        tp, next_offset = scan.tps[start], scan.offsets[stop - 1] + 1
+        source._advance(tp, next_offset)
+        if ends is not None and next_offset >= ends.get(tp, 0):
+            source._check_end(consumer, tp, next_offset)
+    n = len(scan.messages)
+    source.metrics.record_fetch(n, nbytes, scan.timestamp(n - 1) if n else None)
+    seen = -1
     for j in reversed(out_rec):
-        emitted_ts = live[j][3]
+        if j == seen:
+            continue
+        seen = j
+        emitted_ts = scan.timestamp(j)
         if emitted_ts is not None:
             source.metrics.record_emit(emitted_ts)
             break
@@ -146,18 +162,19 @@ def poll_batches(source: "UpsertKafkaSource", consumer: Any, messages: list[Any]
         source.commit_state()
     rows = table.take(pa.array(out_img, pa.int64())) if out_img else table.slice(0, 0)
     kinds = _KINDS.take(pa.array(out_kind, pa.int8()))
-    offsets = pa.array([live[j][2] for j in out_rec], pa.int64())
+    record_offsets = scan.offsets
+    offsets = pa.array([record_offsets[j] for j in out_rec], pa.int64())
     return _split(source, scan, rows, kinds, offsets, out_rec)
 
 
 def _plan(
-    source: "UpsertKafkaSource", scan: _Scan, messages: list[Any],
-) -> tuple[pa.Table, list[int], list[int], list[int], dict[bytes, list[Any] | None]] | None:
+    source: "UpsertKafkaSource", scan: _Scan,
+) -> tuple[pa.Table, list[int], list[int], list[int], dict[bytes, list[Any] | None], int] | None:
     """Steps 1-4 of the module docstring, without touching the state: (decoded images, image
     index / kind / live record of each output row, the final state per written key: ``[image,
-    key bytes, value bytes, written]`` or None for deleted), or None for the per-record path."""
-    live = scan.live
-    keys: list[bytes | None] = [messages[i].key() for i, _tp, _o, _ts in live]
+    key bytes, value bytes, written]`` or None for deleted, the key and value bytes read), or None
+    for the per-record path."""
+    keys: list[bytes | None] = [m.key() for m in scan.messages]
     if None in keys:
         return None
     decoded = source._decode_key_batch(keys)
@@ -166,7 +183,7 @@ def _plan(
     state_keys = decoded[1]
     if None in state_keys:
         return None
-    values: list[bytes | None] = [messages[i].value() for i, _tp, _o, _ts in live]
+    values: list[bytes | None] = [m.value() for m in scan.messages]
     present = [v for v in values if v is not None]
     n_values = len(present)
     store_get = source.store.data().get  # type: ignore[attr-defined]
@@ -181,9 +198,10 @@ def _plan(
     new_idx: list[int] = []
     old_idx: list[int] = []
     vi = 0
-    for j, (sk, key, value) in enumerate(zip(state_keys, keys, values)):
-        held = held_of.get(sk, held_of)  # type: ignore[arg-type]
-        if held is held_of:
+    held: list[Any] | None
+    for j, (sk, key, value) in enumerate(zip(cast("list[bytes]", state_keys), cast("list[bytes]", keys), values)):
+        held = held_of.get(sk, _UNSEEN)
+        if held is _UNSEEN:
             raw = store_get(sk)
             if raw is None:
                 held = None
@@ -232,7 +250,8 @@ def _plan(
     if new_idx and _any_equal_rows(table, new_idx, old_idx):
         return None  # an update equal to its previous row with other bytes: the row path decides
     writes = {sk: held for sk, held in held_of.items() if held is None or held[3]}
-    return table, out_img, out_kind, out_rec, writes
+    nbytes = sum(map(len, cast("list[bytes]", keys))) + sum(map(len, present))
+    return table, out_img, out_kind, out_rec, writes, nbytes
 
 
 def _any_equal_rows(table: pa.Table, new_idx: list[int], old_idx: list[int]) -> bool:
@@ -255,21 +274,20 @@ def _table_id(topic: str) -> TableId:
 def _split(
     source: "UpsertKafkaSource", scan: _Scan, rows: pa.Table, kinds: pa.Array, offsets: pa.Array, out_rec: list[int],
 ) -> list[ChangeBatch]:
-    """One :class:`ChangeBatch` per run of one partition of ``scan.live`` (``out_rec``: the live
+    """One :class:`ChangeBatch` per run of one partition of the live records (``out_rec``: the live
     record of each row, ascending)."""
     batches: list[ChangeBatch] = []
-    live = scan.live
     at = 0
     for start, stop in scan.runs():
         end = at
         while end < len(out_rec) and out_rec[end] < stop:
             end += 1
-        tp = live[start][1]
+        tp = scan.tps[start]
         part_rows, part_kinds = rows.slice(at, end - at), kinds.slice(at, end - at)
         batch = ChangeBatch(
             table=_table_id(tp[0]), schema=source.schema, rows=part_rows, kinds=part_kinds,
             offsets=offsets.slice(at, end - at), topic=tp[0], partition=tp[1], records=stop - start,
-            last_offset=live[stop - 1][2], fallback=lambda: [], ops=op_counts(part_kinds),
+            last_offset=scan.offsets[stop - 1], fallback=lambda: [], ops=op_counts(part_kinds),
         )
         batches.append(_with_fallback(batch))
         at = end
@@ -288,7 +306,7 @@ def _batches_of_rows(source: "UpsertKafkaSource", scan: _Scan, rows: list[Change
         from changelake.connectors.errors import ConnectorError
 
         raise ConnectorError(f"table columns {source.schema.names} have no columnar (Arrow) type: use poll()")
-    position = {(tp, offset): j for j, (_i, tp, offset, _ts) in enumerate(scan.live)}
+    position = {(tp, offset): j for j, (tp, offset) in enumerate(zip(scan.tps, scan.offsets))}
     out_rec = [position[((r.metadata["topic"], r.metadata["partition"]), r.metadata["offset"])] for r in rows]
     table = pa.Table.from_pylist([r.values for r in rows], schema=schema)
     kinds = pa.array([r.kind.short_string for r in rows], pa.string())
