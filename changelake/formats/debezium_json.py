@@ -457,6 +457,21 @@ def _arrow_read_type(dtype: DataType) -> Any:
     return pa.string()
 
 
+def arrow_decimals_fit(array: Any, dtype: Any) -> bool:
+    """True when every value of a decimal128 ``array`` read by Arrow's JSON reader fits the
+    column's DECIMAL precision as the per-message decoder's quantize checks it (under the
+    thread's decimal context): Arrow's reader refuses a value needing more scale, but not one
+    with more digits left of the point."""
+    import decimal
+
+    import pyarrow.compute as pc
+
+    digits = min(dtype.precision, decimal.getcontext().prec)
+    bound = decimal.Decimal(10) ** (digits - dtype.scale)
+    bounds = pc.min_max(array).as_py()
+    return bounds["min"] is None or (-bound < bounds["min"] and bounds["max"] < bound)
+
+
 @dataclass
 class _BatchPlan:
     """What :func:`decode_batch` needs per schema (built once and cached on the format)."""
@@ -525,6 +540,10 @@ def read_batch(fmt: "DebeziumJsonFormat", values: Sequence[bytes]) -> Any | None
         return None
     if table.num_rows != len(values):
         return None
+    try:
+        table.validate(full=True)  # Arrow's reader does not check UTF-8
+    except pa.ArrowInvalid:
+        return None
     ops = table.column("op")
     if ops.null_count or not pc.all(pc.is_in(ops, value_set=pa.array(sorted(_OPS)))).as_py():
         return None  # a null op: the schema/payload wrapper, or no op at all
@@ -532,6 +551,10 @@ def read_batch(fmt: "DebeziumJsonFormat", values: Sequence[bytes]) -> Any | None
         for name, lo, hi in plan.int_ranges:
             bounds = pc.min_max(pc.struct_field(table.column(side), name)).as_py()
             if bounds["min"] is not None and (bounds["min"] < lo or bounds["max"] > hi):
+                return None
+        for field in plan.read_schema.field(side).type:
+            if pa.types.is_decimal(field.type) and not arrow_decimals_fit(
+                    pc.struct_field(table.column(side), field.name), field.type):
                 return None
     return table
 

@@ -108,6 +108,8 @@ _TEXT: dict[type, Callable[[Any], str]] = {
 
 
 _NONE = type(None)
+#: a NaN / Inf(inity) token after ``:``, ``,`` or ``[`` (see JsonFormat.decode_columns)
+_NAN_OR_INF_TOKEN = re.compile(rb"[:,\[]\s*[-+]?(?:NaN|Inf)")
 #: the timestamp text :func:`~changelake.formats.json_values.parse_timestamp` hands to
 #: ``datetime.fromisoformat`` (a narrower, ASCII-only spelling of its shape test)
 _CANONICAL_TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d{1,9})?", re.ASCII)
@@ -547,7 +549,7 @@ class JsonFormat(Format):
         Arrow refuses (malformed, another JSON type, a value out of range or needing more DECIMAL
         scale, a duplicate field); a column has no batch type."""
         from changelake.changelog.change_batch import batch_arrow_schema
-        from changelake.formats.debezium_json import _arrow_read_type, _temporal_in_arrow
+        from changelake.formats.debezium_json import _arrow_read_type, _temporal_in_arrow, arrow_decimals_fit
 
         schema = self.schema
         opts = self.options
@@ -559,6 +561,8 @@ class JsonFormat(Format):
         # every message non-empty, on one line, starting with '{' (not ``null``, an array, ...)
         if joined[:1] != b"{" or joined.count(b"\n") != lines or joined.count(b"\n{") != lines or b"\r" in joined:
             return None
+        if _NAN_OR_INF_TOKEN.search(joined):
+            return None  # Arrow reads NaN / Infinity tokens, which are not JSON (also seen in a text: rare, exact)
         import io
 
         import pyarrow as pa
@@ -583,6 +587,10 @@ class JsonFormat(Format):
             return None
         if table.num_rows != len(datas):
             return None
+        try:
+            table.validate(full=True)  # Arrow's reader does not check UTF-8
+        except pa.ArrowInvalid:
+            return None
         import pyarrow.compute as pc
 
         columns = []
@@ -594,6 +602,8 @@ class JsonFormat(Format):
                     bounds = pc.min_max(array).as_py()
                     if bounds["min"] is not None and (bounds["min"] < lo or bounds["max"] > hi):
                         return None
+                elif pa.types.is_decimal(read_type) and not arrow_decimals_fit(array, read_type):
+                    return None  # more digits left of the point than the column takes
                 if pa.types.is_string(read_type) and not column.type.is_string:
                     fast = _temporal_in_arrow(array, column.type, field.type)
                     if fast is None:
