@@ -11,6 +11,9 @@ sink itself (not timed). Then it reads the whole topic:
   dir, committed after every ``poll()`` as the source does by default), emitting the normalized
   changelog (+I new key, +U known key, -D tombstone of a live key; nothing for an identical
   row or a tombstone of an unknown key);
+* with the memory store, the same read through ``poll_batches()`` (the columnar lane: Arrow
+  ``ChangeBatch``es, ``--batch-records`` per poll, default 2000) in the same rounds, interleaved
+  with ``poll()`` (the rows path): the A/B of the two paths (``--no-columnar`` leaves it out);
 * Java ``org.apache.kafka.tools.ConsumerPerformance --messages N`` on the same topic.
 
 With ``--rounds R`` (default 3) the runs repeat R times, ours and Java's interleaved (who goes
@@ -116,7 +119,7 @@ def run_source(kafka: KafkaService, topic: str, store: KeyStateStore, args: argp
         start = time.perf_counter()
         while not source.is_bounded_end_reached():
             if columnar:
-                for batch in source.poll_batches(max_events=args.max_records, timeout_s=1.0):
+                for batch in source.poll_batches(max_events=args.batch_records, timeout_s=1.0):
                     for entry in pc.value_counts(batch.kinds).to_pylist() if batch.num_rows else []:
                         kinds[RowKind.from_short_string(entry["values"])] += entry["counts"]
             else:
@@ -175,6 +178,8 @@ def main() -> None:
     ap.add_argument("--skip-java", action="store_true", help="do not run Kafka's ConsumerPerformance")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of ours vs ConsumerPerformance (default 3)")
     ap.add_argument("--record-path", action="store_true", help="also run the memory store with batch_decode=False")
+    ap.add_argument("--batch-records", type=int, default=2000,
+                    help="poll_batches(max_events=...) (default 2000, the method's and the runner loop's)")
     ap.add_argument("--no-columnar", action="store_true",
                     help="do not run poll_batches() (the columnar lane; by default the memory store runs both "
                          "poll_batches() and poll(), interleaved, the A/B against the row path)")
@@ -236,7 +241,8 @@ def main() -> None:
     print()
     print(f"upsert-kafka source: {args.records:,} records over {args.keys:,} keys "
           f"({' '.join(f'{k}{v:,}' for k, v in sorted(written.items()))} written; -D = tombstone), json key+value, "
-          f"{args.partitions} partition(s), scan.changelog-mode {args.changelog_mode}, poll max_records {args.max_records}")
+          f"{args.partitions} partition(s), scan.changelog-mode {args.changelog_mode}, poll max_records {args.max_records}, "
+          f"poll_batches max_events {args.batch_records}")
     headers = ["run", "records", "changelog", "by kind", "records/s", "changelog/s", "MB/s", "seconds", "load 1 min"]
     if java:
         headers.append("ours/Java")

@@ -561,7 +561,7 @@ class JsonFormat(Format):
         # every message non-empty, on one line, starting with '{' (not ``null``, an array, ...)
         if joined[:1] != b"{" or joined.count(b"\n") != lines or joined.count(b"\n{") != lines or b"\r" in joined:
             return None
-        if _NAN_OR_INF_TOKEN.search(joined):
+        if (b"NaN" in joined or b"Inf" in joined) and _NAN_OR_INF_TOKEN.search(joined):
             return None  # Arrow reads NaN / Infinity tokens, which are not JSON (also seen in a text: rare, exact)
         import io
 

@@ -387,8 +387,10 @@ class UpsertKafkaSource:
             and self._batch_schema is not None
         )
 
-    def poll_batches(self, max_events: int = 500, timeout_s: float = 1.0) -> list[ChangeBatch]:
-        """As :meth:`poll`, but the changelog comes as :class:`ChangeBatch`es (Arrow), one per run
+    def poll_batches(self, max_events: int = 2000, timeout_s: float = 1.0) -> list[ChangeBatch]:
+        """As :meth:`poll` (with ``max_records = max_events``; 2000 by default, the runner loop's
+        batch size: Arrow's per-call costs spread over more records), but the changelog comes as
+        :class:`ChangeBatch`es (Arrow), one per run
         of records of one partition: ``rows`` (the table's columns), ``kinds`` (``+I``, ``-U``,
         ``+U``, ``-D``), ``offsets`` (the offset of each row's record), ``records`` (Kafka records
         covered). The same rows, key state, positions and errors as :meth:`poll` (per record, the
