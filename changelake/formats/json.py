@@ -549,7 +549,7 @@ class JsonFormat(Format):
         Arrow refuses (malformed, another JSON type, a value out of range or needing more DECIMAL
         scale, a duplicate field); a column has no batch type."""
         from changelake.changelog.change_batch import batch_arrow_schema
-        from changelake.formats.debezium_json import _arrow_read_type, _temporal_in_arrow, arrow_decimals_fit
+        from changelake.formats.arrow_values import _arrow_read_type, _temporal_in_arrow, arrow_decimals_fit
 
         schema = self.schema
         opts = self.options

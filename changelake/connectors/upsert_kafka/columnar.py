@@ -35,7 +35,7 @@ FLOAT/DOUBLE column (equal bytes are then equal rows).
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Any, Iterator, cast
+from typing import Any, Iterator, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -47,9 +47,6 @@ from changelake.changelog.normalize import ENCODED_STATE_MARK
 from changelake.changelog.row import ChangelogRow
 from changelake.changelog.schema import TableId
 
-if TYPE_CHECKING:
-    from changelake.connectors.upsert_kafka.source import UpsertKafkaSource
-
 __all__ = ["poll_batches", "events_of"]
 
 TP = tuple[str, int]
@@ -60,13 +57,15 @@ _I, _UB, _UA, _D = 0, 1, 2, 3
 #: a key whose stored state the first pass has not read yet (see _plan)
 _UNSEEN: list[Any] = []
 
+#: ``source`` below is the UpsertKafkaSource (typed Any: it imports this module)
+
 
 class _Scan:
     """The consumed messages sorted out as the per-record path does: the records it processes
     (``messages``, with their ``tps`` (topic, partition) and ``offsets``), the partition-EOF
     events, the records past a bounded end, and whether a Kafka error is among them."""
 
-    def __init__(self, source: "UpsertKafkaSource", messages: list[Any]) -> None:
+    def __init__(self, source: Any, messages: list[Any]) -> None:
         self.eofs: list[tuple[TP, int]] = []
         self.past_end: list[tuple[TP, int]] = []
         self.error = False
@@ -114,7 +113,7 @@ class _Scan:
                 start = j
 
 
-def poll_batches(source: "UpsertKafkaSource", consumer: Any, messages: list[Any]) -> list[ChangeBatch]:
+def poll_batches(source: Any, consumer: Any, messages: list[Any]) -> list[ChangeBatch]:
     """The changelog of ``messages`` as batches, one per run of one partition (see the module
     docstring); the key state, positions, metrics and state commit as :meth:`UpsertKafkaSource.poll`."""
     scan = _Scan(source, messages)
@@ -125,7 +124,7 @@ def poll_batches(source: "UpsertKafkaSource", consumer: Any, messages: list[Any]
         return _batches_of_rows(source, scan, rows)
     source.columnar_polls += 1
     table, out_img, out_kind, out_rec, writes, nbytes = planned
-    data = source.store.data()  # type: ignore[attr-defined]  # a MemoryKeyStateStore (change_batches)
+    data = source.store.data()  # a MemoryKeyStateStore (change_batches)
     cache = source._row_cache
     assert cache is not None
     mark, pack = ENCODED_STATE_MARK, _STATE_KEY_LEN.pack
@@ -168,7 +167,7 @@ def poll_batches(source: "UpsertKafkaSource", consumer: Any, messages: list[Any]
 
 
 def _plan(
-    source: "UpsertKafkaSource", scan: _Scan,
+    source: Any, scan: _Scan,
 ) -> tuple[pa.Table, list[int], list[int], list[int], dict[bytes, list[Any] | None], int] | None:
     """Steps 1-4 of the module docstring, without touching the state: (decoded images, image
     index / kind / live record of each output row, the final state per written key: ``[image,
@@ -186,7 +185,7 @@ def _plan(
     values: list[bytes | None] = [m.value() for m in scan.messages]
     present = [v for v in values if v is not None]
     n_values = len(present)
-    store_get = source.store.data().get  # type: ignore[attr-defined]
+    store_get = source.store.data().get
     mark = ENCODED_STATE_MARK
     unpack = _STATE_KEY_LEN.unpack_from
     retract = source.normalizer.generate_update_before
@@ -272,7 +271,7 @@ def _table_id(topic: str) -> TableId:
 
 
 def _split(
-    source: "UpsertKafkaSource", scan: _Scan, rows: pa.Table, kinds: pa.Array, offsets: pa.Array, out_rec: list[int],
+    source: Any, scan: _Scan, rows: pa.Table, kinds: pa.Array, offsets: pa.Array, out_rec: list[int],
 ) -> list[ChangeBatch]:
     """One :class:`ChangeBatch` per run of one partition of the live records (``out_rec``: the live
     record of each row, ascending)."""
@@ -299,7 +298,7 @@ def _with_fallback(batch: ChangeBatch) -> ChangeBatch:
     return batch
 
 
-def _batches_of_rows(source: "UpsertKafkaSource", scan: _Scan, rows: list[ChangelogRow]) -> list[ChangeBatch]:
+def _batches_of_rows(source: Any, scan: _Scan, rows: list[ChangelogRow]) -> list[ChangeBatch]:
     """The per-record path's ``rows`` as batches (their metadata gives topic, partition, offset)."""
     schema = source._batch_schema
     if schema is None:
