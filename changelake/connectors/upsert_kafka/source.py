@@ -35,6 +35,13 @@ as a tuple beside it, as Flink's heap state keeps rows) instead of being decoded
 value it did not write is decoded as before. The rows, the state bytes and the errors are those
 of the record-by-record path (tests/integration/upsert_kafka/test_upsert_kafka_batch_decode_it.py).
 
+:meth:`UpsertKafkaSource.poll_batches` gives the same changelog as Arrow
+:class:`~changelake.changelog.change_batch.ChangeBatch`es (the columnar lane,
+:mod:`~changelake.connectors.upsert_kafka.columnar`): with memory state and json key and value,
+a poll's values and the previous rows it needs are read in one pyarrow JSON call and the state
+is looked up and written once per distinct key; a poll it cannot decide with certainty goes
+through :meth:`poll`'s path whole (tests/integration/upsert_kafka/test_upsert_kafka_columnar_it.py).
+
 Key state: the last full row per key lives in a :class:`~changelake.changelog.state.KeyStateStore`
 together with the next offset per partition (metadata ``offset:<topic>:<partition>``), committed
 after every :meth:`UpsertKafkaSource.poll` (or by :meth:`UpsertKafkaSource.commit_state`). With a
