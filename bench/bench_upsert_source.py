@@ -11,6 +11,9 @@ sink itself (not timed). Then it reads the whole topic:
   dir, committed after every ``poll()`` as the source does by default), emitting the normalized
   changelog (+I new key, +U known key, -D tombstone of a live key; nothing for an identical
   row or a tombstone of an unknown key);
+* with the memory store, the same read through ``poll_batches()`` (the columnar lane: Arrow
+  ``ChangeBatch``es, ``--batch-records`` per poll, default 2000) in the same rounds, interleaved
+  with ``poll()`` (the rows path): the A/B of the two paths (``--no-columnar`` leaves it out);
 * Java ``org.apache.kafka.tools.ConsumerPerformance --messages N`` on the same topic.
 
 With ``--rounds R`` (default 3) the runs repeat R times, ours and Java's interleaved (who goes
@@ -58,6 +61,8 @@ from _upsert_kafka_common import (  # noqa: E402
     upsert_options,
 )
 
+import pyarrow.compute as pc  # noqa: E402
+
 from changelake.changelog.row import ChangelogRow  # noqa: E402
 from changelake.changelog.rowkind import RowKind  # noqa: E402
 from changelake.changelog.state import KeyStateStore, MemoryKeyStateStore, SqliteKeyStateStore  # noqa: E402
@@ -98,9 +103,11 @@ def fill_topic(kafka: KafkaService, args: argparse.Namespace) -> tuple[str, Coun
 
 
 def run_source(kafka: KafkaService, topic: str, store: KeyStateStore, args: argparse.Namespace,
-               batch_decode: bool = True) -> dict[str, float]:
-    """Read ``topic`` to its end with the upsert-kafka source; returns seconds, records read,
-    bytes read and changelog rows emitted (also per kind, keys ``+I``/``+U``/``-D``/``-U``)."""
+               batch_decode: bool = True, columnar: bool = False) -> dict[str, float]:
+    """Read ``topic`` to its end with the upsert-kafka source (``poll()``'s ChangelogRows, or
+    with ``columnar`` ``poll_batches()``'s Arrow ChangeBatches); returns seconds, records read,
+    bytes read and changelog rows emitted (also per kind, keys ``+I``/``+U``/``-D``/``-U``), and
+    for ``columnar`` the polls decided in Arrow / record by record."""
     options = upsert_options(kafka.bootstrap_servers, topic, **{
         "scan.bounded.mode": "latest-offset", "scan.changelog-mode": args.changelog_mode,
     })
@@ -111,7 +118,12 @@ def run_source(kafka: KafkaService, topic: str, store: KeyStateStore, args: argp
         polls = 0
         start = time.perf_counter()
         while not source.is_bounded_end_reached():
-            kinds.update(row.kind for row in source.poll(1.0, max_records=args.max_records))
+            if columnar:
+                for batch in source.poll_batches(max_events=args.batch_records, timeout_s=1.0):
+                    for entry in pc.value_counts(batch.kinds).to_pylist() if batch.num_rows else []:
+                        kinds[RowKind.from_short_string(entry["values"])] += entry["counts"]
+            else:
+                kinds.update(row.kind for row in source.poll(1.0, max_records=args.max_records))
             polls += 1
             if polls % 50:
                 continue  # the progress line every 50 polls (a metrics snapshot sums its rate windows)
@@ -123,7 +135,8 @@ def run_source(kafka: KafkaService, topic: str, store: KeyStateStore, args: argp
         seconds = time.perf_counter() - start
         metrics = source.metrics.snapshot()
     return {"seconds": seconds, "records": metrics["numRecordsIn"], "bytes": metrics["numBytesIn"],
-            "rows": sum(kinds.values()), **{kind.short_string: n for kind, n in kinds.items()}}
+            "rows": sum(kinds.values()), **{kind.short_string: n for kind, n in kinds.items()},
+            "arrow_polls": source.columnar_polls, "record_polls": source.record_path_polls}
 
 
 def run_java_consumer(kafka: KafkaService, topic: str, records: int) -> dict[str, str]:
@@ -165,12 +178,18 @@ def main() -> None:
     ap.add_argument("--skip-java", action="store_true", help="do not run Kafka's ConsumerPerformance")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of ours vs ConsumerPerformance (default 3)")
     ap.add_argument("--record-path", action="store_true", help="also run the memory store with batch_decode=False")
+    ap.add_argument("--batch-records", type=int, default=2000,
+                    help="poll_batches(max_events=...) (default 2000, the method's and the runner loop's)")
+    ap.add_argument("--no-columnar", action="store_true",
+                    help="do not run poll_batches() (the columnar lane; by default the memory store runs both "
+                         "poll_batches() and poll(), interleaved, the A/B against the row path)")
     args = ap.parse_args()
     stores = [s.strip() for s in args.stores.split(",") if s.strip()]
     if unknown := set(stores) - {"memory", "sqlite"}:
         ap.error(f"unknown store(s) {sorted(unknown)}; choose from memory, sqlite")
 
-    runs = [(name, True) for name in stores] + ([("memory", False)] if args.record_path else [])
+    runs = ([("memory", "columnar")] if "memory" in stores and not args.no_columnar else []) + \
+        [(name, "batch") for name in stores] + ([("memory", "record")] if args.record_path else [])
     results: list[list[object]] = []
     ratios: dict[str, list[float]] = {}
     java: dict[str, str] = {}
@@ -181,14 +200,18 @@ def main() -> None:
             java_first = not args.skip_java and rnd % 2 == 0
             if java_first:
                 java = _java_round(kafka, topic, args, rnd)
-            for name, batch in runs:
-                label = f"upsert-kafka source, {name} state" + ("" if batch else ", record by record")
-                path = Path(state_dir) / f"{topic}-{rnd}-{name}-{batch}"
+            for name, path_name in runs:
+                batch = path_name != "record"
+                label = f"upsert-kafka source, {name} state" + {
+                    "columnar": ", poll_batches (Arrow)", "batch": ", poll (rows)", "record": ", record by record"}[path_name]
+                path = Path(state_dir) / f"{topic}-{rnd}-{name}-{path_name}"
                 store = MemoryKeyStateStore() if name == "memory" else SqliteKeyStateStore(path)
                 try:
-                    r = run_source(kafka, topic, store, args, batch_decode=batch)
+                    r = run_source(kafka, topic, store, args, batch_decode=batch, columnar=path_name == "columnar")
                 finally:
                     store.close()
+                if path_name == "columnar":
+                    progress(f"poll_batches: {r['arrow_polls']} polls decided in Arrow, {r['record_polls']} record by record")
                 if r["records"] != args.records:
                     raise RuntimeError(f"the source read {r['records']} records, expected {args.records}")
                 want = {k: expected[k] for k in ("+I", "+U", "-D")}
@@ -218,7 +241,8 @@ def main() -> None:
     print()
     print(f"upsert-kafka source: {args.records:,} records over {args.keys:,} keys "
           f"({' '.join(f'{k}{v:,}' for k, v in sorted(written.items()))} written; -D = tombstone), json key+value, "
-          f"{args.partitions} partition(s), scan.changelog-mode {args.changelog_mode}, poll max_records {args.max_records}")
+          f"{args.partitions} partition(s), scan.changelog-mode {args.changelog_mode}, poll max_records {args.max_records}, "
+          f"poll_batches max_events {args.batch_records}")
     headers = ["run", "records", "changelog", "by kind", "records/s", "changelog/s", "MB/s", "seconds", "load 1 min"]
     if java:
         headers.append("ours/Java")

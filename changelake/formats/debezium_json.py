@@ -56,6 +56,7 @@ from changelake.changelog.row import ChangelogRow
 from changelake.changelog.schema import Column, Schema, TableId
 from changelake.changelog.types import DataType, TypeRoot
 from changelake.formats.base import ChangelogFormat
+from changelake.formats.arrow_values import _arrow_read_type, _temporal_in_arrow, arrow_decimals_fit  # noqa: F401
 from changelake.formats.errors import DecodeError, EncodeError
 from changelake.formats.json import JsonCodecOptions, decode_object, encode_image
 from changelake.formats.json_values import (
@@ -433,30 +434,6 @@ class DebeziumJsonFormat(ChangelogFormat):
 
 
 # -- batch decode (one call per group of messages) ------------------------------------------------
-def _arrow_read_type(dtype: DataType) -> Any:
-    """The Arrow type pyarrow's JSON reader reads a column as, chosen so that every value it
-    accepts decodes exactly as the per-message decoder would (anything else makes it fail, and
-    the group falls back to the per-message decoder): integers as int64 (range checked after),
-    FLOAT/DOUBLE as float64 (Python floats, as the per-message decoder gives), DECIMAL as
-    decimal128 of the column (the reader refuses a value that needs more scale or precision),
-    strings and booleans as themselves; DATE, TIME, TIMESTAMP(_LTZ) and binary as the JSON text,
-    converted after by the per-message value decoders (pyarrow reads no date32 from text and keeps
-    base64 as text)."""
-    import pyarrow as pa
-
-    root = dtype.root
-    if dtype.is_integer:
-        return pa.int64()
-    if root in (TypeRoot.FLOAT, TypeRoot.DOUBLE):
-        return pa.float64()
-    if root is TypeRoot.BOOLEAN:
-        return pa.bool_()
-    if root is TypeRoot.DECIMAL:
-        precision = dtype.precision if dtype.precision is not None else 38
-        return pa.decimal128(precision, dtype.scale or 0) if precision <= 38 else None
-    return pa.string()
-
-
 @dataclass
 class _BatchPlan:
     """What :func:`decode_batch` needs per schema (built once and cached on the format)."""
@@ -525,6 +502,10 @@ def read_batch(fmt: "DebeziumJsonFormat", values: Sequence[bytes]) -> Any | None
         return None
     if table.num_rows != len(values):
         return None
+    try:
+        table.validate(full=True)  # Arrow's reader does not check UTF-8
+    except pa.ArrowInvalid:
+        return None
     ops = table.column("op")
     if ops.null_count or not pc.all(pc.is_in(ops, value_set=pa.array(sorted(_OPS)))).as_py():
         return None  # a null op: the schema/payload wrapper, or no op at all
@@ -532,6 +513,10 @@ def read_batch(fmt: "DebeziumJsonFormat", values: Sequence[bytes]) -> Any | None
         for name, lo, hi in plan.int_ranges:
             bounds = pc.min_max(pc.struct_field(table.column(side), name)).as_py()
             if bounds["min"] is not None and (bounds["min"] < lo or bounds["max"] > hi):
+                return None
+        for field in plan.read_schema.field(side).type:
+            if pa.types.is_decimal(field.type) and not arrow_decimals_fit(
+                    pc.struct_field(table.column(side), field.name), field.type):
                 return None
     return table
 
@@ -698,33 +683,6 @@ def decode_columns(fmt: "DebeziumJsonFormat", values: Sequence[bytes]) -> Column
     return ColumnarChanges(rows, pa.array(kinds, pa.string()), pa.array(message, pa.int64()),
                            (db, name or ""), counts)
 
-
-
-#: The text of a TIMESTAMP / DATE that Arrow's cast parses exactly as the per-message decoder does.
-_TEMPORAL_TEXT = {TypeRoot.TIMESTAMP: r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(\.\d{1,6})?$",
-                  TypeRoot.DATE: r"^\d{4}-\d{2}-\d{2}$"}
-
-
-def _temporal_in_arrow(array: Any, dtype: DataType, target: Any) -> Any | None:
-    """A TIMESTAMP or DATE text column cast by Arrow, when every value is plain
-    ``yyyy-MM-dd[( |T)HH:mm:ss[.f]]`` text of a year from 1 (what the value decoder reads the same
-    way); None otherwise (then the value decoder converts it value by value)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    pattern = _TEMPORAL_TEXT.get(dtype.root)
-    if pattern is None:
-        return None
-    if array.null_count == len(array):
-        return pa.nulls(len(array), target)
-    if not pc.all(pc.match_substring_regex(array, pattern)).as_py():
-        return None
-    try:
-        out = array.cast(target)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return None
-    first = pc.min(pc.year(out)).as_py()
-    return out if first is not None and first >= 1 else None
 
 
 def _struct_rows(column: Any) -> list[dict[str, Any] | None]:

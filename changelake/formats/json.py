@@ -108,6 +108,8 @@ _TEXT: dict[type, Callable[[Any], str]] = {
 
 
 _NONE = type(None)
+#: a NaN / Inf(inity) token after ``:``, ``,`` or ``[`` (see JsonFormat.decode_columns)
+_NAN_OR_INF_TOKEN = re.compile(rb"[:,\[]\s*[-+]?(?:NaN|Inf)")
 #: the timestamp text :func:`~changelake.formats.json_values.parse_timestamp` hands to
 #: ``datetime.fromisoformat`` (a narrower, ASCII-only spelling of its shape test)
 _CANONICAL_TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d{1,9})?", re.ASCII)
@@ -531,6 +533,91 @@ class JsonFormat(Format):
             it = iter(parsed)
             objs = [next(it) if d else None for d in datas]
         return codec.decode_values_many(objs, self.options.fail_on_missing_field)
+
+    def decode_columns(self, datas: Sequence[bytes]) -> Any | None:
+        """The values of ``datas`` (one JSON object per message) as ONE ``pyarrow.Table`` in the
+        columnar lane's types (:func:`~changelake.changelog.change_batch.batch_arrow_schema` of
+        the format's schema), read by pyarrow's JSON reader in one call with an explicit schema
+        (the read types of ``debezium-json``'s batch path, chosen so that every value Arrow accepts
+        is the value :meth:`decode_to_values` gives); DATE and TIMESTAMP text cast by Arrow, TIME
+        and binary through the per-value decoders.
+
+        None, for the caller to decode message by message (which raises the exact DecodeError or
+        drops the record with ``ignore-parse-errors``), when: the format has no schema or has
+        ``fail-on-missing-field`` or a non-SQL ``timestamp-format.standard``; a message is empty,
+        not one compact object on one line (``null``, an array, a newline inside), or anything
+        Arrow refuses (malformed, another JSON type, a value out of range or needing more DECIMAL
+        scale, a duplicate field); a column has no batch type."""
+        from changelake.changelog.change_batch import batch_arrow_schema
+        from changelake.formats.arrow_values import _arrow_read_type, _temporal_in_arrow, arrow_decimals_fit
+
+        schema = self.schema
+        opts = self.options
+        if (schema is None or not datas or opts.fail_on_missing_field
+                or opts.timestamp_format_standard is not TimestampFormat.SQL):
+            return None
+        joined = b"\n".join(datas)
+        lines = len(datas) - 1
+        # every message non-empty, on one line, starting with '{' (not ``null``, an array, ...)
+        if joined[:1] != b"{" or joined.count(b"\n") != lines or joined.count(b"\n{") != lines or b"\r" in joined:
+            return None
+        if (b"NaN" in joined or b"Inf" in joined) and _NAN_OR_INF_TOKEN.search(joined):
+            return None  # Arrow reads NaN / Infinity tokens, which are not JSON (also seen in a text: rare, exact)
+        import io
+
+        import pyarrow as pa
+        import pyarrow.json as pj
+
+        plan = self.__dict__.get("_column_plan")
+        if plan is None:
+            target = batch_arrow_schema(schema)
+            read_types = [_arrow_read_type(c.type) for c in schema.columns]
+            if target is None or any(t is None for t in read_types):
+                return None
+            read_schema = pa.schema([pa.field(c.name, t) for c, t in zip(schema.columns, read_types)])
+            plan = self.__dict__["_column_plan"] = (target, read_schema)
+        target, read_schema = plan
+        try:
+            table = pj.read_json(
+                io.BytesIO(joined),
+                read_options=pj.ReadOptions(use_threads=False, block_size=max(1 << 20, 2 * len(joined))),
+                parse_options=pj.ParseOptions(explicit_schema=read_schema, unexpected_field_behavior="ignore"),
+            )
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            return None
+        if table.num_rows != len(datas):
+            return None
+        try:
+            table.validate(full=True)  # Arrow's reader does not check UTF-8
+        except pa.ArrowInvalid:
+            return None
+        import pyarrow.compute as pc
+
+        columns = []
+        try:
+            for column, field, read_type in zip(schema.columns, target, read_schema.types):
+                array = table.column(column.name).combine_chunks()
+                if column.type.is_integer:
+                    lo, hi = _INT_RANGES[column.type.root]
+                    bounds = pc.min_max(array).as_py()
+                    if bounds["min"] is not None and (bounds["min"] < lo or bounds["max"] > hi):
+                        return None
+                elif pa.types.is_decimal(read_type) and not arrow_decimals_fit(array, read_type):
+                    return None  # more digits left of the point than the column takes
+                if pa.types.is_string(read_type) and not column.type.is_string:
+                    fast = _temporal_in_arrow(array, column.type, field.type)
+                    if fast is None:
+                        if column.type.root is TypeRoot.TIME:
+                            return None  # TIME: the per-message path (its text form)
+                        decode = json_decoder_for(column.type, column.name, format=self.name)
+                        fast = pa.array([None if v is None else decode(v) for v in array.to_pylist()], type=field.type)
+                    array = fast
+                elif array.type != field.type:
+                    array = array.cast(field.type, safe=column.type.root is not TypeRoot.FLOAT)
+                columns.append(array)
+        except (DecodeError, pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+            return None
+        return pa.Table.from_arrays(columns, schema=target)
 
     def decode_one_value(self, data: bytes | None) -> dict[str, Any] | None:
         """:meth:`decode_values_many` of one message (parsed by msgspec, converted row-wise by the

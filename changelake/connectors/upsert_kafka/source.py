@@ -35,6 +35,13 @@ as a tuple beside it, as Flink's heap state keeps rows) instead of being decoded
 value it did not write is decoded as before. The rows, the state bytes and the errors are those
 of the record-by-record path (tests/integration/upsert_kafka/test_upsert_kafka_batch_decode_it.py).
 
+:meth:`UpsertKafkaSource.poll_batches` gives the same changelog as Arrow
+:class:`~changelake.changelog.change_batch.ChangeBatch`es (the columnar lane,
+:mod:`~changelake.connectors.upsert_kafka.columnar`): with memory state and json key and value,
+a poll's values and the previous rows it needs are read in one pyarrow JSON call and the state
+is looked up and written once per distinct key; a poll it cannot decide with certainty goes
+through :meth:`poll`'s path whole (tests/integration/upsert_kafka/test_upsert_kafka_columnar_it.py).
+
 Key state: the last full row per key lives in a :class:`~changelake.changelog.state.KeyStateStore`
 together with the next offset per partition (metadata ``offset:<topic>:<partition>``), committed
 after every :meth:`UpsertKafkaSource.poll` (or by :meth:`UpsertKafkaSource.commit_state`). With a
@@ -68,6 +75,7 @@ from typing import Any, Callable, Mapping
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from changelake.changelog.errors import KeyStateError
+from changelake.changelog.change_batch import ChangeBatch, batch_arrow_schema
 from changelake.changelog.normalize import ENCODED_STATE_MARK, ChangelogNormalize
 from changelake.changelog.row import ChangelogRow
 from changelake.changelog.rowkind import RowKind
@@ -76,7 +84,7 @@ from changelake.changelog.state import KeyStateStore, MemoryKeyStateStore, encod
 from changelake.connectors.errors import ConnectorError, SourceError
 from changelake.connectors.kafka_common import unavailable_error, with_logger
 from changelake.connectors.metrics import SourceMetrics
-from changelake.connectors.upsert_kafka import formats_bridge
+from changelake.connectors.upsert_kafka import columnar, formats_bridge
 from changelake.connectors.upsert_kafka.layout import RowLayout
 from changelake.connectors.upsert_kafka.prefetch import PrefetchedReads
 from changelake.connectors.upsert_kafka.options import (
@@ -181,6 +189,9 @@ class UpsertKafkaSource:
             decode_state=self._decode_state,
         )
         self.null_key_records = 0
+        #: polls of :meth:`poll_batches` decoded in Arrow / taken by the per-record path
+        self.columnar_polls = 0
+        self.record_path_polls = 0
         self._consumer: Consumer | None = None
         self._key_format: Any = None
         self._value_format: Any = None
@@ -196,6 +207,8 @@ class UpsertKafkaSource:
             options.value_fields_include is ValueFieldsInclude.ALL and self.layout.value_schema.names == schema.names
         )
         self._current_key: tuple[bytes, Mapping[str, Any]] | None = None
+        #: the Arrow schema of this table's change batches (None: a column has no batch type)
+        self._batch_schema = batch_arrow_schema(schema)
         self._positions: dict[TP, int] = {}
         self._ends: dict[TP, int] | None = None
         self._done: set[TP] = set()
@@ -366,6 +379,41 @@ class UpsertKafkaSource:
         """True when bounded and every partition reached its end offset; always False unbounded."""
         return self._ends is not None and self._consumer is not None and all(tp in self._done for tp in self._ends)
 
+    @property
+    def change_batches(self) -> bool:
+        """True when :meth:`poll_batches` decodes columnar (open, memory key state, json key and
+        value, ``value.fields-include = ALL``, no FLOAT/DOUBLE column, every column with an Arrow
+        batch type); otherwise it converts :meth:`poll`'s rows (see
+        :mod:`~changelake.connectors.upsert_kafka.columnar`)."""
+        return (
+            self._row_cache is not None
+            and self._decode_keys is not None
+            and callable(getattr(self._value_format, "decode_columns", None))
+            and self._value_row_is_table_row
+            and self.normalizer._equal_bytes_equal_rows
+            and self._batch_schema is not None
+        )
+
+    def poll_batches(self, max_events: int = 2000, timeout_s: float = 1.0) -> list[ChangeBatch]:
+        """As :meth:`poll` (with ``max_records = max_events``; 2000 by default, the runner loop's
+        batch size: Arrow's per-call costs spread over more records), but the changelog comes as
+        :class:`ChangeBatch`es (Arrow), one per run
+        of records of one partition: ``rows`` (the table's columns), ``kinds`` (``+I``, ``-U``,
+        ``+U``, ``-D``), ``offsets`` (the offset of each row's record), ``records`` (Kafka records
+        covered). The same rows, key state, positions and errors as :meth:`poll` (per record, the
+        row's record timestamp is not carried); decoded in Arrow when :attr:`change_batches`
+        (:mod:`~changelake.connectors.upsert_kafka.columnar`).
+
+        Raises what :meth:`poll` raises, and ConnectorError when a column has no Arrow batch type
+        (DECIMAL wider than 38 digits)."""
+        consumer = self._consumer
+        if consumer is None:
+            raise ConnectorError("the upsert-kafka source is not open; call open() first")
+        if self.is_bounded_end_reached():
+            return []
+        messages = consumer.consume(max_events, timeout_s)
+        return columnar.poll_batches(self, consumer, messages)
+
     def poll(self, timeout_s: float = 1.0, max_records: int = 500) -> list[ChangelogRow]:
         """Fetch up to ``max_records`` records (waiting at most ``timeout_s`` seconds) and return
         the changelog rows they produce, then commit the key state (unless disabled).
@@ -378,6 +426,11 @@ class UpsertKafkaSource:
         if self.is_bounded_end_reached():
             return []
         messages = consumer.consume(max_records, timeout_s)
+        return self._poll_messages(consumer, messages)
+
+    def _poll_messages(self, consumer: Consumer, messages: list[Any]) -> list[ChangelogRow]:
+        """:meth:`poll`'s work on the consumed ``messages``: the changelog rows, the key state,
+        the positions, the metrics and the state commit."""
         keys = [msg.key() for msg in messages]
         values = [msg.value() for msg in messages]
         # one decode call per format for the whole poll (None entries: decoded record by record)

@@ -1,0 +1,77 @@
+"""Arrow's JSON reader with an explicit schema, value by value as exact as the per-message decoders
+(the columnar lanes of ``debezium-json`` and ``json``): the read type of each column, the casts of
+date/time text, and the checks of what the reader takes but the decoders refuse."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from changelake.changelog.types import DataType, TypeRoot
+
+__all__ = ["arrow_decimals_fit"]
+
+
+def _arrow_read_type(dtype: DataType) -> Any:
+    """The Arrow type pyarrow's JSON reader reads a column as, chosen so that every value it
+    accepts decodes exactly as the per-message decoder would (anything else makes it fail, and
+    the group falls back to the per-message decoder): integers as int64 (range checked after),
+    FLOAT/DOUBLE as float64 (Python floats, as the per-message decoder gives), DECIMAL as
+    decimal128 of the column (the reader refuses a value that needs more scale; :func:`arrow_decimals_fit` checks the precision),
+    strings and booleans as themselves; DATE, TIME, TIMESTAMP(_LTZ) and binary as the JSON text,
+    converted after by the per-message value decoders (pyarrow reads no date32 from text and keeps
+    base64 as text)."""
+    import pyarrow as pa
+
+    root = dtype.root
+    if dtype.is_integer:
+        return pa.int64()
+    if root in (TypeRoot.FLOAT, TypeRoot.DOUBLE):
+        return pa.float64()
+    if root is TypeRoot.BOOLEAN:
+        return pa.bool_()
+    if root is TypeRoot.DECIMAL:
+        precision = dtype.precision if dtype.precision is not None else 38
+        return pa.decimal128(precision, dtype.scale or 0) if precision <= 38 else None
+    return pa.string()
+
+
+def arrow_decimals_fit(array: Any, dtype: Any) -> bool:
+    """True when every value of a decimal128 ``array`` read by Arrow's JSON reader fits the
+    column's DECIMAL precision as the per-message decoder's quantize checks it (under the
+    thread's decimal context): Arrow's reader refuses a value needing more scale, but not one
+    with more digits left of the point."""
+    import decimal
+
+    import pyarrow.compute as pc
+
+    digits = min(dtype.precision, decimal.getcontext().prec)
+    bound = decimal.Decimal(10) ** (digits - dtype.scale)
+    bounds = pc.min_max(array).as_py()
+    return bounds["min"] is None or (-bound < bounds["min"] and bounds["max"] < bound)
+
+
+#: The text of a TIMESTAMP / DATE that Arrow's cast parses exactly as the per-message decoder does.
+_TEMPORAL_TEXT = {TypeRoot.TIMESTAMP: r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(\.\d{1,6})?$",
+                  TypeRoot.DATE: r"^\d{4}-\d{2}-\d{2}$"}
+
+
+def _temporal_in_arrow(array: Any, dtype: DataType, target: Any) -> Any | None:
+    """A TIMESTAMP or DATE text column cast by Arrow, when every value is plain
+    ``yyyy-MM-dd[( |T)HH:mm:ss[.f]]`` text of a year from 1 (what the value decoder reads the same
+    way); None otherwise (then the value decoder converts it value by value)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    pattern = _TEMPORAL_TEXT.get(dtype.root)
+    if pattern is None:
+        return None
+    if array.null_count == len(array):
+        return pa.nulls(len(array), target)
+    if not pc.all(pc.match_substring_regex(array, pattern)).as_py():
+        return None
+    try:
+        out = array.cast(target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    first = pc.min(pc.year(out)).as_py()
+    return out if first is not None and first >= 1 else None
