@@ -4,11 +4,23 @@ date/time text, and the checks of what the reader takes but the decoders refuse.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from changelake.changelog.types import DataType, TypeRoot
 
-__all__ = ["arrow_decimals_fit"]
+__all__ = ["arrow_decimals_fit", "has_nan_or_inf_token"]
+
+#: a NaN / Inf(inity) token after ``:``, ``,`` or ``[``: Arrow's JSON reader reads ``Inf`` (and
+#: ``NaN``, ``Infinity``), which are not JSON; the per-message decoders refuse ``Inf``
+_NAN_OR_INF_TOKEN = re.compile(rb"[:,\[]\s*[-+]?(?:NaN|Inf)")
+
+
+def has_nan_or_inf_token(joined: bytes) -> bool:
+    """True when ``joined`` (messages joined by newlines) may hold a NaN / Inf(inity) token, so a
+    columnar read must hand it to the per-message decoder (also seen inside a text value: rare,
+    and the per-message result is exact)."""
+    return (b"NaN" in joined or b"Inf" in joined) and _NAN_OR_INF_TOKEN.search(joined) is not None
 
 
 def _arrow_read_type(dtype: DataType) -> Any:

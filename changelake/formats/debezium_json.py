@@ -56,7 +56,12 @@ from changelake.changelog.row import ChangelogRow
 from changelake.changelog.schema import Column, Schema, TableId
 from changelake.changelog.types import DataType, TypeRoot
 from changelake.formats.base import ChangelogFormat
-from changelake.formats.arrow_values import _arrow_read_type, _temporal_in_arrow, arrow_decimals_fit  # noqa: F401
+from changelake.formats.arrow_values import (  # noqa: F401
+    _arrow_read_type,
+    _temporal_in_arrow,
+    arrow_decimals_fit,
+    has_nan_or_inf_token,
+)
 from changelake.formats.errors import DecodeError, EncodeError
 from changelake.formats.json import JsonCodecOptions, decode_object, encode_image
 from changelake.formats.json_values import (
@@ -476,7 +481,8 @@ def read_batch(fmt: "DebeziumJsonFormat", values: Sequence[bytes]) -> Any | None
     Taken only for a format with a schema (Pipeline 1's schema header, or a format built with
     one), messages that are one compact JSON line each, without the ``schema``/``payload``
     wrapper. None for: any message Arrow refuses (malformed JSON, a value of another JSON type
-    or out of range, a DECIMAL needing more scale or precision), an unknown or missing op, an
+    or out of range, a DECIMAL needing more scale or precision), a NaN/Inf token (Arrow reads
+    ``Inf``, which the per-message decoder refuses), an unknown or missing op, an
     integer outside its column's range. Values of DATE, TIME, TIMESTAMP(_LTZ) and binary columns
     are still their JSON text (:func:`decode_batch` converts them).
     """
@@ -492,9 +498,12 @@ def read_batch(fmt: "DebeziumJsonFormat", values: Sequence[bytes]) -> Any | None
     import pyarrow.compute as pc
     import pyarrow.json as pj
 
+    joined = b"\n".join(values)
+    if has_nan_or_inf_token(joined):
+        return None  # Arrow reads an Inf token the per-message decoder refuses
     try:
         table = pj.read_json(
-            io.BytesIO(b"\n".join(values)),
+            io.BytesIO(joined),
             read_options=pj.ReadOptions(use_threads=False, block_size=max(1 << 20, 2 * sum(map(len, values)))),
             parse_options=pj.ParseOptions(explicit_schema=plan.read_schema, unexpected_field_behavior="ignore"),
         )

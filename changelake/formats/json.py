@@ -108,8 +108,6 @@ _TEXT: dict[type, Callable[[Any], str]] = {
 
 
 _NONE = type(None)
-#: a NaN / Inf(inity) token after ``:``, ``,`` or ``[`` (see JsonFormat.decode_columns)
-_NAN_OR_INF_TOKEN = re.compile(rb"[:,\[]\s*[-+]?(?:NaN|Inf)")
 #: the timestamp text :func:`~changelake.formats.json_values.parse_timestamp` hands to
 #: ``datetime.fromisoformat`` (a narrower, ASCII-only spelling of its shape test)
 _CANONICAL_TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d{1,9})?", re.ASCII)
@@ -549,7 +547,8 @@ class JsonFormat(Format):
         Arrow refuses (malformed, another JSON type, a value out of range or needing more DECIMAL
         scale, a duplicate field); a column has no batch type."""
         from changelake.changelog.change_batch import batch_arrow_schema
-        from changelake.formats.arrow_values import _arrow_read_type, _temporal_in_arrow, arrow_decimals_fit
+        from changelake.formats.arrow_values import (_arrow_read_type, _temporal_in_arrow, arrow_decimals_fit,
+                                                     has_nan_or_inf_token)
 
         schema = self.schema
         opts = self.options
@@ -561,7 +560,7 @@ class JsonFormat(Format):
         # every message non-empty, on one line, starting with '{' (not ``null``, an array, ...)
         if joined[:1] != b"{" or joined.count(b"\n") != lines or joined.count(b"\n{") != lines or b"\r" in joined:
             return None
-        if (b"NaN" in joined or b"Inf" in joined) and _NAN_OR_INF_TOKEN.search(joined):
+        if has_nan_or_inf_token(joined):
             return None  # Arrow reads NaN / Infinity tokens, which are not JSON (also seen in a text: rare, exact)
         import io
 

@@ -32,3 +32,22 @@ def test_the_largest_values_that_fit_are_read() -> None:
     table = read_batch(fmt, [_message(b'{"id":1,"a":99999999.99}'), _message(b'{"id":2,"a":-99999999.99}')])
     assert table is not None
     assert [str(r["after"]["a"]) for r in table.to_pylist()] == ["99999999.99", "-99999999.99"]
+
+
+FLOATS = Schema.of([("id", parse_data_type("BIGINT NOT NULL")), ("d", parse_data_type("DOUBLE"))], ["id"])
+
+
+@pytest.mark.parametrize("token", [b"Inf", b"-Inf"])
+def test_an_inf_token_arrow_reads_but_the_message_decoder_refuses_is_not_read_in_arrow(token: bytes) -> None:
+    fmt = create_format("debezium-json", FLOATS, {})
+    message = _message(b'{"id":1,"d":' + token + b"}")
+    with pytest.raises(DecodeError):
+        fmt.decode(message)
+    assert read_batch(fmt, [_message(b'{"id":2,"d":1.5}'), message]) is None
+
+
+@pytest.mark.parametrize("token, value", [(b"NaN", "nan"), (b"Infinity", "inf"), (b"-Infinity", "-inf")])
+def test_nan_and_infinity_decode_as_the_message_decoder_reads_them(token: bytes, value: str) -> None:
+    fmt = create_format("debezium-json", FLOATS, {})
+    [row] = fmt.decode(_message(b'{"id":1,"d":' + token + b"}"))
+    assert str(row.values["d"]) == value
