@@ -234,7 +234,8 @@ class DropGenerations:
         return {drop_copies_key(tp): n for tp, n in sorted(self.copies.items())}
 
 
-def by_drop_generation(items: Sequence[BatchItem], committed: Mapping[str, int]) -> DropGenerations:
+def by_drop_generation(items: Sequence[BatchItem], committed: Mapping[str, int], *,
+                       late_copies_as_truncates: bool = True) -> DropGenerations:
     """Tell the rows of a dropped definition from the live ones by the drop copies each partition passed.
 
     On a ``hash-by-key`` topic every ``DROP TABLE`` has a copy in every partition (at the drop's
@@ -257,6 +258,8 @@ def by_drop_generation(items: Sequence[BatchItem], committed: Mapping[str, int])
     Args:
         items: one table's items not yet absorbed (oldest first).
         committed: the lake table's committed drop-copy counts (:func:`drop_copies`).
+        late_copies_as_truncates: False: only leave the rows out, every marker stays as it is
+            (before a schema change policy filters the markers).
     """
     copies = dict(committed)
     before = max(copies.values(), default=0)
@@ -282,7 +285,7 @@ def by_drop_generation(items: Sequence[BatchItem], committed: Mapping[str, int])
         gen = running.get(found[0], 0)
         if isinstance(item, TruncateMarker) and item.drop:
             running[found[0]] = gen + 1
-            if gen + 1 <= top:  # another partition brought this DROP first: this one's share only
+            if gen + 1 <= top and late_copies_as_truncates:  # another partition brought it first: its share only
                 item = replace(item, drop=False)
             else:
                 top = gen + 1

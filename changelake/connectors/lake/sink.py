@@ -315,6 +315,10 @@ class LakeTableSink:
             rows = as_items(rows)  # mixed with rows or markers, or a schema change policy: row by row
         rows = cast("Sequence[BatchItem]", rows)
         if not policy.is_default:  # pipeline.schema.change.behavior / include / exclude.schema.changes
+            if policy.applies("drop.table"):
+                # rows of a dropped generation never reach the policy (it would evolve or refuse
+                # the lake table's columns for them); the markers are left for it to filter
+                rows = self._without_dropped_generations(table_id, rows)
             rows, schema, refusal = apply_schema_change_policy(self, policy, table_id, name, rows, schema)
             if refusal is not None:  # exception: commit every change before the refused one, then stop
                 before = offsets_before(refusal, rows, offsets)
@@ -324,6 +328,18 @@ class LakeTableSink:
                     self._record_offsets(table_id, name, before)
                 raise refusal.error
         return self._write_items(table_id, name, rows, schema, offsets)
+
+    def _without_dropped_generations(self, table_id: TableId, rows: Sequence[BatchItem]) -> Sequence[BatchItem]:
+        """``rows`` without the rows of a generation a DROP TABLE already replaced (lake/ddl.py
+        :func:`by_drop_generation`), every marker kept."""
+        table = self.load_table(table_id)
+        committed = self._read_committed_offsets(table) if table is not None else {}
+        copies = drop_copies(committed)
+        if not copies:
+            return rows
+        fresh = [r for r in rows if not already_absorbed(r, committed)]
+        kept = {id(r) for r in by_drop_generation(fresh, copies, late_copies_as_truncates=False).items}
+        return [r for r in rows if id(r) in kept or already_absorbed(r, committed)]
 
     def _record_offsets(self, table_id: TableId, name: str, offsets: Mapping[str, int]) -> None:
         """Commit ``offsets`` to the lake table in an empty snapshot (its schema unchanged), unless
@@ -358,7 +374,8 @@ class LakeTableSink:
             rows = generations.items
             offsets = merge_offsets(offsets, generations.through)
         live = without_dropped_rows(rows)
-        markers_only = bool(received) and not any(isinstance(r, ChangelogRow) for r in live)
+        # (an empty batch of a table with drops: its rows were of a dropped generation)
+        markers_only = (bool(received) or generations.newest > 0) and not any(isinstance(r, ChangelogRow) for r in live)
         if not markers_only:  # rows that outlive the batch: the lake table must take their schema
             # rows after a drop of this very batch (the drop carries the re-created table's schema
             # when Pipeline 1 read it after the re-CREATE) are the re-created table's too

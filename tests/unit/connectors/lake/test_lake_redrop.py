@@ -317,3 +317,20 @@ def test_by_drop_generation_leaves_out_the_rows_of_a_partition_a_drop_behind():
     plain = [ChangelogRow(RowKind.INSERT, {"id": 1}, T), row(2, 0, 1)]
     assert by_drop_generation(plain, {}).items == plain
     assert by_drop_generation([plain[0]], {"t/0": 3}).items == [plain[0]]
+
+
+@pytest.mark.parametrize("partitions", [1, 3])
+@pytest.mark.parametrize("behavior", ["evolve"])
+def test_a_partition_a_drop_behind_under_a_schema_change_behavior_ends_as_the_last_definition(make_sink, behavior,
+                                                                                             partitions):
+    # the rows of a dropped generation never reach the policy (it would retype the lake's columns)
+    from changelake.connectors.lake.schema_change import SchemaChangePolicy
+    topic = _Topic(partitions)
+    lake = make_sink()
+    lake.schema_change_policy = SchemaChangePolicy.of(behavior)
+    sink = LakeOffsetsSink(lake, "p")
+    with _opened(sink):
+        since = _start(sink, topic)
+        _rounds(topic)
+        _read(sink, topic.polled("partition-major", since), 5)
+        assert _lake(sink.lake) == [_value(D3, k) for k in range(40, 52)]
