@@ -383,7 +383,7 @@ class LakeTableSink:
         # a batch of truncates / drops only writes no row of its schema: the table stays as it is
         # (a drop copy read after the re-CREATE's first rows must not evolve the table back, nor
         # rows of a definition dropped within the batch evolve it to that definition)
-        table = (self.load_table(table_id) if markers_only else None) or self.ensure_table(table_id, schema)
+        table = (existing if markers_only else None) or self.ensure_table(table_id, schema)
         committed = self._read_committed_offsets(table)
         if is_replay(committed, offsets):
             return WriteResult(name, skipped=True, rows_in=_count_rows(received), offsets=kafka_offsets(committed),
