@@ -10,7 +10,7 @@ nothing else; a marker without a scope deletes every row, as before.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
 from changelake.changelog.row import ChangelogRow
@@ -25,7 +25,8 @@ log = logging.getLogger(__name__)
 
 __all__ = ["scoped", "has_scoped_truncate", "expand_scoped_truncates", "Refusal", "apply_schema_change_policy",
            "offsets_before", "dropped_after", "dropped_key", "without_dropped_rows",
-           "dropped_rows_removed", "rows_after_a_drop"]
+           "dropped_rows_removed", "rows_after_a_drop", "DROP_COPIES_SUFFIX", "drop_copies_key", "drop_copies",
+           "kafka_offsets", "DropGenerations", "by_drop_generation"]
 
 
 def scoped(scope: Any, schema: Schema) -> Any:
@@ -176,6 +177,123 @@ def _dropped_later(row: ChangelogRow, everything: bool, partitions: set[str], sc
     if found is not None and found[0] in partitions:  # its own partition's drop copy
         return True
     return any(s.covers(row.values) for s in scopes)
+
+
+# -- drop generations: a hash-by-key partition a whole DROP behind another --------------------------
+#: Suffix of the keys, in a lake table's committed offsets map (``changelake.kafka-offsets``), that
+#: count the DROP TABLE copies read from one partition: ``"<topic>/<partition>@drop.table"`` (a
+#: Kafka topic name has no ``@``). Committed in the same snapshot as the offsets, so the count and
+#: the offset of every partition always agree, across restarts, replays and workers.
+DROP_COPIES_SUFFIX = "@drop.table"
+
+
+def drop_copies_key(tp: str) -> str:
+    """The committed-offsets key counting the DROP TABLE copies read from ``tp`` (``topic/partition``)."""
+    return tp + DROP_COPIES_SUFFIX
+
+
+def drop_copies(committed: Mapping[str, int]) -> dict[str, int]:
+    """``topic/partition`` -> DROP TABLE copies read from it, from a lake table's committed offsets map."""
+    n = len(DROP_COPIES_SUFFIX)
+    return {k[:-n]: int(v) for k, v in committed.items() if k.endswith(DROP_COPIES_SUFFIX)}
+
+
+def kafka_offsets(committed: Mapping[str, int]) -> dict[str, int]:
+    """A lake table's committed offsets map without the drop-copy counts: ``topic/partition`` ->
+    next offset."""
+    return {k: v for k, v in committed.items() if not k.endswith(DROP_COPIES_SUFFIX)}
+
+
+@dataclass(frozen=True)
+class DropGenerations:
+    """A batch of one table read against the DROP TABLE copies each partition has passed
+    (:func:`by_drop_generation`).
+
+    Attributes:
+        items: the batch without the rows of a dropped generation; a drop copy another partition
+            already brought (a *late* copy) is a plain truncate of its partition's share.
+        copies: ``topic/partition`` -> drop copies passed, after the batch (to commit with it).
+        newest: the table's generation after the batch: the most drop copies any partition passed.
+        before: the same before the batch (from the committed counts).
+        stale: rows left out.
+        through: ``topic/partition`` -> the offset after the last drop copy the batch read from
+            it: the commit that stores :attr:`copies` stores at least these offsets, so a replay
+            never counts a copy twice (a batch's earlier schema segments commit without offsets).
+    """
+
+    items: list[BatchItem]
+    copies: dict[str, int]
+    newest: int
+    before: int
+    stale: int = 0
+    through: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def offsets(self) -> dict[str, int]:
+        """:attr:`copies` as committed-offsets entries (:func:`drop_copies_key`)."""
+        return {drop_copies_key(tp): n for tp, n in sorted(self.copies.items())}
+
+
+def by_drop_generation(items: Sequence[BatchItem], committed: Mapping[str, int], *,
+                       late_copies_as_truncates: bool = True) -> DropGenerations:
+    """Tell the rows of a dropped definition from the live ones by the drop copies each partition passed.
+
+    On a ``hash-by-key`` topic every ``DROP TABLE`` has a copy in every partition (at the drop's
+    place in the binlog), so the rows a partition carries after its ``n``-th copy are of the
+    table's ``n``-th generation (the ``n``-th re-CREATE). A row of partition ``p`` read while
+    another partition has passed more copies than ``p`` (``p`` is a whole drop behind: its next
+    copy is not read yet, possibly in an earlier lake commit of another worker) was written in
+    MySQL before a DROP that is already applied: it is of a dropped definition and left out.
+    Nothing is lost: its key hashes to ``p``, so ``p``'s own copy of that DROP deletes it, and no
+    newer row of that key exists before that copy. Applying it would re-create or evolve the lake
+    table to the older definition (the newer rows' values of a retyped column would become NULL).
+    The first copy of a DROP (the one that raises the generation) stays a drop; the later copies
+    of other partitions only delete their share (a scoped truncate).
+
+    One partition (or the pseudo partition of a ``mysql`` source) passes every drop itself, so
+    nothing is ever left out there. Items without ``topic``/``partition``/``offset`` metadata are
+    kept as they are. The counts assume the topic's partition count does not change, as the
+    truncate scopes of :mod:`changelake.connectors.kafka.truncate_scope` do.
+
+    Args:
+        items: one table's items not yet absorbed (oldest first).
+        committed: the lake table's committed drop-copy counts (:func:`drop_copies`).
+        late_copies_as_truncates: False: only leave the rows out, every marker stays as it is
+            (before a schema change policy filters the markers).
+    """
+    copies = dict(committed)
+    before = max(copies.values(), default=0)
+    through: dict[str, int] = {}
+    for item in items:
+        if isinstance(item, TruncateMarker) and item.drop:
+            found = _located(item)
+            if found is not None:
+                copies[found[0]] = copies.get(found[0], 0) + 1
+                through[found[0]] = max(through.get(found[0], 0), found[1] + 1)
+    newest = max(copies.values(), default=0)
+    if newest == 0:  # the table was never dropped
+        return DropGenerations(list(items), copies, 0, 0)
+    running = dict(committed)
+    top = before
+    out: list[BatchItem] = []
+    stale = 0
+    for item in items:
+        found = _located(item)
+        if found is None:
+            out.append(item)
+            continue
+        gen = running.get(found[0], 0)
+        if isinstance(item, TruncateMarker) and item.drop:
+            running[found[0]] = gen + 1
+            if gen + 1 <= top and late_copies_as_truncates:  # another partition brought it first: its share only
+                item = replace(item, drop=False)
+            else:
+                top = gen + 1
+        elif isinstance(item, ChangelogRow) and gen < newest:
+            stale += 1
+            continue
+        out.append(item)
+    return DropGenerations(out, copies, newest, before, stale, through)
 
 
 # -- a truncate or drop of a table whose schema this run never saw --------------------------------

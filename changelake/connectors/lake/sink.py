@@ -40,6 +40,9 @@ from changelake.connectors.lake.compaction import (
 )
 from changelake.connectors.lake.ddl import (
     apply_schema_change_policy,
+    by_drop_generation,
+    drop_copies,
+    kafka_offsets,
     dropped_after,
     dropped_key,
     expand_scoped_truncates,
@@ -144,6 +147,7 @@ class LakeTableSink:
         self._buffers: dict[TableId, _Buffer] = {}
         self._dropped: dict[str, bool] = {}  # lake table -> its source was dropped (see lake/ddl.py)
         self._sources: dict[str, TableId] = {}  # lake table -> the (routed) source table writing it
+        self._generations: dict[str, int] = {}  # lake table -> its drop generation as last read (lake/ddl.py)
         #: what schema changes do to the lake (set by the lake sink factory from the pipeline)
         self.schema_change_policy = SchemaChangePolicy()
         self._early: list[WriteResult] = []  # tables flushed by add() (schema change), reported by flush()
@@ -255,9 +259,11 @@ class LakeTableSink:
 
     # -- tables --------------------------------------------------------------------------------
     def committed_offsets(self, table_id: TableId) -> dict[str, int]:
-        """Next Kafka offset per ``"topic/partition"`` the lake table holds; ``{}`` for a new table."""
+        """Next Kafka offset per ``"topic/partition"`` the lake table holds; ``{}`` for a new table
+        (the drop-copy counts stored beside them, :func:`~changelake.connectors.lake.ddl.drop_copies`,
+        left out)."""
         table = self.load_table(table_id)
-        return self._read_committed_offsets(table) if table is not None else {}
+        return kafka_offsets(self._read_committed_offsets(table)) if table is not None else {}
 
     # -- writing -------------------------------------------------------------------------------
     def write(self, table_id: TableId, rows: Sequence[BatchItem | ChangeBatch], schema: Schema,
@@ -309,6 +315,10 @@ class LakeTableSink:
             rows = as_items(rows)  # mixed with rows or markers, or a schema change policy: row by row
         rows = cast("Sequence[BatchItem]", rows)
         if not policy.is_default:  # pipeline.schema.change.behavior / include / exclude.schema.changes
+            if policy.applies("drop.table"):
+                # rows of a dropped generation never reach the policy (it would evolve or refuse
+                # the lake table's columns for them); the markers are left for it to filter
+                rows = self._without_dropped_generations(table_id, rows)
             rows, schema, refusal = apply_schema_change_policy(self, policy, table_id, name, rows, schema)
             if refusal is not None:  # exception: commit every change before the refused one, then stop
                 before = offsets_before(refusal, rows, offsets)
@@ -318,6 +328,18 @@ class LakeTableSink:
                     self._record_offsets(table_id, name, before)
                 raise refusal.error
         return self._write_items(table_id, name, rows, schema, offsets)
+
+    def _without_dropped_generations(self, table_id: TableId, rows: Sequence[BatchItem]) -> Sequence[BatchItem]:
+        """``rows`` without the rows of a generation a DROP TABLE already replaced (lake/ddl.py
+        :func:`by_drop_generation`), every marker kept."""
+        table = self.load_table(table_id)
+        committed = self._read_committed_offsets(table) if table is not None else {}
+        copies = drop_copies(committed)
+        if not copies:
+            return rows
+        fresh = [r for r in rows if not already_absorbed(r, committed)]
+        kept = {id(r) for r in by_drop_generation(fresh, copies, late_copies_as_truncates=False).items}
+        return [r for r in rows if id(r) in kept or already_absorbed(r, committed)]
 
     def _record_offsets(self, table_id: TableId, name: str, offsets: Mapping[str, int]) -> None:
         """Commit ``offsets`` to the lake table in an empty snapshot (its schema unchanged), unless
@@ -338,11 +360,22 @@ class LakeTableSink:
 
     def _write_items(self, table_id: TableId, name: str, rows: Sequence[BatchItem], schema: Schema,
                      offsets: Mapping[str, int]) -> WriteResult:
-        # Rows a later DROP TABLE of the batch deletes (every row before an unscoped drop, the rows
-        # of its partition before a drop copy of a hash-by-key topic) are of a dropped definition:
-        # they take no part in deciding the lake table's schema, nor in the commit.
+        # Rows of a generation a DROP TABLE already replaced (a hash-by-key partition a whole drop
+        # behind another, read in a later commit; lake/ddl.py by_drop_generation) and rows a later
+        # DROP TABLE of the batch deletes (every row before an unscoped drop, the rows of its
+        # partition before a drop copy) are of a dropped definition: they take no part in
+        # deciding the lake table's schema, nor in the commit.
+        received = rows
+        existing = self.load_table(table_id)
+        before = self._read_committed_offsets(existing) if existing is not None else {}
+        generations = by_drop_generation([r for r in rows if not already_absorbed(r, before)], drop_copies(before))
+        self._note_generation(name, generations.before, generations.newest)
+        if generations.newest:
+            rows = generations.items
+            offsets = merge_offsets(offsets, generations.through)
         live = without_dropped_rows(rows)
-        markers_only = bool(rows) and not any(isinstance(r, ChangelogRow) for r in live)
+        # (an empty batch of a table with drops: its rows were of a dropped generation)
+        markers_only = (bool(received) or generations.newest > 0) and not any(isinstance(r, ChangelogRow) for r in live)
         if not markers_only:  # rows that outlive the batch: the lake table must take their schema
             # rows after a drop of this very batch (the drop carries the re-created table's schema
             # when Pipeline 1 read it after the re-CREATE) are the re-created table's too
@@ -350,25 +383,27 @@ class LakeTableSink:
         # a batch of truncates / drops only writes no row of its schema: the table stays as it is
         # (a drop copy read after the re-CREATE's first rows must not evolve the table back, nor
         # rows of a definition dropped within the batch evolve it to that definition)
-        table = (self.load_table(table_id) if markers_only else None) or self.ensure_table(table_id, schema)
+        table = (existing if markers_only else None) or self.ensure_table(table_id, schema)
         committed = self._read_committed_offsets(table)
         if is_replay(committed, offsets):
-            return WriteResult(name, skipped=True, rows_in=_count_rows(rows), offsets=committed,
+            return WriteResult(name, skipped=True, rows_in=_count_rows(received), offsets=kafka_offsets(committed),
                                sink_table=str(table_id))
         items = [r for r in rows if not already_absorbed(r, committed)]
-        applied = _count_changes(items)  # before a scoped truncate expands into its partition's deletes
+        # before a scoped truncate expands into its partition's deletes; rows of a dropped generation count
+        applied = _count_changes(items) + generations.stale
         drop_state = dropped_after(items)  # True: ends dropped, False: rows after the last drop, None: no drop
-        received = len(items)
+        received_items = len(items)
         items = without_dropped_rows(items)
-        pruned = received - len(items)  # still counted as received
+        pruned = received_items - len(items) + generations.stale  # still counted as received
         if has_scoped_truncate(items):  # a truncate copy of one partition of a hash-by-key topic
             items = expand_scoped_truncates(items, schema, table_id, name,
                                             lambda cols: list(self.read_table(table_id, cols).to_pylist()))
         batch = compact(items, tuple(schema.primary_key), table=name)
         if batch.is_empty and not offsets:
-            return WriteResult(name, skipped=False, rows_in=batch.input_rows + pruned, offsets=committed,
+            return WriteResult(name, skipped=False, rows_in=batch.input_rows + pruned, offsets=kafka_offsets(committed),
                                sink_table=str(table_id), rows_applied=applied)
-        new_offsets = merge_offsets(committed, offsets)
+        # the drop copies each partition passed go into the same snapshot as its offsets
+        new_offsets = merge_offsets(merge_offsets(committed, offsets), generations.offsets)
         if drop_state:  # written before the commit: a crash in between replays the drop, flag set
             self.write_pipeline_property(dropped_key(name), "dropped")
             self._dropped[name] = True
@@ -381,11 +416,19 @@ class LakeTableSink:
             keys_deleted=deleted,
             truncated=batch.truncate,
             snapshot_id=snapshot_id,
-            offsets=new_offsets,
+            offsets=kafka_offsets(new_offsets),
             rows_rewritten=rewritten,
             sink_table=str(table_id),
             rows_applied=applied,
         )
+
+    def _note_generation(self, name: str, committed: int, newest: int) -> None:
+        """Remember the lake table's drop generation; when another writer moved it since this sink
+        last read it (a worker of another partition applied a DROP), forget whether the table is
+        flagged dropped, so the flag is read fresh (lake/ddl.py)."""
+        if self._generations.get(name, committed) != committed:
+            self._dropped.pop(name, None)
+        self._generations[name] = newest
 
     def _recreate_if_dropped(self, table_id: TableId, name: str, schema: Schema, dropped_here: bool = False) -> None:
         """Give the lake table of a dropped source table (the pipeline property, or
@@ -404,18 +447,25 @@ class LakeTableSink:
     def _write_batches(self, table_id: TableId, name: str, batches: list[ChangeBatch], schema: Schema,
                        offsets: Mapping[str, int]) -> WriteResult:
         """:meth:`write` of change batches only (the columnar lane): the same steps, in Arrow."""
+        existing = self.load_table(table_id)
+        copies = drop_copies(self._read_committed_offsets(existing)) if existing is not None else {}
+        newest = max(copies.values(), default=0)
+        if any(copies.get(topic_partition(b.topic, b.partition), 0) < newest for b in batches):
+            # rows of a partition a whole DROP TABLE behind another: row by row (by_drop_generation)
+            return self._write_items(table_id, name, as_items(batches), schema, offsets)
         self._recreate_if_dropped(table_id, name, schema)
         table = self.ensure_table(table_id, schema)
         committed = self._read_committed_offsets(table)
         rows_in = sum(b.num_rows for b in batches)
         if is_replay(committed, offsets):
-            return WriteResult(name, skipped=True, rows_in=rows_in, offsets=committed, sink_table=str(table_id))
+            return WriteResult(name, skipped=True, rows_in=rows_in, offsets=kafka_offsets(committed),
+                               sink_table=str(table_id))
         fresh = [b for b in (_unabsorbed(b, committed) for b in batches) if b.num_rows]
         applied = sum(int(pc.sum(pc.not_equal(b.kinds, "-U")).as_py() or 0) for b in fresh)
         batch = (compact_batches(fresh, tuple(schema.primary_key), table=name) if fresh else None)
         if (batch is None or batch.is_empty) and not offsets:
-            return WriteResult(name, skipped=False, rows_in=batch.input_rows if batch else 0, offsets=committed,
-                               sink_table=str(table_id), rows_applied=applied)
+            return WriteResult(name, skipped=False, rows_in=batch.input_rows if batch else 0,
+                               offsets=kafka_offsets(committed), sink_table=str(table_id), rows_applied=applied)
         new_offsets = merge_offsets(committed, offsets)
         if batch is None:
             snapshot_id, upserted, deleted, rewritten = self._commit_batch(table, name, CompactedBatch(), [], schema,
@@ -424,7 +474,7 @@ class LakeTableSink:
             snapshot_id, upserted, deleted, rewritten = self._commit_arrow(table, name, batch, schema, new_offsets)
         return WriteResult(
             name, skipped=False, rows_in=batch.input_rows if batch else 0, rows_upserted=upserted,
-            keys_deleted=deleted, truncated=False, snapshot_id=snapshot_id, offsets=new_offsets,
+            keys_deleted=deleted, truncated=False, snapshot_id=snapshot_id, offsets=kafka_offsets(new_offsets),
             rows_rewritten=rewritten, sink_table=str(table_id), rows_applied=applied,
         )
 

@@ -116,6 +116,9 @@ class MySqlSource:
         #: tables whose changes this pipeline has delivered or snapshotted (``db.table``), kept in
         #: :attr:`position` so that a later run can tell newly added tables apart.
         self._known: set[str] = set()
+        #: the definitions the last snapshot read, the binlog reader's last-known schemas of tables
+        #: dropped before it starts (SchemaTracker ``known``)
+        self._snapshot_schemas: dict[str, TableSchema] = {}
         self._known_ids: set[TableId] = set()
         self._captured = CapturedTables(options.tables, options.tables_exclude)
         #: Debezium's signal.data.collection: its rows are read from the binlog too (signals.py)
@@ -393,6 +396,7 @@ class MySqlSource:
                              "buffered; binlog from %s", self._snapshot.chunks_done, self._snapshot.backfilled_changes,
                              self._snapshot.peak_buffered_rows, binlog_pos)
                 self._known.update(self._snapshot.tables_read)
+                self._snapshot_schemas.update(self._snapshot.schemas)
                 self._snapshot.close()
                 self._snapshot = None
                 self._stop_watching()
@@ -859,6 +863,7 @@ class MySqlSource:
                 conn_kwargs, self._server_id, begin, self._reader_captured, self.options.include_comments_enabled,
                 self.options.treat_tinyint1_as_boolean, self.options.heartbeat_interval.total_seconds(),
                 self.options.connect_timeout.total_seconds(), min_ts_ms, existing,
+                tuple(self._snapshot_schemas.values()),
             ))
         else:
             # The hints loader runs in the reader thread; give it its own connection.
@@ -874,7 +879,8 @@ class MySqlSource:
                     return None
 
             reader = BinlogReader(
-                conn_kwargs, self._server_id, begin, self._reader_captured, SchemaTracker(thread_hints),
+                conn_kwargs, self._server_id, begin, self._reader_captured,
+                SchemaTracker(thread_hints, self._snapshot_schemas.values()),
                 heartbeat_s=self.options.heartbeat_interval.total_seconds(),
                 connect_timeout_s=self.options.connect_timeout.total_seconds(), min_ts_ms=min_ts_ms,
                 existing=existing,

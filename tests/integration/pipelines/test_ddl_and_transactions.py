@@ -17,7 +17,7 @@ pytestmark = pytest.mark.integration
 HASH3 = {"partition.strategy": "hash-by-key", "sink.topic.partitions": 3}
 
 
-def run_workers(p2, workers: int) -> None:
+def run_workers(p2, workers: int, batch_size: int = 50) -> None:
     """``workers`` Pipeline 2 workers of one consumer group, as threads, until each is caught up."""
     import threading
 
@@ -27,7 +27,7 @@ def run_workers(p2, workers: int) -> None:
 
     def one(i: int) -> None:
         try:
-            run_pipeline(p2, until_caught_up=True, worker=True, worker_id=f"w{i}", batch_size=50)
+            run_pipeline(p2, until_caught_up=True, worker=True, worker_id=f"w{i}", batch_size=batch_size)
         except BaseException as exc:  # noqa: BLE001 - re-raised below
             errors.append(exc)
 
@@ -329,3 +329,39 @@ def test_two_drops_and_re_creates_with_changed_types_read_in_one_run_end_as_the_
     run_pipeline(p1, until_caught_up=True)
     run_pipeline(p2, until_caught_up=True)
     assert verify_lake_table(p2, t, mysql=mysql_params).passed
+
+
+@pytest.mark.parametrize("workers", [1, 2], ids=["one-worker", "two-workers"])
+def test_two_drops_and_re_creates_read_in_small_commits_end_as_the_last_definition(
+        database_factory, mysql_exec, mysql_params, pipeline_pair, workers):
+    # The same rounds, read by Pipeline 2 in polls of a few records, each a lake commit: the
+    # consumer hands out the records partition by partition, so a partition is read a whole DROP
+    # behind another across commits (and across workers). Before, its rows of the older definition
+    # re-created the lake table to that definition (SchemaEvolutionError, or NULL in the newer rows).
+    db = database_factory()
+    mysql_exec(db, "CREATE TABLE t(id INT PRIMARY KEY, v INT)", "INSERT INTO t VALUES " +
+               ",".join(f"({i},{i})" for i in range(1, 10)), "CREATE TABLE other(id INT PRIMARY KEY)")
+    p1, p2 = pipeline_pair(db, ["t"], p1_extra=HASH3)
+    p2 = replace(p2, sink={**p2.sink, "commit.max-rows": "1"})
+    if workers > 1:
+        p2 = replace(p2, pipeline={**p2.pipeline, "parallelism": str(workers)})
+
+    def ingest():
+        if workers > 1:
+            return run_workers(p2, workers, batch_size=4)
+        return run_pipeline(p2, until_caught_up=True, batch_size=4)
+
+    t = TableId(db, "t")
+    run_pipeline(p1, until_caught_up=True)
+    ingest()
+    assert len(read_lake_table(p2, t).to_pylist()) == 9
+    mysql_exec(db, "DROP TABLE t", "CREATE TABLE t(id INT PRIMARY KEY, v VARCHAR(20))",
+               "INSERT INTO t VALUES " + ",".join(f"({i},'s{i}')" for i in range(5, 25)),
+               "DROP TABLE t", "CREATE TABLE t(id INT PRIMARY KEY, v DATE, w VARCHAR(10))",
+               "INSERT INTO t VALUES " + ",".join(f"({i},'2026-01-{i:02d}','w{i}')" for i in range(10, 30)))
+    run_pipeline(p1, until_caught_up=True)
+    ingest()
+    rows = sorted(read_lake_table(p2, t).to_pylist(), key=lambda r: r["id"])
+    assert [(r["id"], str(r["v"]), r["w"]) for r in rows] == [(i, f"2026-01-{i:02d}", f"w{i}") for i in range(10, 30)]
+    result = verify_lake_table(p2, t, mysql=mysql_params)
+    assert result.passed, result.metadata()

@@ -123,3 +123,20 @@ def test_drops_after_a_restart_carry_the_last_known_schema(database_factory, mys
     for table in (TableId(ta, "r_b"), TableId(ta, "k_a")):
         result = verify_lake_table(p2, table, mysql=mysql_params)
         assert result.passed, result.metadata()
+
+
+def test_a_drop_if_exists_of_a_captured_name_that_never_held_a_table_is_no_event(database_factory, mysql_exec,
+                                                                                  pipeline_pair):
+    # before: the DROP went out without a schema and Pipeline 1 stopped ("include-schema.enabled
+    # needs the table schema"); nothing of that name was ever in Kafka, so no event is needed
+    db = database_factory()
+    mysql_exec(db, "CREATE TABLE k_a (id INT PRIMARY KEY, v INT)", "INSERT INTO k_a VALUES (1,1)")
+    p1, p2 = pipeline_pair(db, ["k_a"], p1_extra=SCHEMA_ON)
+    p1 = replace(p1, source={**p1.source, "tables": f"{db}.\\.*"})
+    run_pipeline(p1, until_caught_up=True)  # the snapshot
+    mysql_exec(db, "DROP TABLE IF EXISTS never_a", "INSERT INTO k_a VALUES (2,2)")
+    run_pipeline(p1, until_caught_up=True)
+    mysql_exec(db, "DROP TABLE IF EXISTS never_b", "INSERT INTO k_a VALUES (3,3)")
+    run_pipeline(p1, until_caught_up=True)  # a restart from the stored binlog position reads it again
+    run_pipeline(p2, until_caught_up=True)
+    assert _rows(p2, TableId(db, "k_a")) == [(1, 1), (2, 2), (3, 3)]

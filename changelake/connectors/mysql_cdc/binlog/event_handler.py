@@ -606,6 +606,9 @@ class EventHandler:
         # the dropped tables' schemas as last seen (information_schema no longer has them)
         tracker = self._tracker
         last = {t: tracker.last_known(t) for t in dropped}
+        # a DROP TABLE [IF EXISTS] of a captured name that holds no table this reader knows of
+        # (never created, or gone before anything of it was read): nothing of it is in Kafka, no event
+        dropped = [t for t in dropped if t in self._existing or last[t] is not None]
         moved: dict[TableId, TableSchema | None] = {}  # a renamed table's definition, under its new name
         for old, new in renames:
             moved[new] = moved.pop(old) if old in moved else (last[old] if old in last else tracker.last_known(old))

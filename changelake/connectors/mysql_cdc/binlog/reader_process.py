@@ -52,6 +52,8 @@ class ReaderConfig:
     min_ts_ms: int
     #: the captured tables that exist at ``start`` (BinlogReader's ``existing``)
     existing: frozenset[TableId] = frozenset()
+    #: definitions read before the reader starts (the snapshot's; SchemaTracker's ``known``)
+    schemas: tuple[Any, ...] = ()
 
 
 def _die_with_parent(interval_s: float = 0.1) -> None:  # pragma: no cover - runs in the child
@@ -96,7 +98,7 @@ def _child_main(conn: Any, cfg: ReaderConfig) -> None:  # pragma: no cover - run
         except SourceError:
             return None
 
-    reader = BinlogReader(cfg.connection, cfg.server_id, cfg.start, cfg.captured, SchemaTracker(hints),
+    reader = BinlogReader(cfg.connection, cfg.server_id, cfg.start, cfg.captured, SchemaTracker(hints, cfg.schemas),
                           heartbeat_s=cfg.heartbeat_s, connect_timeout_s=cfg.connect_timeout_s,
                           min_ts_ms=cfg.min_ts_ms, linger_s=0.02, existing=cfg.existing)
     reader.start()

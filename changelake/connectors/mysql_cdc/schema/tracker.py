@@ -19,7 +19,8 @@ information_schema no longer has. The tracker keeps, per table and for the life 
 its latest table-map schema (the binlog's own definition, wins) and the last definition
 information_schema gave (fallback), seeded by :meth:`SchemaTracker.warm_up` of the captured
 tables at reader start, so that a restarted Pipeline 1 that sees no row of a table before its
-drop still knows it. Neither is forgotten on :meth:`SchemaTracker.invalidate`. A table created
+drop still knows it, and by the definitions the snapshot read (``known``), so that a table dropped
+between the snapshot's consistent point and the reader's start still has one. Neither is forgotten on :meth:`SchemaTracker.invalidate`. A table created
 and dropped while the reader was down (or dropped before it started) with no row in between is
 unknowable: ``last_known`` returns None (formats that need the schema then refuse the event,
 naming the table).
@@ -223,9 +224,15 @@ class SchemaTracker:
     Args:
         hints_loader: ``f(table_id) -> TableSchema | None`` reading the table's current
             information_schema definition (None if the table no longer exists).
+        known: definitions read before this tracker's reader started (the snapshot's, at its
+            consistent point): a table's last-known schema while information_schema has none, so
+            a table the snapshot read and that is dropped before the binlog reader starts (its
+            warm-up finds nothing) still has one at its DROP. information_schema's definition at
+            the warm-up and the binlog's table maps win over them.
     """
 
-    def __init__(self, hints_loader: Callable[[TableId], TableSchema | None]) -> None:
+    def __init__(self, hints_loader: Callable[[TableId], TableSchema | None],
+                 known: Iterable[TableSchema] = ()) -> None:
         self._load_hints = hints_loader
         self._hints: dict[TableId, TableSchema | None] = {}
         self._by_table_id: dict[int, TableSchema] = {}
@@ -235,6 +242,10 @@ class SchemaTracker:
         #: table's fallback schema when no table map of it was read)
         self._resolved: dict[TableId, TableSchema] = {}
         self._warmed: set[TableId] = set()
+        self._seeded: set[TableId] = set()  # in _resolved from ``known``, not read by this tracker
+        for schema in known:
+            self._resolved[schema.table_id] = schema
+            self._seeded.add(schema.table_id)
 
     def on_create(self, table_id: TableId, existed: bool) -> None:
         """A ``CREATE TABLE`` of ``table_id`` was read; ``existed``: a table of that name existed
@@ -267,10 +278,12 @@ class SchemaTracker:
         """Read (once per table for the tracker's life) the information_schema definition of
         ``tables`` that no table map or lookup has resolved yet: the reader's captured tables at
         its start, so that a table dropped before any row of it is read has a last-known schema.
-        Tables missing from information_schema are skipped (their schema stays unknown)."""
+        Tables missing from information_schema are skipped (their schema stays unknown, or the
+        one given as ``known``)."""
         for t in tables:
-            if t not in self._warmed and t not in self._last and t not in self._resolved:
+            if t not in self._warmed and t not in self._last and (t not in self._resolved or t in self._seeded):
                 self._warmed.add(t)
+                self._seeded.discard(t)
                 self._hint(t)
 
     def invalidate(self, table_id: TableId | None = None) -> None:

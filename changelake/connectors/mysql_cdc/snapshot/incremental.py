@@ -243,6 +243,11 @@ class IncrementalSnapshotReader:
         return len(self._server_ids)
 
     @property
+    def schemas(self) -> dict[str, TableSchema]:
+        """``db.table`` -> the definition this snapshot read each table with (the latest one)."""
+        return dict(self._schemas)
+
+    @property
     def done(self) -> bool:
         return not self._remaining
 

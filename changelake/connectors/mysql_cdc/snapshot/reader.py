@@ -207,6 +207,11 @@ class SnapshotReader:
         self._schemas: dict[str, TableSchema] = {}
 
     @property
+    def schemas(self) -> dict[str, TableSchema]:
+        """``db.table`` -> the definition this snapshot read each table with (the latest one)."""
+        return dict(self._schemas)
+
+    @property
     def done(self) -> bool:
         return not self.progress.tables
 
