@@ -86,3 +86,40 @@ def test_canal_json_and_json_with_key_updates_nulls_and_awkward_types_equal_mysq
     assert lake_ids == [1, 2, 3, 5, 6]
     result = verify_lake_table(p2, t, mysql=mysql_params)
     assert result.passed, result.metadata()
+
+
+JSON_DROPS_TRUNCATES = pytest.mark.xfail(strict=True, reason=(
+    "trial4 finding: with value.format json Pipeline 1 writes no record for a TRUNCATE TABLE (nor for a "
+    "DROP TABLE, which travels as a truncate): KafkaPipelineSink._truncate_records returns [] and counts it "
+    "'skipped', so both pipelines exit 0 and the lake keeps rows MySQL deleted. Needs a design decision: "
+    "refuse at Pipeline 1 naming the table (as for a truncate of a routed table), or write a marked "
+    "tombstone keyed {\"TableId\"} with the changelake.schema-change header that Pipeline 2 applies"))
+
+
+@pytest.mark.parametrize("fmt", ["canal-json", pytest.param("json", marks=JSON_DROPS_TRUNCATES)])
+@pytest.mark.parametrize("p1_extra", [{}, HASH3], ids=["one-partition", "hash-by-key"])
+def test_truncate_and_drop_table_reach_the_lake_in_canal_json_and_json(
+        database_factory, mysql_exec, mysql_params, pipeline_pair, fmt, p1_extra):
+    db = database_factory()
+    mysql_exec(db, "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10))", "CREATE TABLE keep (id INT PRIMARY KEY)",
+               "INSERT INTO t VALUES (1,'a'),(2,'b'),(3,'c'),(4,'d')", "INSERT INTO keep VALUES (1)")
+    p1, p2 = pipeline_pair(db, ["t"], p1_extra={"value.format": fmt, **p1_extra})
+    del p2.source["debezium-json.distributed-tables"]
+    p2.source.update({"value.format": fmt, f"{fmt}.distributed-tables": "true"})
+    t = TableId(db, "t")
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)
+    assert verify_lake_table(p2, t, mysql=mysql_params).passed
+
+    mysql_exec(db, "TRUNCATE TABLE t", "INSERT INTO t VALUES (5,'e'),(2,'b2')")
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)
+    assert sorted(r["id"] for r in read_lake_table(p2, t).to_pylist()) == [2, 5]
+    result = verify_lake_table(p2, t, mysql=mysql_params)
+    assert result.passed, result.metadata()
+
+    mysql_exec(db, "DROP TABLE t")
+    run_pipeline(p1, until_caught_up=True)
+    run_pipeline(p2, until_caught_up=True)
+    result = verify_lake_table(p2, t, mysql=mysql_params)
+    assert result.passed, result.metadata()
