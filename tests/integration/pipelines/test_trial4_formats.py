@@ -53,8 +53,8 @@ def _ingest(p2, workers: int) -> None:
 @pytest.mark.parametrize("p1_extra, workers", [({}, 1), (HASH3, 2)], ids=["one-partition", "hash-by-key-2-workers"])
 def test_canal_json_and_json_with_key_updates_nulls_and_awkward_types_equal_mysql(
         database_factory, mysql_exec, mysql_params, pipeline_pair, lake, fmt, p1_extra, workers):
-    if workers > 1 and lake != "iceberg":
-        pytest.skip("only Iceberg takes several Pipeline 2 workers")
+    if lake != "iceberg":
+        workers = 1  # only Iceberg takes several Pipeline 2 workers; Paimon reads the 3 partitions alone
     db = database_factory()
     mysql_exec(db, DDL, ROWS)
     p1, p2 = pipeline_pair(db, ["t"], p1_extra={"value.format": fmt, **p1_extra})
