@@ -49,7 +49,7 @@ class Writer:
     def __init__(self, mysql_params: dict, db: str, seed: int) -> None:
         self._params, self._db, self._rng = mysql_params, db, random.Random(seed)
         self._stop = threading.Event()
-        self._next_id = 100_000 + seed * 10_000
+        self._next_id = seed * 1_000_000  # disjoint from the other writer and the 6000 rows
         self.statements = 0
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, daemon=True)
