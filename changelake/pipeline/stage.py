@@ -24,6 +24,7 @@ from changelake.changelog.change_batch import ChangeBatch, batch_arrow_schema, o
 from changelake.changelog.errors import ChangelogError
 from changelake.changelog.route import Router, parse_route_rules
 from changelake.changelog.transform import (
+    TransformError,
     TransformRule,
     Transformer,
     append_only,
@@ -52,6 +53,27 @@ class MissingKeyError(ValueError):
         self.column = column
 
 
+def _refuse_filters_on_an_upsert_topic(defn: PipelineDefinition, rules: Sequence[TransformRule]) -> None:
+    """A ``filter`` on the records of a ``value.format: json`` Kafka topic is refused: such a topic
+    is an upsert topic (a record is the row of its key, a tombstone its delete, no before image),
+    so an update that moves a row out of the filter, or a tombstone (its non-key columns unknown),
+    would be dropped instead of deleting the lake row. Flink normalizes an upsert source against
+    its state (ChangelogNormalize) before a filter; this pipeline does not.
+
+    Raises:
+        TransformError: names the rule's ``source-table`` and the topic format.
+    """
+    if defn.source_type != "kafka" or str(defn.source.get("value.format", "")).lower() != "json":
+        return
+    for rule in rules:
+        if rule.filter and rule.filter.strip():
+            raise TransformError(
+                f"pipeline '{defn.name}': transform rule for source-table {rule.source_table!r}: a filter on a "
+                "value.format 'json' topic (an upsert topic: no before images) would keep rows whose update "
+                "leaves the filter or whose key was deleted; read a 'debezium-json' or 'canal-json' topic, or "
+                "drop the filter", source_table=rule.source_table, option="filter")
+
+
 class Stage:
     """Transform, route and key-check the events of one pipeline (state: the last schema per table)."""
 
@@ -61,6 +83,7 @@ class Stage:
         self.transformer = Transformer(parse_transform_rules(
             defn.transform, pipeline=defn.pipeline, udfs=defn.user_defined_functions))
         self._known: dict[TableId, Schema] = {}
+        _refuse_filters_on_an_upsert_topic(defn, self.transformer.rules)
         #: ``pipeline.schema.change.behavior`` (None: changelake's default).
         self.behavior = str(defn.pipeline.get("schema.change.behavior") or "").lower() or None
         #: Flink CDC's ``scan.read-changelog-as-append-only.enabled`` (a source option): every change an insert.

@@ -87,7 +87,7 @@ from changelake.connectors.kafka.truncate_scope import SCHEMA_CHANGE_HEADER, tru
 from changelake.connectors.kafka_common import client_logger, require_broker, unavailable_error, watermarks, with_logger
 from changelake.connectors.metrics import SinkMetrics
 
-__all__ = ["KafkaPipelineSink", "read_stored_position", "OFFSETS_TOPIC_CONFIG", "KafkaProducer", "PRODUCER_ONLY_KEYS",
+__all__ = ["KafkaPipelineSink", "UnrepresentableChangeError", "read_stored_position", "OFFSETS_TOPIC_CONFIG", "KafkaProducer", "PRODUCER_ONLY_KEYS",
            "admin_config"]
 
 log = logging.getLogger(__name__)
@@ -111,6 +111,19 @@ def _same_key_values(schema: Schema | None, before: Mapping[str, Any], after: Ma
         if type(old) is not type(new) or not isinstance(old, _EXACT_KEY_TYPES) or old != new:
             return False
     return True
+
+
+class UnrepresentableChangeError(ConnectorError):
+    """A change event the sink's format cannot write (names the table); Pipeline 1 stops rather
+    than skip it.
+
+    Attributes:
+        table: the source table, ``db.table``.
+    """
+
+    def __init__(self, message: str, *, table: str) -> None:
+        self.table = table
+        super().__init__(message)
 
 
 @dataclass(frozen=True, slots=True)
@@ -364,12 +377,21 @@ class KafkaPipelineSink:
         of the topic, since the table's keys are spread over all of them, each copy with the
         ``changelake.truncate.partitions`` / ``changelake.truncate.key-format`` headers: the copy in
         partition p deletes only the keys murmur2 places in p, so it stays ordered with the rows
-        of its partition whatever order Pipeline 2 reads the partitions in. The plain ``json``
-        (upsert) format cannot express a truncate: nothing is written and ``skipped`` counts it."""
+        of its partition whatever order Pipeline 2 reads the partitions in.
+
+        Raises:
+            UnrepresentableChangeError: the plain ``json`` (upsert) format has no record for a
+                truncate or a DROP TABLE (an upsert topic holds one row per key, nothing that
+                deletes every key); skipping it would leave the lake with rows MySQL deleted.
+        """
         opts = self.options
         if opts.value_format is ValueFormat.JSON:
-            self.metrics["skipped"] += 1
-            return []
+            what = "DROP TABLE" if event.schema_change else "TRUNCATE TABLE"
+            raise UnrepresentableChangeError(
+                f"{what} of table {event.table} cannot be written to topic {self.topic_for(event.table)!r} in "
+                "value.format 'json': an upsert topic has no record that deletes every key of a table. Use "
+                "value.format 'debezium-json' or 'canal-json' for tables that are truncated or dropped",
+                table=str(event.table))
         value = self._format(event).encode_event(event)
         if value is None:
             self.metrics["skipped"] += 1

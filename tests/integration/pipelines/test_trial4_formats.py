@@ -10,6 +10,8 @@ from dataclasses import replace
 import pytest
 
 from changelake.changelog import TableId
+from changelake.changelog.transform import TransformError
+from changelake.connectors.kafka.sink import UnrepresentableChangeError
 from changelake.pipeline.runner import run_pipeline
 from changelake.pipeline.verify import read_lake_table, verify_lake_table
 
@@ -88,15 +90,7 @@ def test_canal_json_and_json_with_key_updates_nulls_and_awkward_types_equal_mysq
     assert result.passed, result.metadata()
 
 
-JSON_DROPS_TRUNCATES = pytest.mark.xfail(strict=True, reason=(
-    "trial4 finding: with value.format json Pipeline 1 writes no record for a TRUNCATE TABLE (nor for a "
-    "DROP TABLE, which travels as a truncate): KafkaPipelineSink._truncate_records returns [] and counts it "
-    "'skipped', so both pipelines exit 0 and the lake keeps rows MySQL deleted. Needs a design decision: "
-    "refuse at Pipeline 1 naming the table (as for a truncate of a routed table), or write a marked "
-    "tombstone keyed {\"TableId\"} with the changelake.schema-change header that Pipeline 2 applies"))
-
-
-@pytest.mark.parametrize("fmt", ["canal-json", pytest.param("json", marks=JSON_DROPS_TRUNCATES)])
+@pytest.mark.parametrize("fmt", ["canal-json", "json"])
 @pytest.mark.parametrize("p1_extra", [{}, HASH3], ids=["one-partition", "hash-by-key"])
 def test_truncate_and_drop_table_reach_the_lake_in_canal_json_and_json(
         database_factory, mysql_exec, mysql_params, pipeline_pair, fmt, p1_extra):
@@ -112,6 +106,14 @@ def test_truncate_and_drop_table_reach_the_lake_in_canal_json_and_json(
     assert verify_lake_table(p2, t, mysql=mysql_params).passed
 
     mysql_exec(db, "TRUNCATE TABLE t", "INSERT INTO t VALUES (5,'e'),(2,'b2')")
+    if fmt == "json":
+        # an upsert topic has no record for a truncate (nor a DROP TABLE): Pipeline 1 stops, naming
+        # the table, rather than skip it (the lake would keep rows MySQL deleted, trial4's finding)
+        with pytest.raises(UnrepresentableChangeError, match=rf"TRUNCATE TABLE of table {db}\.t cannot be written"):
+            run_pipeline(p1, until_caught_up=True)
+        run_pipeline(p2, until_caught_up=True)
+        assert verify_lake_table(p2, t, mysql=mysql_params).passed is False  # the truncate never reached it
+        return
     run_pipeline(p1, until_caught_up=True)
     run_pipeline(p2, until_caught_up=True)
     assert sorted(r["id"] for r in read_lake_table(p2, t).to_pylist()) == [2, 5]
@@ -125,17 +127,7 @@ def test_truncate_and_drop_table_reach_the_lake_in_canal_json_and_json(
     assert result.passed, result.metadata()
 
 
-JSON_FILTER_KEEPS_ROWS = pytest.mark.xfail(strict=True, reason=(
-    "trial4 finding: a json (upsert) topic's records carry no before image (KafkaPipelineSource._events: a value "
-    "is Op.CREATE of the after-row, a tombstone Op.DELETE of the key columns only), and TransformRule._rebuild "
-    "drops any CREATE/DELETE whose one image fails the filter: an update leaving the filter is dropped instead of "
-    "deleting the lake row, and a tombstone (non-key columns NULL, so the filter is FALSE) is dropped too, so a "
-    "plain DELETE or a key move never reaches the lake. Flink normalizes an upsert source (ChangelogNormalize: "
-    "-U/+U from state) before the filter. Fix: on an upsert source, a row failing the filter becomes a -D of its "
-    "key and a key-only -D is never filtered (needs an upsert mark on the events), or refuse a filter there"))
-
-
-@pytest.mark.parametrize("fmt", ["canal-json", pytest.param("json", marks=JSON_FILTER_KEEPS_ROWS)])
+@pytest.mark.parametrize("fmt", ["canal-json", "json"])
 def test_an_update_leaving_the_filter_deletes_the_lake_row_in_canal_json_and_json(
         database_factory, mysql_exec, mysql_params, pipeline_pair, fmt):
     """An upsert topic (json) carries no before image: the lake must still drop a row whose new
@@ -157,6 +149,12 @@ def test_an_update_leaving_the_filter_deletes_the_lake_row_in_canal_json_and_jso
         return sorted((r["id"], r["qty"]) for r in read_lake_table(p2, t).to_pylist())
 
     run_pipeline(p1, until_caught_up=True)
+    if fmt == "json":
+        # an upsert topic carries no before image: a filter would keep rows whose update leaves it,
+        # or whose key was deleted (trial4's finding); the pipeline refuses it, naming the rule
+        with pytest.raises(TransformError, match="a filter on a value.format 'json' topic"):
+            run_pipeline(p2, until_caught_up=True)
+        return
     run_pipeline(p2, until_caught_up=True)
     assert lake() == [(1, 20), (2, 30), (4, 40)]
     mysql_exec(db, "UPDATE t SET qty = 5 WHERE id = 1",  # leaves the filter
