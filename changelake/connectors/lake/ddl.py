@@ -346,11 +346,14 @@ class Refusal:
 
 
 def apply_schema_change_policy(sink: Any, policy: Any, table_id: TableId, table_name: str,
-                               rows: Sequence[BatchItem],
-                               schema: Schema) -> tuple[list[BatchItem], Schema, Refusal | None]:
+                               rows: Sequence[BatchItem], schema: Schema, *,
+                               recreating: bool = False) -> tuple[list[BatchItem], Schema, Refusal | None]:
     """The batch and schema to write under ``policy``
     (:class:`~changelake.connectors.lake.schema_change.SchemaChangePolicy`): truncates / drops it
     ignores are left out, columns are added, kept, dropped or renamed as the mode says.
+    ``recreating``: the rows are those of a re-CREATEd table whose DROP TABLE the policy applies;
+    the lake table takes their definition as it is (a new table, as ``create.table``), so no
+    column change is planned (``try_evolve`` would keep an old column type and write NULL).
 
     Under ``exception`` the first refused change ends the batch: the items before it are returned
     with a :class:`Refusal` (the caller commits them, then raises its error). A column change
@@ -373,7 +376,7 @@ def apply_schema_change_policy(sink: Any, policy: Any, table_id: TableId, table_
             rows, tail = _before_refused(policy, rows, found[0])
             refusal = Refusal(found[1], tail)
     items = policy.filter_markers(table_name, rows)
-    if not exists:
+    if not exists or recreating:
         return items, schema, refusal  # create.table: a new lake table always starts from the schema
     changes = sink.column_changes(table_id, schema)
     drops = [c.column for c in changes if c.kind == "drop"]

@@ -319,7 +319,9 @@ class LakeTableSink:
                 # rows of a dropped generation never reach the policy (it would evolve or refuse
                 # the lake table's columns for them); the markers are left for it to filter
                 rows = self._without_dropped_generations(table_id, rows)
-            rows, schema, refusal = apply_schema_change_policy(self, policy, table_id, name, rows, schema)
+            rows, schema, refusal = apply_schema_change_policy(
+                self, policy, table_id, name, rows, schema,
+                recreating=policy.applies("drop.table") and self._recreates(name, rows))
             if refusal is not None:  # exception: commit every change before the refused one, then stop
                 before = offsets_before(refusal, rows, offsets)
                 if rows:
@@ -429,6 +431,14 @@ class LakeTableSink:
         if self._generations.get(name, committed) != committed:
             self._dropped.pop(name, None)
         self._generations[name] = newest
+
+    def _recreates(self, name: str, rows: Sequence[BatchItem]) -> bool:
+        """True when this batch's rows re-create the lake table of a dropped source table (a drop
+        earlier in the batch, or the table flagged dropped): :meth:`_recreate_if_dropped` then
+        gives it their definition, so no column change of theirs is the schema change policy's."""
+        if rows_after_a_drop(without_dropped_rows(rows)):
+            return True
+        return self._dropped.get(name) is not False and bool(self.read_pipeline_property(dropped_key(name)))
 
     def _recreate_if_dropped(self, table_id: TableId, name: str, schema: Schema, dropped_here: bool = False) -> None:
         """Give the lake table of a dropped source table (the pipeline property, or

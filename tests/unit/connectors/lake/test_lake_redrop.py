@@ -320,7 +320,7 @@ def test_by_drop_generation_leaves_out_the_rows_of_a_partition_a_drop_behind():
 
 
 @pytest.mark.parametrize("partitions", [1, 3])
-@pytest.mark.parametrize("behavior", ["evolve"])
+@pytest.mark.parametrize("behavior", ["evolve", "try_evolve"])
 def test_a_partition_a_drop_behind_under_a_schema_change_behavior_ends_as_the_last_definition(make_sink, behavior,
                                                                                              partitions):
     # the rows of a dropped generation never reach the policy (it would retype the lake's columns)
