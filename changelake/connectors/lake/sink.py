@@ -438,7 +438,11 @@ class LakeTableSink:
         gives it their definition, so no column change of theirs is the schema change policy's."""
         if rows_after_a_drop(without_dropped_rows(rows)):
             return True
-        return self._dropped.get(name) is not False and bool(self.read_pipeline_property(dropped_key(name)))
+        if self._dropped.get(name) is False:
+            return False
+        # read as _recreate_if_dropped reads it (it reads again only while the flag is set)
+        dropped = self._dropped[name] = bool(self.read_pipeline_property(dropped_key(name)))
+        return dropped
 
     def _recreate_if_dropped(self, table_id: TableId, name: str, schema: Schema, dropped_here: bool = False) -> None:
         """Give the lake table of a dropped source table (the pipeline property, or
