@@ -9,7 +9,7 @@ from typing import Any
 
 from changelake.changelog.types import DataType, TypeRoot
 
-__all__ = ["arrow_decimals_fit", "has_nan_or_inf_token"]
+__all__ = ["arrow_decimals_fit", "has_nan_or_inf_token", "read_json_lines"]
 
 #: a NaN / Inf(inity) token after ``:``, ``,`` or ``[``: Arrow's JSON reader reads ``Inf`` (and
 #: ``NaN``, ``Infinity``), which are not JSON; the per-message decoders refuse ``Inf``
@@ -87,3 +87,32 @@ def _temporal_in_arrow(array: Any, dtype: DataType, target: Any) -> Any | None:
         return None
     first = pc.min(pc.year(out)).as_py()
     return out if first is not None and first >= 1 else None
+
+
+def read_json_lines(joined: bytes, read_schema: Any, lines: int) -> Any | None:
+    """``joined`` (``lines`` compact JSON objects, one per line) as ONE ``pyarrow.Table`` of
+    ``read_schema`` (pyarrow's JSON reader with an explicit schema, fields not in it ignored),
+    or None when it cannot be read exactly that way: a NaN/Inf token (:func:`has_nan_or_inf_token`),
+    anything Arrow refuses, another row count, invalid UTF-8 (Arrow's reader does not check it)."""
+    if has_nan_or_inf_token(joined):
+        return None
+    import io
+
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    try:
+        table = pj.read_json(
+            io.BytesIO(joined),
+            read_options=pj.ReadOptions(use_threads=False, block_size=max(1 << 20, 2 * len(joined))),
+            parse_options=pj.ParseOptions(explicit_schema=read_schema, unexpected_field_behavior="ignore"),
+        )
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None
+    if table.num_rows != lines:
+        return None
+    try:
+        table.validate(full=True)
+    except pa.ArrowInvalid:
+        return None
+    return table

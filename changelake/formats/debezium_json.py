@@ -60,7 +60,7 @@ from changelake.formats.arrow_values import (  # noqa: F401
     _arrow_read_type,
     _temporal_in_arrow,
     arrow_decimals_fit,
-    has_nan_or_inf_token,
+    read_json_lines,
 )
 from changelake.formats.errors import DecodeError, EncodeError
 from changelake.formats.json import JsonCodecOptions, decode_object, encode_image
@@ -492,28 +492,11 @@ def read_batch(fmt: "DebeziumJsonFormat", values: Sequence[bytes]) -> Any | None
     plan = _plan_of(fmt, schema)
     if plan is None:
         return None
-    import io
-
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.json as pj
 
-    joined = b"\n".join(values)
-    if has_nan_or_inf_token(joined):
-        return None  # Arrow reads an Inf token the per-message decoder refuses
-    try:
-        table = pj.read_json(
-            io.BytesIO(joined),
-            read_options=pj.ReadOptions(use_threads=False, block_size=max(1 << 20, 2 * sum(map(len, values)))),
-            parse_options=pj.ParseOptions(explicit_schema=plan.read_schema, unexpected_field_behavior="ignore"),
-        )
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-        return None
-    if table.num_rows != len(values):
-        return None
-    try:
-        table.validate(full=True)  # Arrow's reader does not check UTF-8
-    except pa.ArrowInvalid:
+    table = read_json_lines(b"\n".join(values), plan.read_schema, len(values))  # NaN/Inf tokens, Arrow's refusals, UTF-8
+    if table is None:
         return None
     ops = table.column("op")
     if ops.null_count or not pc.all(pc.is_in(ops, value_set=pa.array(sorted(_OPS)))).as_py():

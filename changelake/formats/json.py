@@ -547,8 +547,7 @@ class JsonFormat(Format):
         Arrow refuses (malformed, another JSON type, a value out of range or needing more DECIMAL
         scale, a duplicate field); a column has no batch type."""
         from changelake.changelog.change_batch import batch_arrow_schema
-        from changelake.formats.arrow_values import (_arrow_read_type, _temporal_in_arrow, arrow_decimals_fit,
-                                                     has_nan_or_inf_token)
+        from changelake.formats.arrow_values import _arrow_read_type, _temporal_in_arrow, arrow_decimals_fit, read_json_lines
 
         schema = self.schema
         opts = self.options
@@ -560,12 +559,7 @@ class JsonFormat(Format):
         # every message non-empty, on one line, starting with '{' (not ``null``, an array, ...)
         if joined[:1] != b"{" or joined.count(b"\n") != lines or joined.count(b"\n{") != lines or b"\r" in joined:
             return None
-        if has_nan_or_inf_token(joined):
-            return None  # Arrow reads NaN / Infinity tokens, which are not JSON (also seen in a text: rare, exact)
-        import io
-
         import pyarrow as pa
-        import pyarrow.json as pj
 
         plan = self.__dict__.get("_column_plan")
         if plan is None:
@@ -576,19 +570,8 @@ class JsonFormat(Format):
             read_schema = pa.schema([pa.field(c.name, t) for c, t in zip(schema.columns, read_types)])
             plan = self.__dict__["_column_plan"] = (target, read_schema)
         target, read_schema = plan
-        try:
-            table = pj.read_json(
-                io.BytesIO(joined),
-                read_options=pj.ReadOptions(use_threads=False, block_size=max(1 << 20, 2 * len(joined))),
-                parse_options=pj.ParseOptions(explicit_schema=read_schema, unexpected_field_behavior="ignore"),
-            )
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-            return None
-        if table.num_rows != len(datas):
-            return None
-        try:
-            table.validate(full=True)  # Arrow's reader does not check UTF-8
-        except pa.ArrowInvalid:
+        table = read_json_lines(joined, read_schema, len(datas))  # NaN/Inf tokens, Arrow's refusals, UTF-8
+        if table is None:
             return None
         import pyarrow.compute as pc
 
