@@ -270,6 +270,11 @@ class IcebergSink(LakeTableSink):
 
         return self._metadata_commit(table_id, evolve)
 
+    def _commit_attempts(self) -> int:
+        """Tries of a commit that loses races: 1 + ``commit.retry.num-retries`` (table property
+        option, default :data:`MULTI_WRITER_RETRIES`)."""
+        return int(self.options.table_properties.get("commit.retry.num-retries", MULTI_WRITER_RETRIES)) + 1
+
     def _metadata_commit(self, table_id: TableId, change: Callable[[Table], _T]) -> _T:
         """``change(table)`` on the refreshed lake table: it plans from the table it is given and
         commits table metadata (schema, properties). When another writer's commit to the table won
@@ -283,7 +288,7 @@ class IcebergSink(LakeTableSink):
             IcebergSinkError: the table does not exist.
             CommitFailedException: the commit lost every retry.
         """
-        attempts = int(self.options.table_properties.get("commit.retry.num-retries", MULTI_WRITER_RETRIES)) + 1
+        attempts = self._commit_attempts()
         for attempt in range(attempts):
             table = self.load_table(table_id)
             if table is None:
@@ -374,7 +379,7 @@ class IcebergSink(LakeTableSink):
         """
         # What a table created by this write is sized from (see _partition_spec).
         self._creation_hint = (sum(r.num_rows if isinstance(r, ChangeBatch) else 1 for r in rows), len(offsets) or 1)
-        attempts = int(self.options.table_properties.get("commit.retry.num-retries", MULTI_WRITER_RETRIES)) + 1
+        attempts = self._commit_attempts()
         for attempt in range(attempts):
             try:
                 return super().write(table_id, rows, schema, offsets)
