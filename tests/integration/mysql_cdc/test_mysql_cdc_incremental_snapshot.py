@@ -18,6 +18,7 @@ from changelake.connectors.errors import SourceError
 from changelake.connectors.mysql_cdc import MySqlSource
 from changelake.connectors.mysql_cdc.errors import SnapshotInterruptedError
 from changelake.connectors.mysql_cdc.options import MySqlSourceOptions
+from changelake.connectors.mysql_cdc.snapshot import incremental
 from changelake.services import MariaDBService, free_port
 from mysql_cdc_support import drain, run_sql, source_options
 
@@ -294,6 +295,72 @@ def test_newly_added_table_is_snapshotted_incrementally_and_joined_without_repla
     assert t1 == [(Op.CREATE, 10)]  # streamed from the stored position, not snapshotted again
     # the snapshot holds 2 and 3; the binlog changes before its high watermark are not replayed
     assert t2 == [(Op.READ, 2), (Op.READ, 3), (Op.CREATE, 4)]
+
+
+@pytest.mark.parametrize("ddl, after", [
+    ("ALTER TABLE t DROP COLUMN pad", ["id", "v"]),
+    ("ALTER TABLE t RENAME COLUMN pad TO note", ["id", "v", "note"]),
+    ("ALTER TABLE t CHANGE pad pad2 VARCHAR(60)", ["id", "v", "pad2"]),
+], ids=["drop", "rename", "change"])
+def test_a_column_gone_between_a_chunks_definition_and_its_select_reads_the_chunk_again(
+        mysql_params, database_factory, monkeypatch, ddl, after):
+    """The race of session 7's CI: the chunk's definition is read, then ``ALTER TABLE`` drops or
+    renames a column, then the chunk's ``SELECT`` names it (``ER_BAD_FIELD_ERROR``). The DDL is run
+    right after a chunk's definition read, so the race happens every time; the chunk is read again
+    with the new definition and the snapshot ends exactly at the table."""
+    db = database_factory()
+    _table(mysql_params, db, rows=1000)
+    real = incremental.load_table_schema
+    calls: list[int] = []
+
+    def load_then_alter(conn, table_id, **kw):
+        table = real(conn, table_id, **kw)
+        calls.append(1)
+        if len(calls) == 3:  # open() reads the definition once; then chunk 0, then this chunk
+            run_sql(mysql_params, db, ddl)
+        return table
+
+    monkeypatch.setattr(incremental, "load_table_schema", load_then_alter)
+    src = MySqlSource(_incremental(mysql_params, db, **{"scan.incremental.snapshot.chunk.size": "100"}))
+    src.open()
+    try:
+        events = drain(src)
+    finally:
+        src.close()
+    assert len(calls) > 3, "the DDL did not run during the snapshot"
+    reads = [e for e in events if e.op is Op.READ]
+    # a column rename re-reads the whole table after the statement (the old rows show their values
+    # under the new name): keys may come twice, the last read of each is the table's row
+    last = {e.after["id"]: e for e in reads}
+    assert sorted(last) == list(range(1, 1001))
+    assert all(e.after["v"] == e.after["id"] for e in last.values())
+    # the chunk whose SELECT met the DDL was read again with the new definition
+    assert any([c.name for c in e.schema.columns] == after for e in reads)
+    assert all(set(e.after) == {c.name for c in e.schema.columns} for e in reads)
+
+
+def test_a_chunk_key_renamed_during_the_incremental_snapshot_is_refused(mysql_params, database_factory, monkeypatch):
+    db = database_factory()
+    _table(mysql_params, db, rows=1000)
+    real = incremental.load_table_schema
+    calls: list[int] = []
+
+    def load_then_alter(conn, table_id, **kw):
+        table = real(conn, table_id, **kw)
+        calls.append(1)
+        if len(calls) == 3:
+            run_sql(mysql_params, db, "ALTER TABLE t RENAME COLUMN id TO k")
+        return table
+
+    monkeypatch.setattr(incremental, "load_table_schema", load_then_alter)
+    src = MySqlSource(_incremental(mysql_params, db, **{"scan.incremental.snapshot.chunk.size": "100"}))
+    src.open()
+    try:
+        with pytest.raises(SourceError, match="(primary key|chunk key column 'id') of .*t.* (changed|was dropped or "
+                                              "renamed) during its incremental snapshot"):
+            drain(src)
+    finally:
+        src.close()
 
 
 @pytest.fixture

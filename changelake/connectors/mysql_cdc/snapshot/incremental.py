@@ -99,9 +99,24 @@ class _TableQueries:
         self._name = f"{quote(table.table_id.database or '')}.{quote(table.table_id.table)}"
         self._q = quote(column)
 
+    def _execute(self, cur: Any, sql: str, params: list[Any]) -> bool:
+        """Run a query of the chunk key column; False: the table was dropped (no more rows).
+
+        Raises:
+            SourceError: the chunk key column is gone (dropped or renamed meanwhile).
+        """
+        try:
+            return _execute_unless_gone(cur, sql, params)
+        except pymysql.err.MySQLError as exc:
+            if exc.args and exc.args[0] == _BAD_FIELD:
+                raise SourceError(f"the chunk key column {self._col.name!r} of {self._table.table_id} was dropped or "
+                                  "renamed during its incremental snapshot; snapshot it again under a new "
+                                  "'pipeline.name'") from exc
+            raise
+
     def _one(self, sql: str, params: list[Any]) -> Any:
         with self._conn.cursor() as cur:
-            if not _execute_unless_gone(cur, sql, params):
+            if not self._execute(cur, sql, params):
                 return None  # the table was dropped: no more rows
             row = cur.fetchone()
         return convert(self._col, row[0]) if row and row[0] is not None else None
@@ -109,7 +124,7 @@ class _TableQueries:
     def min_max(self, start: Any | None) -> tuple[Any | None, Any | None]:
         where, params = (f" WHERE {self._q} >= %s", [start]) if start is not None else ("", [])
         with self._conn.cursor() as cur:
-            if not _execute_unless_gone(cur, f"SELECT MIN({self._q}), MAX({self._q}) FROM {self._name}{where}", params):
+            if not self._execute(cur, f"SELECT MIN({self._q}), MAX({self._q}) FROM {self._name}{where}", params):
                 return None, None
             row = cur.fetchone()
         if not row or row[0] is None:
@@ -400,7 +415,8 @@ class IncrementalSnapshotReader:
         check = chunk.start is not None and not chunk.start_inclusive
         cur = conn.cursor(pymysql.cursors.SSCursor)
         try:
-            if not _execute_unless_gone(cur, sql + " ORDER BY " + ", ".join(quote(k) for k in key_columns), params):
+            if not _execute_unless_gone(cur, sql + " ORDER BY " + ", ".join(quote(k) for k in key_columns), params,
+                                        columns_may_change=True):
                 self._count(-len(listed))
                 return None  # dropped (or changed) between the definition and the SELECT: again
             while True:
@@ -574,14 +590,23 @@ class IncrementalSnapshotReader:
 #: reads of one chunk before a definition changing under every one of them stops the snapshot.
 _DDL_RETRIES = 20
 _NO_SUCH_TABLE = 1146  # ER_NO_SUCH_TABLE
+_BAD_FIELD = 1054  # ER_BAD_FIELD_ERROR: a column the statement names does not exist
 
 
-def _execute_unless_gone(cur: Any, sql: str, params: list[Any]) -> bool:
-    """Run ``sql``; False if the table does not exist (dropped meanwhile)."""
+def _execute_unless_gone(cur: Any, sql: str, params: list[Any], *, columns_may_change: bool = False) -> bool:
+    """Run ``sql``; False if the table does not exist (dropped meanwhile) or, with
+    ``columns_may_change``, if a column it names does not (``ALTER TABLE ... DROP/RENAME COLUMN``
+    between reading the table's definition and this statement: the caller reads again with the
+    new definition).
+
+    Raises:
+        pymysql.err.MySQLError: any other error (a missing column too, unless ``columns_may_change``).
+    """
     try:
         cur.execute(sql, params)
-    except pymysql.err.ProgrammingError as exc:
-        if exc.args and exc.args[0] == _NO_SUCH_TABLE:
+    except pymysql.err.MySQLError as exc:
+        code = exc.args[0] if exc.args else None
+        if code == _NO_SUCH_TABLE or (columns_may_change and code == _BAD_FIELD):
             return False
         raise
     return True
