@@ -161,6 +161,7 @@ def run_loop(
     try:
         stored = sink.stored_position()
         source = make_source(stored)
+        stage.check_source(source.changelog_mode)
         offsets_source = source if isinstance(source, PartitionedChangelogSource) else None
         partitioned = offsets_source is not None
         reject = source.reject if isinstance(source, RejectsRecords) else None

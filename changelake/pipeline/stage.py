@@ -22,6 +22,7 @@ import pyarrow as pa
 from changelake.changelog import DataChangeEvent, Op, Schema, TableId
 from changelake.changelog.change_batch import ChangeBatch, batch_arrow_schema, op_counts
 from changelake.changelog.errors import ChangelogError
+from changelake.changelog.modes import CHANGELOG_FORMATS, describe_mode
 from changelake.changelog.route import Router, parse_route_rules
 from changelake.changelog.transform import (
     TransformError,
@@ -31,6 +32,7 @@ from changelake.changelog.transform import (
     infer_schema,
     parse_transform_rules,
 )
+from changelake.changelog.rowkind import RowKind
 from changelake.changelog.types import TypeRoot
 from changelake.errors import PipelineDataError
 from changelake.pipeline.definition import PipelineDefinition
@@ -53,27 +55,6 @@ class MissingKeyError(ValueError):
         self.column = column
 
 
-def _refuse_filters_on_an_upsert_topic(defn: PipelineDefinition, rules: Sequence[TransformRule]) -> None:
-    """A ``filter`` on the records of a ``value.format: json`` Kafka topic is refused: such a topic
-    is an upsert topic (a record is the row of its key, a tombstone its delete, no before image),
-    so an update that moves a row out of the filter, or a tombstone (its non-key columns unknown),
-    would be dropped instead of deleting the lake row. Flink normalizes an upsert source against
-    its state (ChangelogNormalize) before a filter; this pipeline does not.
-
-    Raises:
-        TransformError: names the rule's ``source-table`` and the topic format.
-    """
-    if defn.source_type != "kafka" or str(defn.source.get("value.format", "")).lower() != "json":
-        return
-    for rule in rules:
-        if rule.filter and rule.filter.strip():
-            raise TransformError(
-                f"pipeline '{defn.name}': transform rule for source-table {rule.source_table!r}: a filter on a "
-                "value.format 'json' topic (an upsert topic: no before images) would keep rows whose update "
-                "leaves the filter or whose key was deleted; read a 'debezium-json' or 'canal-json' topic, or "
-                "drop the filter", source_table=rule.source_table, option="filter")
-
-
 class Stage:
     """Transform, route and key-check the events of one pipeline (state: the last schema per table)."""
 
@@ -83,11 +64,35 @@ class Stage:
         self.transformer = Transformer(parse_transform_rules(
             defn.transform, pipeline=defn.pipeline, udfs=defn.user_defined_functions))
         self._known: dict[TableId, Schema] = {}
-        _refuse_filters_on_an_upsert_topic(defn, self.transformer.rules)
         #: ``pipeline.schema.change.behavior`` (None: changelake's default).
         self.behavior = str(defn.pipeline.get("schema.change.behavior") or "").lower() or None
         #: Flink CDC's ``scan.read-changelog-as-append-only.enabled`` (a source option): every change an insert.
         self.append_only = str(defn.source.get("scan.read-changelog-as-append-only.enabled", "false")).lower() == "true"
+
+    def check_source(self, produced: frozenset[RowKind]) -> None:
+        """Refuse a ``filter`` on an upsert changelog: a source whose updates come as +U without
+        -U (Flink's upsert mode, e.g. a ``value.format: json`` topic: a record is its key's row, a
+        tombstone its delete, no before image). An update that moves a row out of the filter, or a
+        delete (its non-key columns unknown), would be dropped instead of deleting the lake row.
+        Flink's planner normalizes an upsert source against its state (ChangelogNormalize) before
+        a filter; this pipeline does not, so it refuses before anything runs.
+
+        Args:
+            produced: the source's ``changelog_mode``.
+
+        Raises:
+            TransformError: names the rule's ``source-table`` and the source's changelog mode.
+        """
+        if RowKind.UPDATE_AFTER not in produced or RowKind.UPDATE_BEFORE in produced:
+            return
+        for rule in self.transformer.rules:
+            if rule.filter and rule.filter.strip():
+                raise TransformError(
+                    f"pipeline '{self.pipeline}': transform rule for source-table {rule.source_table!r}: a filter on "
+                    f"an upsert changelog {describe_mode(produced)} (no before images, e.g. a value.format 'json' "
+                    "topic) would keep rows whose update leaves the filter or whose key was deleted; read a changelog "
+                    f"format with before images ({', '.join(CHANGELOG_FORMATS[:2])}), or drop the filter",
+                    source_table=rule.source_table, option="filter")
 
     def apply(self, events: Sequence[DataChangeEvent], reject: Reject | None = None) -> list[DataChangeEvent]:
         """The sink's events for ``events``, each with its schema where one is known.

@@ -54,7 +54,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from changelake.changelog.change_batch import ChangeBatch
 from changelake.changelog.event import DataChangeEvent, Op
-from changelake.changelog.rowkind import RETRACT, RowKind
+from changelake.changelog.rowkind import RETRACT, UPSERT, RowKind
 from changelake.changelog.schema import Schema, TableId
 from changelake.changelog.transform import infer_schema
 from changelake.connectors.base import EmitsChangeBatches, PartitionedChangelogSource, RejectsRecords, ReportsBadRecords
@@ -160,6 +160,11 @@ class KafkaPipelineSource:
     def __init__(self, options: Mapping[str, Any] | KafkaSourceOptions, group_id: str, *,
                  timeout_s: float = 30.0) -> None:
         self.options = options if isinstance(options, KafkaSourceOptions) else KafkaSourceOptions.from_options(options)
+        #: the row kinds this topic's records carry: a ``json`` topic is an upsert topic (a record
+        #: is its key's row, a tombstone its delete: +I, +U, -D, no before image); the changelog
+        #: formats (debezium-json, canal-json) carry all four, as Flink's formats declare.
+        self.changelog_mode: frozenset[RowKind] = (UPSERT if self.options.value_format is ValueFormat.JSON
+                                                   else RETRACT)
         self.group_id = group_id
         self._consumer: Consumer | None = None
         self._format: Any = None
@@ -761,11 +766,12 @@ class PartitionedSource(PartitionedChangelogSource, RejectsRecords, ReportsBadRe
 
     #: The position is a map of per-partition offsets (see the module docstring).
     partitioned = True
-    changelog_mode: frozenset[RowKind] = RETRACT
 
     def __init__(self, source: Any, *, start: Mapping[str, int] | None = None,
                  group_start: Callable[[], Mapping[str, int]] | None = None, discover: bool = False) -> None:
         self.source = source
+        #: the wrapped source's row kinds (:attr:`KafkaPipelineSource.changelog_mode`)
+        self.changelog_mode: frozenset[RowKind] = frozenset(source.changelog_mode)
         self._start = dict(start or {})
         self._group_start = group_start
         self._position: dict[str, int] = {} if group_start else dict(self._start)
