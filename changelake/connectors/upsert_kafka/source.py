@@ -180,6 +180,8 @@ class UpsertKafkaSource:
         self._row_cache: dict[bytes, tuple[bytes, tuple[Any, ...]]] | None = (
             {} if type(self.store) is MemoryKeyStateStore else None
         )
+        #: memory state on the columnar lane: the rows it wrote, decoded (Arrow; see columnar.ArrowState)
+        self._arrow_state = columnar.ArrowState()
         #: per key bytes of a batch, the decoded key row and its state key (see _decode_key_batch)
         self._key_cache: dict[bytes, tuple[dict[str, Any], bytes]] = {}
         self.normalizer = ChangelogNormalize(
@@ -661,6 +663,9 @@ class UpsertKafkaSource:
             if len(cache) + len(found) > _KEY_CACHE_MAX:
                 cache.clear()
             cache.update(found)
+            again: list[tuple[dict[str, Any], bytes] | None] = list(map(cache.get, keys))  # type: ignore[arg-type]
+            if None not in again:  # every key decoded: the fast return above
+                return list(map(_first, again)), list(map(_second, again))  # type: ignore[arg-type]
             get = found.get
             hits = [h if h is not None or k is None else get(k) for k, h in zip(keys, hits)]
         return [None if h is None else h[0] for h in hits], [None if h is None else h[1] for h in hits]
