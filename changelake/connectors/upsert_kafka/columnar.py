@@ -58,6 +58,8 @@ TP = tuple[str, int]
 _STATE_KEY_LEN = struct.Struct(">I")
 _KINDS = pa.array(["+I", "-U", "+U", "-D"], pa.string())
 _I, _UB, _UA, _D = 0, 1, 2, 3
+#: chunks of the ArrowState table before they are combined into one
+_MAX_CHUNKS = 8
 
 #: ``source`` below is the UpsertKafkaSource (typed Any: it imports this module)
 
@@ -176,7 +178,7 @@ class ArrowState:
     the key: a state written otherwise (the per-record path, a store filled before the source
     opened) makes it stale, and that key's previous row is decoded from the store's bytes. Rows
     of replaced or deleted keys stay until :meth:`add` compacts the table (more than twice the
-    live keys plus 4096 rows, or 64 chunks)."""
+    live keys plus 4096 rows; more than 8 chunks are combined into one)."""
 
     def __init__(self) -> None:
         self.table: pa.Table | None = None
@@ -209,10 +211,12 @@ class ArrowState:
         base = 0 if table is None else table.num_rows
         row_of.update(zip(state_keys, range(base, base + len(state_keys))))
         table = rows if table is None else pa.concat_tables([table, rows])
-        if table.num_rows > 2 * len(row_of) + 4096 or table.column(0).num_chunks > 64:
+        if table.num_rows > 2 * len(row_of) + 4096:
             live = list(row_of.items())
             table = table.take(pa.array([p for _, p in live], pa.int64())).combine_chunks()
             self.row_of = {sk: i for i, (sk, _) in enumerate(live)}
+        elif table.column(0).num_chunks > _MAX_CHUNKS:
+            table = table.combine_chunks()  # a take over many chunks costs more than one copy
         self.table = table
 
 
