@@ -180,8 +180,6 @@ class UpsertKafkaSource:
         self._row_cache: dict[bytes, tuple[bytes, tuple[Any, ...]]] | None = (
             {} if type(self.store) is MemoryKeyStateStore else None
         )
-        #: memory state on the columnar lane: the rows it wrote, decoded (Arrow; see columnar.ArrowState)
-        self._arrow_state = columnar.ArrowState()
         #: per key bytes of a batch, the decoded key row and its state key (see _decode_key_batch)
         self._key_cache: dict[bytes, tuple[dict[str, Any], bytes]] = {}
         self.normalizer = ChangelogNormalize(
