@@ -281,3 +281,31 @@ def test_restarts_on_the_same_state_give_what_the_record_path_gives(kafka_bootst
         assert want and {r[4] for r in want} <= set(range(produced - len(records), produced))
         kinds = {r[0] for r in want}
         assert {"+U", "-D"} <= kinds and (("-U" in kinds) == (mode == "retract"))
+
+
+def test_an_unbounded_read_past_the_partition_end(kafka_bootstrap, topic_factory):
+    """Unbounded (no ``scan.bounded.mode``), the polls reach the end of the topic and get its
+    partition-EOF event (``enable.partition.eof``) among or after the records: the same rows
+    as the bounded record path, the position at the end, no error (on main the scan compared
+    the KafkaError with None, which raises)."""
+    import time
+
+    topic = topic_factory(partitions=1)
+    records = _random_records(300, 30, seed=3)
+    _produce(kafka_bootstrap, topic, records)
+    want = _read(_options(kafka_bootstrap, topic), MemoryKeyStateStore(), False, 500)
+    assert want["error"] is None
+    o = _options(kafka_bootstrap, topic)
+    del o["scan.bounded.mode"]
+    rows: list[tuple[Any, ...]] = []
+    with create_source(o, SCHEMA) as source:
+        deadline = time.monotonic() + 30
+        polls_at_end = 0
+        while polls_at_end < 3 and time.monotonic() < deadline:
+            for batch in source.poll_batches(max_events=128, timeout_s=0.5):
+                rows.extend(_batch_rows(batch))
+            if source.positions.get((topic, 0)) == len(records):
+                polls_at_end += 1
+        assert source.positions == {(topic, 0): len(records)}
+        assert source.columnar_polls >= 1
+    assert rows == want["rows"]
