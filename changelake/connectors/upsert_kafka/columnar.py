@@ -73,10 +73,14 @@ class _Scan:
         tps: list[TP] = list(zip([str(m.topic()) for m in messages], [int(m.partition() or 0) for m in messages]))
         offsets: list[int] = [int(m.offset() or 0) for m in messages]
         ends = source._ends
-        if ends is None and errors.count(None) == len(errors):
+        done = source._done
+        if all(e is None for e in errors) and (ends is None or all(  # (a KafkaError cannot be compared with None)
+            tp not in done and offset < ends.get(tp, 0)
+            # the last offset of each partition (ascending within one): none past its end
+            for tp, offset in dict(zip(tps, offsets)).items()
+        )):
             self.messages, self.tps, self.offsets = messages, tps, offsets
             return
-        done = source._done
         self.messages, self.tps, self.offsets = [], [], []
         for msg, err, tp, offset in zip(messages, errors, tps, offsets):
             if err is not None:
@@ -133,7 +137,9 @@ def poll_batches(source: Any, consumer: Any, messages: list[Any]) -> list[Change
             data.pop(sk, None)
         else:
             data[sk] = mark + pack(len(held[1])) + held[1] + held[2]
-        cache.pop(sk, None)  # its row tuple no longer matches the state (the row path decodes)
+    if cache:  # their row tuples no longer match the state (the row path decodes)
+        for sk in writes:
+            cache.pop(sk, None)
     ends = source._ends
     for tp, offset in scan.eofs:
         source._advance(tp, offset)

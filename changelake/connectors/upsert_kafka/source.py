@@ -661,6 +661,9 @@ class UpsertKafkaSource:
             if len(cache) + len(found) > _KEY_CACHE_MAX:
                 cache.clear()
             cache.update(found)
+            again: list[tuple[dict[str, Any], bytes] | None] = list(map(cache.get, keys))  # type: ignore[arg-type]
+            if None not in again:  # every key decoded: the fast return above
+                return list(map(_first, again)), list(map(_second, again))  # type: ignore[arg-type]
             get = found.get
             hits = [h if h is not None or k is None else get(k) for k, h in zip(keys, hits)]
         return [None if h is None else h[0] for h in hits], [None if h is None else h[1] for h in hits]

@@ -245,3 +245,67 @@ def test_batches_carry_their_records_and_events(kafka_bootstrap, topic_factory):
         for k, v in b.ops.items():
             ops[k] = ops.get(k, 0) + v
     assert ops == {"c": 3, "u": 2, "d": 1}
+
+
+def _read_more(options: dict[str, str], store: KeyStateStore, columnar: bool, max_records: int,
+               ) -> tuple[list[tuple[Any, ...]], tuple[int, int]]:
+    """A new source on ``store`` (a restart), polled to the bounded end: its rows (kind, values,
+    topic, partition, offset) and the polls of each path of ``poll_batches``."""
+    got = _read(options, store, columnar, max_records)
+    assert got["error"] is None, got["error"]
+    return got["rows"], got["paths"]
+
+
+@pytest.mark.parametrize("mode", ["upsert", "retract"])
+def test_restarts_on_the_same_state_give_what_the_record_path_gives(kafka_bootstrap, topic_factory, mode):
+    """Three runs on one memory store each, new records before each (updates and tombstones of
+    keys the earlier runs left in the state, identical rows, rows spelt otherwise): a run on the
+    columnar lane after a run of ``poll()`` (state it did not write, its decoded rows unknown)
+    and after one of its own (a new source: none of the rows decoded), and the record path in
+    all three on its own store, give the same rows and the same state after each run."""
+    topic = topic_factory(partitions=1)
+    o = _options(kafka_bootstrap, topic, **{"scan.changelog-mode": mode})
+    reference, lane = MemoryKeyStateStore(), MemoryKeyStateStore()
+    produced = 0
+    for run, lane_columnar in enumerate((False, True, True)):
+        records = _random_records(400, 40, seed=21 + run)
+        # an identical row again and a tombstone of a key the previous run left live
+        records += [records[-1], (b'{"region":"k3"}', None), (b'{"region":"k3"}', None)]
+        _produce(kafka_bootstrap, topic, records)
+        produced += len(records)
+        want, _ = _read_more(o, reference, False, 64)
+        got, (arrow_polls, _) = _read_more(o, lane, lane_columnar, 64)
+        assert got == want, run
+        assert (arrow_polls >= 1) == lane_columnar
+        assert sorted(lane.items()) == sorted(reference.items()), run
+        assert want and {r[4] for r in want} <= set(range(produced - len(records), produced))
+        kinds = {r[0] for r in want}
+        assert {"+U", "-D"} <= kinds and (("-U" in kinds) == (mode == "retract"))
+
+
+def test_an_unbounded_read_past_the_partition_end(kafka_bootstrap, topic_factory):
+    """Unbounded (no ``scan.bounded.mode``), the polls reach the end of the topic and get its
+    partition-EOF event (``enable.partition.eof``) among or after the records: the same rows
+    as the bounded record path, the position at the end, no error (on main the scan compared
+    the KafkaError with None, which raises)."""
+    import time
+
+    topic = topic_factory(partitions=1)
+    records = _random_records(300, 30, seed=3)
+    _produce(kafka_bootstrap, topic, records)
+    want = _read(_options(kafka_bootstrap, topic), MemoryKeyStateStore(), False, 500)
+    assert want["error"] is None
+    o = _options(kafka_bootstrap, topic)
+    del o["scan.bounded.mode"]
+    rows: list[tuple[Any, ...]] = []
+    with create_source(o, SCHEMA) as source:
+        deadline = time.monotonic() + 30
+        polls_at_end = 0
+        while polls_at_end < 3 and time.monotonic() < deadline:
+            for batch in source.poll_batches(max_events=128, timeout_s=0.5):
+                rows.extend(_batch_rows(batch))
+            if source.positions.get((topic, 0)) == len(records):
+                polls_at_end += 1
+        assert source.positions == {(topic, 0): len(records)}
+        assert source.columnar_polls >= 1
+    assert rows == want["rows"]
