@@ -116,8 +116,8 @@ class MySqlSource:
         #: tables whose changes this pipeline has delivered or snapshotted (``db.table``), kept in
         #: :attr:`position` so that a later run can tell newly added tables apart.
         self._known: set[str] = set()
-        #: the definitions the last snapshot read, the binlog reader's last-known schemas of tables
-        #: dropped before it starts (SchemaTracker ``known``)
+        #: the definitions the last snapshot read and the binlog readers' warm-ups found: the next
+        #: reader's last-known schemas of tables dropped before it starts (SchemaTracker ``known``)
         self._snapshot_schemas: dict[str, TableSchema] = {}
         self._known_ids: set[TableId] = set()
         self._captured = CapturedTables(options.tables, options.tables_exclude)
@@ -469,12 +469,21 @@ class MySqlSource:
             elif kind == "resnapshot":
                 if str(item) not in self._refill:
                     self._refill.append(str(item))
+            elif kind == "schemas":
+                self._remember_schemas(item)
         if last_event is not None:
             self._position = SourcePosition.from_dict(last_event.position)
         if snapshot_now is not None:
             self._start_signal_snapshot(*snapshot_now)
         self._after_poll()
         return self._metadata.apply(out) if self._metadata and out else out
+
+    def _remember_schemas(self, schemas: tuple[TableSchema, ...]) -> None:
+        """Keep a reader's warm-up definitions for the readers started after it: a re-read (a
+        renamed table, a filled column) stops the reader and starts a new one, by when a table
+        the old one knew may be dropped (a ``DROP DATABASE`` right after a ``RENAME TABLE``) and
+        its definition gone from information_schema."""
+        self._snapshot_schemas.update((str(s.table_id), s) for s in schemas)
 
     def _poll_filtered(self, max_events: int, timeout_s: float) -> list[DataChangeEvent]:
         """:meth:`poll` while the chunk high watermarks filter the binlog (Flink CDC's
@@ -515,6 +524,8 @@ class MySqlSource:
                 # goes on from there with the same chunk high watermarks
                 if str(item) not in self._refill:
                     self._refill.append(str(item))
+            elif kind == "schemas":
+                self._remember_schemas(item)
             elif kind == "progress":
                 assert isinstance(item, Progress)
                 flt.passed(item.file, item.next_pos)

@@ -278,8 +278,16 @@ class EventHandler:
         """Read the definition of the captured tables that exist at the start and that the tracker
         does not know yet (:meth:`SchemaTracker.warm_up`): the last-known schema of each at its
         drop, also for a restarted reader that reads no row of it before (information_schema no
-        longer has a dropped table). Call before reading events; a connection error propagates."""
-        self._tracker.warm_up(sorted(self._existing))
+        longer has a dropped table). Call before reading events; a connection error propagates.
+
+        Puts ``("schemas", tuple[TableSchema, ...])``: the definitions it holds for those tables,
+        which the source gives to the next reader it starts (after a re-read, by when a table may
+        be gone from information_schema)."""
+        existing = sorted(self._existing)
+        self._tracker.warm_up(existing)
+        known = self._tracker.known(existing)
+        if known:
+            self._put(("schemas", known))
 
     # -- positions --------------------------------------------------------------------------
     def physical_start(self) -> BinlogPosition:

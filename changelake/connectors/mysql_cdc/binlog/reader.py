@@ -166,7 +166,9 @@ class BinlogReader:
 
         Items are ``("event", DataChangeEvent)``, ``("progress", Progress)`` and
         ``("resnapshot", TableId)`` (an ``ALTER TABLE ... ADD`` column that MySQL filled in the
-        existing rows without binlog rows: re-read the table after it).
+        existing rows without binlog rows: re-read the table after it) and ``("schemas",
+        tuple[TableSchema, ...])`` (the captured tables' definitions at the reader's start, for
+        the next reader's tracker: :meth:`EventHandler.warm_up`).
 
         Raises:
             SourceError: the reader thread failed (a BinlogEventError subclass for a refused

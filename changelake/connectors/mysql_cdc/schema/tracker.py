@@ -286,6 +286,18 @@ class SchemaTracker:
                 self._seeded.discard(t)
                 self._hint(t)
 
+    def known(self, tables: Iterable[TableId]) -> tuple[TableSchema, ...]:
+        """The definitions this tracker holds for ``tables`` (the latest table map's, else the
+        latest information_schema one it read or was given), for the ``known`` of a later
+        tracker: a reader started again (after a re-read) when a table is already dropped still
+        has its last-known schema at the drop."""
+        out = []
+        for t in tables:
+            schema = self._last.get(t) or self._resolved.get(t)
+            if schema is not None:
+                out.append(schema)
+        return tuple(out)
+
     def invalidate(self, table_id: TableId | None = None) -> None:
         """Forget information_schema hints (of one table, or all after an unparsed DDL)."""
         if table_id is None:

@@ -157,3 +157,31 @@ def test_a_drop_of_a_captured_name_no_table_of_which_is_known_gives_no_event():
     h2.warm_up()
     _ddl(h2, "DROP TABLE b", pos=100)
     assert [(e.table, e.schema) for kind, e in out if kind == "event"] == [(B, None)]
+
+
+def test_a_readers_warm_up_hands_its_definitions_to_the_next_reader():
+    # a re-read (RENAME TABLE r TO r2) stops the reader and starts another; a DROP DATABASE
+    # committed before the new reader's warm-up finds nothing in information_schema: the
+    # definitions the first reader's warm-up put out are the new tracker's ``known``
+    server = Server(a=_schema(A), b=_schema(B, "w"))
+    out: list = []
+    h = EventHandler(SourcePosition(BinlogPosition("mysql-bin.000001", 4)), lambda t: t.database == "d",
+                     SchemaTracker(server), out.append, existing={A, B})
+    h.warm_up()
+    handed = [item for kind, item in out if kind == "schemas"]
+    assert handed == [(_schema(A), _schema(B, "w"))]
+    server.tables.clear()  # the database is gone before the next reader starts
+    out.clear()
+    h2 = EventHandler(SourcePosition(BinlogPosition("mysql-bin.000001", 100)), lambda t: t.database == "d",
+                      SchemaTracker(server, handed[0]), out.append, existing={A, B})
+    h2.warm_up()
+    _ddl(h2, "DROP DATABASE d", pos=200)
+    assert [(e.table, e.schema) for kind, e in out if kind == "event"] == [
+        (A, _schema(A).schema), (B, _schema(B, "w").schema)]
+    # without the hand-over the second reader knows neither
+    out.clear()
+    h3 = EventHandler(SourcePosition(BinlogPosition("mysql-bin.000001", 100)), lambda t: t.database == "d",
+                      SchemaTracker(server), out.append, existing={A, B})
+    h3.warm_up()
+    _ddl(h3, "DROP DATABASE d", pos=200)
+    assert [(e.table, e.schema) for kind, e in out if kind == "event"] == [(A, None), (B, None)]
