@@ -1,0 +1,156 @@
+"""DDL on a captured table the lock-free snapshot has not read yet (issue 17 class).
+
+``START TRANSACTION WITH CONSISTENT SNAPSHOT`` holds a table's metadata lock only from its first
+SELECT on, so a DDL on a table not read yet commits freely while the snapshot reads another one.
+Each test captures two tables, ``a`` (read first) and ``b``, and runs -- right after the snapshot's
+``open()``, so the race happens every time -- a row change of ``b``, a DDL of ``b``, and another
+row change of ``b``: the binlog from the snapshot's position then holds rows events of the old
+definition, the DDL and rows events of the new one. The folded changelog must equal MySQL's final
+state, each event's row must have its schema's columns, and the events before the DDL must carry
+the old definition with its values (decoded by the definition they were written with).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pymysql
+import pytest
+
+from changelake.changelog import TableId
+from changelake.changelog.event import DROP_TABLE, DataChangeEvent, Op
+from changelake.connectors.mysql_cdc import MySqlSource
+from changelake.connectors.mysql_cdc.snapshot import incremental, reader
+from changelake.connectors.mysql_cdc.snapshot.reader import read_table
+from changelake.connectors.errors import SourceTableNotFoundError
+from mysql_cdc_support import drain, run_sql, source_options
+
+pytestmark = pytest.mark.integration
+
+ROWS = 30
+
+#: (DDL of b, statement after it, b's columns after the DDL)
+CASES = {
+    "drop-column": (["ALTER TABLE b DROP COLUMN s"], "INSERT INTO b VALUES (1000, 1000)", ["id", "v"]),
+    "rename-column": (["ALTER TABLE b RENAME COLUMN s TO w"], "INSERT INTO b VALUES (1000, 1000, 'n')",
+                      ["id", "v", "w"]),
+    "add-column-default": (["ALTER TABLE b ADD COLUMN d INT NOT NULL DEFAULT 5"],
+                           "INSERT INTO b VALUES (1000, 1000, 'n', 6)", ["id", "v", "s", "d"]),
+    "modify-bigint": (["ALTER TABLE b MODIFY v BIGINT"], "INSERT INTO b VALUES (1000, 30000000000, 'n')",
+                      ["id", "v", "s"]),
+    "drop-table": (["DROP TABLE b"], None, None),
+    "drop-create": (["DROP TABLE b", "CREATE TABLE b (id BIGINT PRIMARY KEY, x VARCHAR(5), y INT)"],
+                    "INSERT INTO b VALUES (1000, 'x', 7), (2, 'y', 8)", ["id", "x", "y"]),
+}
+
+
+def _setup(params: dict, db: str) -> None:
+    run_sql(params, db,
+            "CREATE TABLE a (id INT PRIMARY KEY, v INT)",
+            f"INSERT INTO a SELECT seq, seq FROM seq_1_to_{ROWS}",
+            "CREATE TABLE b (id INT PRIMARY KEY, v INT, s VARCHAR(10))",
+            f"INSERT INTO b SELECT seq, seq, CONCAT('s', seq) FROM seq_1_to_{ROWS}")
+
+
+def _statements(case: str) -> list[str]:
+    ddl, after, _ = CASES[case]
+    # a row change before the DDL (old definition in the binlog) and one after it (new definition)
+    out = ["UPDATE b SET v = v + 100 WHERE id = 1", *ddl]
+    if after is not None:
+        out.append(after)
+        if case != "drop-create":
+            out.append("UPDATE b SET v = v + 1000 WHERE id = 1")
+    return out
+
+
+def _fold(events: list[DataChangeEvent], table: TableId) -> dict[Any, dict[str, Any]]:
+    state: dict[Any, dict[str, Any]] = {}
+    for e in events:
+        if e.table != table:
+            continue
+        if e.op is Op.TRUNCATE:
+            state.clear()
+        elif e.op is Op.DELETE:
+            assert e.before is not None
+            state.pop(e.before["id"], None)
+        else:
+            assert e.after is not None
+            state[e.after["id"]] = dict(e.after)
+    return state
+
+
+def _mysql_rows(params: dict, table: TableId) -> tuple[list[str] | None, dict[Any, dict[str, Any]]]:
+    conn = {k: params[k] for k in ("host", "port", "user", "password")}
+    try:
+        schema, rows = read_table(conn, table)
+    except SourceTableNotFoundError:
+        return None, {}
+    return [c.name for c in schema.columns], {r["id"]: r for r in rows}
+
+
+def _run(params: dict, db: str, case: str, monkeypatch, **extra: str) -> list[DataChangeEvent]:
+    real_open = reader.SnapshotReader.open
+    ran: list[bool] = []
+
+    def open_then_ddl(self: reader.SnapshotReader) -> Any:
+        at = real_open(self)
+        if not ran:
+            ran.append(True)
+            run_sql(params, db, *_statements(case))
+        return at
+
+    monkeypatch.setattr(reader.SnapshotReader, "open", open_then_ddl)
+    src = MySqlSource(source_options(params, db, "(a|b)", **extra))
+    src.open()
+    try:
+        events = drain(src)
+    finally:
+        src.close()
+    assert ran, "the DDL did not run during the snapshot"
+    return events
+
+
+def _check(params: dict, db: str, case: str, events: list[DataChangeEvent]) -> None:
+    a, b = TableId(db, "a"), TableId(db, "b")
+    for e in events:
+        row = e.after if e.after is not None else e.before
+        if row is not None:
+            assert e.schema is not None
+            assert set(row) == {c.name for c in e.schema.columns}, (e.op, e.table, row, e.schema)
+    # table a: untouched, read whole
+    assert _fold(events, a) == {i: {"id": i, "v": i} for i in range(1, ROWS + 1)}
+    columns, final = _mysql_rows(params, b)
+    folded = _fold(events, b)
+    if columns is None:  # dropped: the DROP TABLE event clears it
+        assert any(e.table == b and e.schema_change == DROP_TABLE for e in events)
+    assert folded == final
+    # the row change before the DDL: the old definition, its values decoded with it
+    before_ddl = [e for e in events if e.table == b and e.op is Op.UPDATE and e.before and e.before["v"] == 1]
+    assert len(before_ddl) == 1, before_ddl
+    assert before_ddl[0].schema is not None
+    assert [c.name for c in before_ddl[0].schema.columns] == ["id", "v", "s"]
+    assert dict(before_ddl[0].after or {}) == {"id": 1, "v": 101, "s": "s1"}
+    if columns is not None:
+        assert columns == CASES[case][2]
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_ddl_on_a_table_the_lock_free_snapshot_has_not_read_yet(mysql_params, database_factory, monkeypatch, caplog,
+                                                              case):
+    db = database_factory()
+    _setup(mysql_params, db)
+    with caplog.at_level(logging.INFO, logger=reader.__name__):
+        events = _run(mysql_params, db, case, monkeypatch)
+    _check(mysql_params, db, case, events)
+    said = caplog.text
+    # a table rebuilt (MODIFY to a wider type) or re-created cannot be read by the transaction
+    # (ER_TABLE_DEF_CHANGED): a new consistent snapshot reads it; a dropped one is skipped
+    assert ("new consistent snapshot reads it" in said) == (case in ("modify-bigint", "drop-create")), said
+    assert ("is gone" in said) == (case == "drop-table"), said
+    reads_b = [e for e in events if e.table == TableId(db, "b") and e.op is Op.READ]
+    if case in ("drop-column", "rename-column", "add-column-default", "modify-bigint"):
+        # the snapshot read b with the definition MariaDB read it with: the new one
+        assert reads_b and all([c.name for c in e.schema.columns] == CASES[case][2] for e in reads_b if e.schema)
+    if case == "add-column-default":  # MySQL filled the old rows
+        assert {e.after["d"] for e in reads_b if e.after and e.after["id"] <= ROWS} == {5}
