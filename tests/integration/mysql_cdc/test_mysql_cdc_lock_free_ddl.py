@@ -173,3 +173,38 @@ def test_ddl_on_a_table_the_incremental_snapshot_has_not_chunked_yet(mysql_param
     events = _run(mysql_params, db, case, monkeypatch, **{"scan.incremental.snapshot.enabled": "true",
                                                           "scan.incremental.snapshot.chunk.size": "10"})
     _check(mysql_params, db, case, events, lock_free=False)
+
+
+@pytest.mark.parametrize("case", ["drop-column", "modify-bigint", "drop-create"])
+def test_ddl_on_a_table_a_signalled_snapshot_has_not_read_yet(mysql_params, database_factory, monkeypatch, case):
+    """The same class in Debezium's ``execute-snapshot`` signal (an ad-hoc lock-free snapshot from
+    the signal's binlog position): the DDL runs right after that snapshot's ``open()``."""
+    db = database_factory()
+    _setup(mysql_params, db)
+    run_sql(mysql_params, db, "CREATE TABLE sig (id VARCHAR(42) PRIMARY KEY, type VARCHAR(32) NOT NULL, "
+                              "data VARCHAR(2048))")
+    real_open = reader.SnapshotReader.open
+    opened: list[bool] = []
+
+    def open_then_ddl(self: reader.SnapshotReader) -> Any:
+        at = real_open(self)
+        opened.append(True)
+        if len(opened) == 2:  # the signal's snapshot (the first is the initial one)
+            run_sql(mysql_params, db, *_statements(case))
+        return at
+
+    monkeypatch.setattr(reader.SnapshotReader, "open", open_then_ddl)
+    src = MySqlSource(source_options(mysql_params, db, "(a|b)", **{"signal.data.collection": f"{db}.sig"}))
+    src.open()
+    try:
+        events = drain(src)
+        run_sql(mysql_params, db, "INSERT INTO sig VALUES ('ad-hoc-1', 'execute-snapshot', "
+                                  f"'{{\"data-collections\": [\"{db}.a\", \"{db}.b\"], \"type\": \"incremental\"}}')")
+        events += drain(src)
+        events += drain(src)  # (streaming on after the signal's snapshot)
+    finally:
+        src.close()
+    assert len(opened) >= 2, "the signal's snapshot did not run"
+    _check(mysql_params, db, case, events)
+    reads_a = [e for e in events if e.table == TableId(db, "a") and e.op is Op.READ]
+    assert len(reads_a) == 2 * ROWS  # the initial snapshot and the signal's
