@@ -138,23 +138,29 @@ class _DefinitionChanged(Exception):
     """The snapshot transaction cannot read a table (``ER_TABLE_DEF_CHANGED``); cause: the error."""
 
 
-def _raise_if_no_such_table(conn: Any, probe: str, table_id: TableId, cause: BaseException) -> None:
-    """Raise :class:`SourceTableNotFoundError` if ``probe`` (a SELECT of the table) run on ``conn``
-    in the table's database (``USE`` first: a missing database is not a dropped table) answers
-    ``ER_NO_SUCH_TABLE``. Any other answer returns, so the caller re-raises ``cause``."""
+def _is_no_such_table(conn: Any, probe: str, table_id: TableId) -> bool:
+    """Whether ``probe`` (a SELECT of the table) run on ``conn`` in the table's database (``USE``
+    first: a missing database is not a dropped table) answers ``ER_NO_SUCH_TABLE``."""
     try:
-        # the database must exist (else ER_BAD_DB_ERROR, 1049, raised here): a SELECT of a table
-        # of a missing database answers ER_NO_SUCH_TABLE as well
+        # the database must exist (else ER_BAD_DB_ERROR, 1049): a SELECT of a table of a missing
+        # database answers ER_NO_SUCH_TABLE as well
         conn.select_db(table_id.database or "")
         with conn.cursor() as cur:
             cur.execute(probe)
     except pymysql.err.ProgrammingError as exc:
-        if exc.args and exc.args[0] == _NO_SUCH_TABLE:
-            raise SourceTableNotFoundError(
-                f"MySQL table {table_id} does not exist (ER_NO_SUCH_TABLE): dropped or renamed", table=str(table_id)
-            ) from cause
+        return bool(exc.args and exc.args[0] == _NO_SUCH_TABLE)
     except pymysql.err.Error:
-        pass
+        return False
+    return False
+
+
+def _raise_if_no_such_table(conn: Any, probe: str, table_id: TableId, cause: BaseException) -> None:
+    """Raise :class:`SourceTableNotFoundError` if :func:`_is_no_such_table`; else return, so the
+    caller re-raises ``cause``."""
+    if _is_no_such_table(conn, probe, table_id):
+        raise SourceTableNotFoundError(
+            f"MySQL table {table_id} does not exist (ER_NO_SUCH_TABLE): dropped or renamed", table=str(table_id)
+        ) from cause
 
 
 def _key_param(table: TableSchema, name: str, raw: Any) -> Any:
@@ -252,7 +258,15 @@ class SnapshotReader:
         if self.binlog_position is None:
             self.binlog_position = here
         for name in self.progress.tables:
-            self._describe(name, load_table_schema(self._conn, TableId.parse(name), **self._schema_options))
+            table_id = TableId.parse(name)
+            try:
+                self._describe(name, load_table_schema(self._conn, table_id, **self._schema_options))
+            except SourceError:
+                # gone (a resumed snapshot: dropped or renamed while the pipeline was stopped; its
+                # DROP / RENAME is in the binlog from the snapshot's position): read() skips it
+                if not _is_no_such_table(self._conn, f"SELECT 1 FROM {quote(table_id.database or '')}."
+                                         f"{quote(table_id.table)} LIMIT 0", table_id):
+                    raise
         return self.binlog_position
 
     def _begin(self) -> BinlogPosition:
