@@ -210,15 +210,17 @@ def test_ddl_on_a_table_a_signalled_snapshot_has_not_read_yet(mysql_params, data
     assert len(reads_a) == 2 * ROWS  # the initial snapshot and the signal's
 
 
+@pytest.mark.parametrize("mode", ["lock-free", "incremental"])
 @pytest.mark.parametrize("case", ["drop-column", "drop-table", "drop-create"])
-def test_a_snapshot_stopped_before_a_table_resumes_after_its_ddl(mysql_params, database_factory, case):
+def test_a_snapshot_stopped_before_a_table_resumes_after_its_ddl(mysql_params, database_factory, case, mode):
     """Pipeline 1 stops while the snapshot reads ``a`` (position: P1, tables a and b, a's last
     key); ``b`` then changes, is altered, dropped or re-created; the restarted source (a new
     consistent snapshot for the rest, the binlog from P1) ends equal to MySQL instead of failing
     to start (``b`` no longer in information_schema)."""
     db = database_factory()
     _setup(mysql_params, db)
-    opts = source_options(mysql_params, db, "(a|b)", **{"scan.incremental.snapshot.chunk.size": "10"})
+    opts = source_options(mysql_params, db, "(a|b)", **{"scan.incremental.snapshot.chunk.size": "10",
+                                                         "scan.incremental.snapshot.enabled": "true" if mode == "incremental" else "false"})
     src = MySqlSource(opts)
     src.open()
     try:
@@ -234,4 +236,4 @@ def test_a_snapshot_stopped_before_a_table_resumes_after_its_ddl(mysql_params, d
         events += drain(again)
     finally:
         again.close()
-    _check(mysql_params, db, case, events)
+    _check(mysql_params, db, case, events, lock_free=mode == "lock-free")

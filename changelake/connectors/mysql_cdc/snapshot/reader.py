@@ -55,7 +55,7 @@ from changelake.connectors.mysql_cdc.values import convert
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SnapshotReader", "text_connection", "quote", "select_list", "read_table"]
+__all__ = ["SnapshotReader", "text_connection", "quote", "select_list", "read_table", "no_such_table"]
 
 #: PyMySQL encoders only (parameters are escaped), no decoders: every value arrives as the
 #: server's text (str) or, for binary-charset data, bytes -- converted by values.convert.
@@ -113,13 +113,13 @@ def read_table(connection: dict[str, Any], table_id: TableId) -> tuple[TableSche
         try:
             table = load_table_schema(conn, table_id)
         except SourceError as exc:  # no columns in information_schema: ask the server why
-            _raise_if_no_such_table(conn, f"SELECT 1 FROM {name} LIMIT 0", table_id, exc)
+            _raise_if_no_such_table(conn, table_id, exc)
             raise
         with conn.cursor(pymysql.cursors.SSCursor) as cur:
             try:
                 cur.execute(f"SELECT {select_list(table)} FROM {name}")
             except pymysql.err.ProgrammingError as exc:  # dropped since its columns were read
-                _raise_if_no_such_table(conn, f"SELECT 1 FROM {name} LIMIT 0", table_id, exc)
+                _raise_if_no_such_table(conn, table_id, exc)
                 raise
             rows = [{c.name: convert(c, v) for c, v in zip(table.columns, raw)} for raw in cur.fetchall_unbuffered()]
         return table, rows
@@ -138,9 +138,10 @@ class _DefinitionChanged(Exception):
     """The snapshot transaction cannot read a table (``ER_TABLE_DEF_CHANGED``); cause: the error."""
 
 
-def _is_no_such_table(conn: Any, probe: str, table_id: TableId) -> bool:
-    """Whether ``probe`` (a SELECT of the table) run on ``conn`` in the table's database (``USE``
-    first: a missing database is not a dropped table) answers ``ER_NO_SUCH_TABLE``."""
+def no_such_table(conn: Any, table_id: TableId) -> bool:
+    """Whether a SELECT of the table run on ``conn`` in the table's database (``USE`` first: a
+    missing database is not a dropped table) answers ``ER_NO_SUCH_TABLE`` (dropped or renamed)."""
+    probe = f"SELECT 1 FROM {quote(table_id.database or '')}.{quote(table_id.table)} LIMIT 0"
     try:
         # the database must exist (else ER_BAD_DB_ERROR, 1049): a SELECT of a table of a missing
         # database answers ER_NO_SUCH_TABLE as well
@@ -154,10 +155,10 @@ def _is_no_such_table(conn: Any, probe: str, table_id: TableId) -> bool:
     return False
 
 
-def _raise_if_no_such_table(conn: Any, probe: str, table_id: TableId, cause: BaseException) -> None:
-    """Raise :class:`SourceTableNotFoundError` if :func:`_is_no_such_table`; else return, so the
+def _raise_if_no_such_table(conn: Any, table_id: TableId, cause: BaseException) -> None:
+    """Raise :class:`SourceTableNotFoundError` if :func:`no_such_table`; else return, so the
     caller re-raises ``cause``."""
-    if _is_no_such_table(conn, probe, table_id):
+    if no_such_table(conn, table_id):
         raise SourceTableNotFoundError(
             f"MySQL table {table_id} does not exist (ER_NO_SUCH_TABLE): dropped or renamed", table=str(table_id)
         ) from cause
@@ -264,8 +265,7 @@ class SnapshotReader:
             except SourceError:
                 # gone (a resumed snapshot: dropped or renamed while the pipeline was stopped; its
                 # DROP / RENAME is in the binlog from the snapshot's position): read() skips it
-                if not _is_no_such_table(self._conn, f"SELECT 1 FROM {quote(table_id.database or '')}."
-                                         f"{quote(table_id.table)} LIMIT 0", table_id):
+                if not no_such_table(self._conn, table_id):
                     raise
         return self.binlog_position
 
