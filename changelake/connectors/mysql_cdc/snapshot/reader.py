@@ -253,7 +253,8 @@ class SnapshotReader:
 
         Raises:
             SourceError: the server gives no snapshot binlog position (only MariaDB does), or a
-                table to read is gone.
+                table to read has no definition for another reason than being gone (a table gone,
+                ``ER_NO_SUCH_TABLE``, is skipped by :meth:`read`: see the module doc).
         """
         here = self._begin()
         if self.binlog_position is None:
@@ -476,6 +477,11 @@ class SnapshotReader:
                 except _DefinitionChanged as exc:
                     self._restart_transaction(name, exc.__cause__ or exc)
                     continue
+                except Exception as exc:
+                    if not is_connection_loss(exc):
+                        raise
+                    raise SnapshotInterruptedError(table=name, after_key=self.progress.after_key,
+                                                   cause=f"{type(exc).__name__}: {exc}") from exc
                 self._rows = self._chunk_rows(self._schemas[name], self.progress.after_key)
                 self._chunk_count = 0
             table = self._schemas[name]
