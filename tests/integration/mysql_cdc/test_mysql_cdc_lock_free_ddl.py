@@ -237,3 +237,36 @@ def test_a_snapshot_stopped_before_a_table_resumes_after_its_ddl(mysql_params, d
     finally:
         again.close()
     _check(mysql_params, db, case, events, lock_free=mode == "lock-free")
+
+
+def test_a_table_renamed_before_the_lock_free_snapshot_reads_it_is_read_under_its_new_name(
+        mysql_params, database_factory, monkeypatch):
+    """``RENAME TABLE b TO c`` (both captured) before the snapshot reads ``b``: ``b`` is gone for
+    the transaction (skipped), and the binlog's RENAME re-reads ``c``: nothing of b's rows lost."""
+    db = database_factory()
+    _setup(mysql_params, db)
+    real_open = reader.SnapshotReader.open
+    ran: list[bool] = []
+
+    def open_then_rename(self: reader.SnapshotReader) -> Any:
+        at = real_open(self)
+        if not ran:
+            ran.append(True)
+            run_sql(mysql_params, db, "UPDATE b SET v = v + 100 WHERE id = 1", "RENAME TABLE b TO c",
+                    "UPDATE c SET v = v + 1000 WHERE id = 2")
+        return at
+
+    monkeypatch.setattr(reader.SnapshotReader, "open", open_then_rename)
+    src = MySqlSource(source_options(mysql_params, db, "(a|b|c)"))
+    src.open()
+    try:
+        events = drain(src)
+    finally:
+        src.close()
+    assert ran
+    c = TableId(db, "c")
+    columns, final = _mysql_rows(mysql_params, c)
+    assert columns == ["id", "v", "s"] and len(final) == ROWS
+    assert final[1]["v"] == 101 and final[2]["v"] == 1002
+    assert _fold(events, c) == final
+    assert _fold(events, TableId(db, "b")) == {}
