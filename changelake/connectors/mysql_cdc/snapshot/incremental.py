@@ -55,7 +55,7 @@ from changelake.connectors.mysql_cdc.snapshot.chunks import INTEGRAL_KINDS, SPLI
 from changelake.connectors.mysql_cdc.errors import SnapshotInterruptedError
 from changelake.connectors.mysql_cdc.positions import BinlogPosition, SnapshotProgress
 from changelake.connectors.mysql_cdc.schema.tracker import SchemaTracker, TableSchema, load_table_schema
-from changelake.connectors.mysql_cdc.snapshot.reader import quote, select_list, text_connection
+from changelake.connectors.mysql_cdc.snapshot.reader import no_such_table, quote, select_list, text_connection
 from changelake.connectors.mysql_cdc.values import convert
 from changelake.connectors.mysql_cdc.snapshot.watermarks import ChunkMark, TableMarks, WatermarkFilter, encode_value, hw_reached, marks_from_json
 
@@ -275,8 +275,17 @@ class IncrementalSnapshotReader:
         self._ctl = text_connection(self._connection)
         if self.binlog_position is None:
             self.binlog_position = master_status(self._ctl)
-        for name in self._remaining:
-            table = load_table_schema(self._ctl, TableId.parse(name), **self._schema_options)
+        for name in list(self._remaining):
+            try:
+                table = load_table_schema(self._ctl, TableId.parse(name), **self._schema_options)
+            except SourceError:
+                if not no_such_table(self._ctl, TableId.parse(name)):
+                    raise
+                # gone (a resumed snapshot: dropped or renamed while the pipeline was stopped; its
+                # DROP / RENAME is in the binlog): no chunk of it, as for a table gone meanwhile
+                log.info("incremental snapshot: table %s is gone (dropped or renamed); not read", name)
+                self._remaining = [t for t in self._remaining if t != name]
+                continue
             self._schemas[name] = table
             self._keys[name] = self._ordering_key(table)
             stored = self._marks.get(name)

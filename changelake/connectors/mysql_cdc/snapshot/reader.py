@@ -17,6 +17,17 @@ both as ``r`` and as ``c``. This is the at-least-once-per-key behaviour of Flink
 ``scan.incremental.snapshot.backfill.skip=true``; an uninterrupted snapshot is exact. A table
 without primary key is read in one pass and restarted from its beginning after a restart.
 
+DDL on a table not read yet: the transaction holds a table's metadata lock only from its first
+SELECT on, so a DDL of a captured table the snapshot has not reached commits freely. Each table's
+definition is therefore read again right after its lock is taken (a one-row SELECT before its
+first chunk), and its rows are read with the definition MariaDB reads them with: after an instant
+``ALTER`` (drop, rename, add with a default MySQL fills in) the rows of the snapshot's point in the
+new definition. A table the transaction cannot read (``ER_TABLE_DEF_CHANGED``: rebuilt, e.g. a
+``MODIFY`` to a wider type, or dropped and created again) is read by a new consistent snapshot
+(with the tables after it), as after a restart above; a table gone (``ER_NO_SUCH_TABLE``) is
+skipped: its ``DROP`` / ``RENAME`` follows in the binlog. The binlog's rows events before the DDL
+are decoded with their own table maps (the old definition), never with the snapshot's.
+
 This is the default. ``scan.incremental.snapshot.enabled`` = true reads Flink CDC's way instead
 (:mod:`~changelake.connectors.mysql_cdc.snapshot.incremental`): chunks at low/high watermarks,
 in parallel, exact across restarts too, on any server with a binlog.
@@ -25,6 +36,7 @@ in parallel, exact across restarts too, on any server with a binlog.
 from __future__ import annotations
 
 import decimal
+import logging
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import pymysql
@@ -41,7 +53,9 @@ from changelake.connectors.mysql_cdc.schema.tracker import TableSchema, load_tab
 from changelake.connectors.mysql_cdc.snapshot.conditions import where_clause
 from changelake.connectors.mysql_cdc.values import convert
 
-__all__ = ["SnapshotReader", "text_connection", "quote", "select_list", "read_table"]
+log = logging.getLogger(__name__)
+
+__all__ = ["SnapshotReader", "text_connection", "quote", "select_list", "read_table", "no_such_table"]
 
 #: PyMySQL encoders only (parameters are escaped), no decoders: every value arrives as the
 #: server's text (str) or, for binary-charset data, bytes -- converted by values.convert.
@@ -99,13 +113,13 @@ def read_table(connection: dict[str, Any], table_id: TableId) -> tuple[TableSche
         try:
             table = load_table_schema(conn, table_id)
         except SourceError as exc:  # no columns in information_schema: ask the server why
-            _raise_if_no_such_table(conn, f"SELECT 1 FROM {name} LIMIT 0", table_id, exc)
+            _raise_if_no_such_table(conn, table_id, exc)
             raise
         with conn.cursor(pymysql.cursors.SSCursor) as cur:
             try:
                 cur.execute(f"SELECT {select_list(table)} FROM {name}")
             except pymysql.err.ProgrammingError as exc:  # dropped since its columns were read
-                _raise_if_no_such_table(conn, f"SELECT 1 FROM {name} LIMIT 0", table_id, exc)
+                _raise_if_no_such_table(conn, table_id, exc)
                 raise
             rows = [{c.name: convert(c, v) for c, v in zip(table.columns, raw)} for raw in cur.fetchall_unbuffered()]
         return table, rows
@@ -114,25 +128,40 @@ def read_table(connection: dict[str, Any], table_id: TableId) -> tuple[TableSche
 
 
 _NO_SUCH_TABLE = 1146  # ER_NO_SUCH_TABLE (MySQL and MariaDB): the database exists, the table does not
+#: ER_TABLE_DEF_CHANGED: InnoDB cannot read a table rebuilt or re-created after the transaction's read view
+_TABLE_DEF_CHANGED = 1412
+#: new consistent snapshots for one table (each after ER_TABLE_DEF_CHANGED) before the snapshot gives up
+_MAX_RESTARTS = 5
 
 
-def _raise_if_no_such_table(conn: Any, probe: str, table_id: TableId, cause: BaseException) -> None:
-    """Raise :class:`SourceTableNotFoundError` if ``probe`` (a SELECT of the table) run on ``conn``
-    in the table's database (``USE`` first: a missing database is not a dropped table) answers
-    ``ER_NO_SUCH_TABLE``. Any other answer returns, so the caller re-raises ``cause``."""
+class _DefinitionChanged(Exception):
+    """The snapshot transaction cannot read a table (``ER_TABLE_DEF_CHANGED``); cause: the error."""
+
+
+def no_such_table(conn: Any, table_id: TableId) -> bool:
+    """Whether a SELECT of the table run on ``conn`` in the table's database (``USE`` first: a
+    missing database is not a dropped table) answers ``ER_NO_SUCH_TABLE`` (dropped or renamed)."""
+    probe = f"SELECT 1 FROM {quote(table_id.database or '')}.{quote(table_id.table)} LIMIT 0"
     try:
-        # the database must exist (else ER_BAD_DB_ERROR, 1049, raised here): a SELECT of a table
-        # of a missing database answers ER_NO_SUCH_TABLE as well
+        # the database must exist (else ER_BAD_DB_ERROR, 1049): a SELECT of a table of a missing
+        # database answers ER_NO_SUCH_TABLE as well
         conn.select_db(table_id.database or "")
         with conn.cursor() as cur:
             cur.execute(probe)
     except pymysql.err.ProgrammingError as exc:
-        if exc.args and exc.args[0] == _NO_SUCH_TABLE:
-            raise SourceTableNotFoundError(
-                f"MySQL table {table_id} does not exist (ER_NO_SUCH_TABLE): dropped or renamed", table=str(table_id)
-            ) from cause
+        return bool(exc.args and exc.args[0] == _NO_SUCH_TABLE)
     except pymysql.err.Error:
-        pass
+        return False
+    return False
+
+
+def _raise_if_no_such_table(conn: Any, table_id: TableId, cause: BaseException) -> None:
+    """Raise :class:`SourceTableNotFoundError` if :func:`no_such_table`; else return, so the
+    caller re-raises ``cause``."""
+    if no_such_table(conn, table_id):
+        raise SourceTableNotFoundError(
+            f"MySQL table {table_id} does not exist (ER_NO_SUCH_TABLE): dropped or renamed", table=str(table_id)
+        ) from cause
 
 
 def _key_param(table: TableSchema, name: str, raw: Any) -> Any:
@@ -205,6 +234,10 @@ class SnapshotReader:
         self._conn: Any = None
         self._rows: Iterator[tuple[TableSchema, tuple[Any, ...]]] | None = None
         self._schemas: dict[str, TableSchema] = {}
+        #: tables whose metadata lock this transaction holds and whose definition was read after it
+        self._locked: set[str] = set()
+        #: ``db.table`` -> new consistent snapshots begun because the table could not be read
+        self._restarts: dict[str, int] = {}
 
     @property
     def schemas(self) -> dict[str, TableSchema]:
@@ -220,9 +253,27 @@ class SnapshotReader:
 
         Raises:
             SourceError: the server gives no snapshot binlog position (only MariaDB does), or a
-                table to read is gone.
+                table to read has no definition for another reason than being gone (a table gone,
+                ``ER_NO_SUCH_TABLE``, is skipped by :meth:`read`: see the module doc).
         """
+        here = self._begin()
+        if self.binlog_position is None:
+            self.binlog_position = here
+        for name in self.progress.tables:
+            table_id = TableId.parse(name)
+            try:
+                self._describe(name, load_table_schema(self._conn, table_id, **self._schema_options))
+            except SourceError:
+                # gone (a resumed snapshot: dropped or renamed while the pipeline was stopped; its
+                # DROP / RENAME is in the binlog from the snapshot's position): read() skips it
+                if not no_such_table(self._conn, table_id):
+                    raise
+        return self.binlog_position
+
+    def _begin(self) -> BinlogPosition:
+        """Open the connection and start the consistent snapshot; returns its binlog position."""
         self._conn = text_connection(self._connection)
+        self._locked = set()
         with self._conn.cursor() as cur:
             cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
@@ -236,18 +287,71 @@ class SnapshotReader:
                 "CONSISTENT SNAPSHOT (a MariaDB feature); a lock-free snapshot is not possible on this server. "
                 "Use 'scan.startup.mode' = 'latest-offset' or 'specific-offset' instead."
             )
-        here = BinlogPosition(file, int(pos))
-        if self.binlog_position is None:
-            self.binlog_position = here
-        for name in self.progress.tables:
-            table = load_table_schema(self._conn, TableId.parse(name), **self._schema_options)
-            self._schemas[name] = table
-            self._keys[name] = self._order_key(table)
-            if self._conditions.get(name):
-                # every query here runs with a parameter list: a literal % is written %% for PyMySQL
-                self._where[name] = where_clause(self._conditions[name], [c.name for c in table.columns],
-                                                 signal_id=self._signal_id, table=name).replace("%", "%%")
-        return self.binlog_position
+        return BinlogPosition(file, int(pos))
+
+    def _describe(self, name: str, table: TableSchema) -> None:
+        """Take ``table`` as the definition ``name`` is read with (its order key and filter too)."""
+        self._schemas[name] = table
+        self._keys[name] = self._order_key(table)
+        if self._conditions.get(name):
+            # every query here runs with a parameter list: a literal % is written %% for PyMySQL
+            self._where[name] = where_clause(self._conditions[name], [c.name for c in table.columns],
+                                             signal_id=self._signal_id, table=name).replace("%", "%%")
+
+    def _lock_and_describe(self, name: str) -> bool:
+        """Before the first chunk of ``name`` in this transaction: take the table's metadata lock
+        (a SELECT of one row: held until the transaction ends, so no DDL of the table commits
+        while it is read), then read its definition again, which is now the one MariaDB reads its
+        rows with. A DDL committed since :meth:`open` (the transaction held no lock on a table it
+        had not read yet) thus cannot make the chunk SELECT name a dropped or renamed column
+        (``ER_BAD_FIELD_ERROR``) or miss one added, whose values (an ``ADD COLUMN ... DEFAULT``)
+        MariaDB shows in the snapshot's rows.
+
+        Returns False if the table is gone (``ER_NO_SUCH_TABLE``: dropped or renamed after the
+        snapshot's binlog position; the binlog from there carries its ``DROP TABLE`` / ``RENAME
+        TABLE``, whose new name is read again then). Raises :class:`_DefinitionChanged` if the
+        transaction cannot read the table (``ER_TABLE_DEF_CHANGED``: rebuilt or re-created since
+        the snapshot began)."""
+        table_id = TableId.parse(name)
+        try:
+            with self._conn.cursor() as cur:
+                cur.execute(f"SELECT 1 FROM {quote(table_id.database or '')}.{quote(table_id.table)} LIMIT 1")
+                cur.fetchall()
+        except pymysql.err.MySQLError as exc:
+            code = exc.args[0] if exc.args else None
+            if code == _NO_SUCH_TABLE:
+                return False
+            if code == _TABLE_DEF_CHANGED:
+                raise _DefinitionChanged(name) from exc
+            raise
+        old = self._keys.get(name)
+        self._describe(name, load_table_schema(self._conn, table_id, **self._schema_options))
+        after = self.progress.after_key
+        if after is not None and old is not None and self._keys[name] != old:
+            raise SourceError(
+                f"the snapshot of table {name} resumes after key {after!r} of columns {list(old[0])}, but the "
+                f"table is now read in order of {list(self._keys[name][0])} (its primary or chunk key changed); "
+                "snapshot the table again from its beginning (a new pipeline state)"
+            )
+        self._locked.add(name)
+        return True
+
+    def _restart_transaction(self, name: str, cause: BaseException) -> None:
+        """A new consistent snapshot for the tables still to read (the binlog is still streamed
+        from the original position, as after a restart of the snapshot: see the module doc)."""
+        restarts = self._restarts[name] = self._restarts.get(name, 0) + 1
+        if restarts > _MAX_RESTARTS:
+            raise SourceError(
+                f"the lock-free snapshot cannot read table {name}: its definition changed since the snapshot "
+                f"began (ER_TABLE_DEF_CHANGED) {restarts} times; pause the DDL on {name} "
+                "and restart the pipeline, or use 'scan.incremental.snapshot.enabled' = 'true'"
+            ) from cause
+        log.warning("lock-free snapshot: table %s was rebuilt or re-created since the snapshot began (%s); "
+                    "a new consistent snapshot reads it and the %d table(s) after it; the binlog is still "
+                    "streamed from %s", name, cause, len(self.progress.tables), self.binlog_position)
+        self._rows = None
+        close_quietly(self._conn)
+        self._begin()
 
     def stop_tables(self, names: Sequence[str]) -> list[str]:
         """Debezium's ``stop-snapshot``: drop ``names`` (``db.table``) from the tables still to
@@ -363,14 +467,32 @@ class SnapshotReader:
         assert self.binlog_position is not None, "open() first"
         while len(out) < max_events and self.progress.tables:
             name = self.progress.tables[0]
-            table = self._schemas[name]
             if self._rows is None:
-                self._rows = self._chunk_rows(table, self.progress.after_key)
+                try:
+                    if name not in self._locked and not self._lock_and_describe(name):
+                        log.info("lock-free snapshot: table %s is gone (dropped or renamed since the snapshot "
+                                 "began); its DROP/RENAME follows in the binlog", name)
+                        self.progress = SnapshotProgress(self.progress.tables[1:], None)
+                        continue
+                except _DefinitionChanged as exc:
+                    self._restart_transaction(name, exc.__cause__ or exc)
+                    continue
+                except Exception as exc:
+                    if not is_connection_loss(exc):
+                        raise
+                    raise SnapshotInterruptedError(table=name, after_key=self.progress.after_key,
+                                                   cause=f"{type(exc).__name__}: {exc}") from exc
+                self._rows = self._chunk_rows(self._schemas[name], self.progress.after_key)
                 self._chunk_count = 0
+            table = self._schemas[name]
             key_columns, ranged = self._keys.get(name, (table.primary_key, False))
             try:
                 row_item = next(self._rows, None)
             except Exception as exc:
+                if (isinstance(exc, pymysql.err.MySQLError) and exc.args and exc.args[0] == _TABLE_DEF_CHANGED
+                        and self._chunk_count == 0 and self.progress.after_key is None):
+                    self._restart_transaction(name, exc)  # (the lock's probe saw it first, as a rule)
+                    continue
                 if not is_connection_loss(exc):
                     raise
                 self._rows = None
