@@ -1,7 +1,16 @@
-"""Pipeline 2 sink blocks for the pipeline tests (imported by name: pytest puts this folder on
-``sys.path`` for the test files and the conftest beside it)."""
+"""Pipeline definitions for the pipeline tests (imported by name: pytest puts this folder on
+``sys.path`` for the test files and the conftest beside it): Pipeline 2's sink block per lake,
+the MariaDB -> Kafka -> lake pair, and a SQL runner, usable by fixtures of any scope."""
 
 from __future__ import annotations
+
+import random
+
+import pymysql
+
+from changelake.pipeline.definition import PipelineDefinition, parse_pipeline
+
+LAKES = ("iceberg", "paimon")  # every test using the ``lake`` fixture runs once per lake
 
 
 def lake_sink(lake: str, tmp_path) -> dict:
@@ -16,3 +25,52 @@ def lake_sink(lake: str, tmp_path) -> dict:
         "catalog.properties.uri": f"sqlite:///{tmp_path / 'catalog.db'}",
         "catalog.properties.warehouse": f"file://{tmp_path / 'warehouse'}",
     }
+
+
+def run_sql(mysql_params: dict, db: str, *statements: str, params=None) -> None:
+    """Run SQL statements in database ``db`` (utf8mb4, UTC session, autocommit)."""
+    conn = pymysql.connect(**mysql_params, database=db, autocommit=True, charset="utf8mb4",
+                           init_command="SET time_zone='+00:00'")
+    try:
+        with conn.cursor() as cur:
+            for sql in statements:
+                cur.execute(sql, params)
+    finally:
+        conn.close()
+
+
+def pair(mysql_params: dict, kafka_bootstrap: str, sink: dict, db: str, tables: list[str], primary_keys: str = "id",
+         p1_extra: dict | None = None, name: str | None = None) -> tuple[PipelineDefinition, PipelineDefinition]:
+    """(Pipeline 1, Pipeline 2): ``db``'s tables -> Kafka (exactly-once, ``p1_extra`` added to its
+    sink) -> the lake of the Pipeline 2 ``sink`` block, reading the topics of ``tables``."""
+    name = name or f"it-{db}"
+    p1 = parse_pipeline(
+        {
+            "pipeline": {"name": f"{name}-p1"},
+            "source": {
+                "type": "mysql", "hostname": mysql_params["host"], "port": mysql_params["port"],
+                "username": mysql_params["user"], "password": mysql_params["password"],
+                "tables": f"{db}.\\.*", "server-id": str(random.randint(7000, 7999)),
+            },
+            "sink": {
+                "type": "kafka", "properties.bootstrap.servers": kafka_bootstrap,
+                "sink.delivery-guarantee": "exactly-once",
+                **(p1_extra or {}),
+            },
+        },
+        env={},
+    )
+    p2 = parse_pipeline(
+        {
+            "pipeline": {"name": f"{name}-p2"},
+            "source": {
+                "type": "kafka", "properties.bootstrap.servers": kafka_bootstrap,
+                "topic": ";".join(f"{db}.{t}" for t in tables), "scan.startup.mode": "earliest-offset",
+                "value.format": "debezium-json", "debezium-json.distributed-tables": True,
+            },
+            "transform": [{"source-table": "\\.*.\\.*", "projection": "\\*", "primary-keys": primary_keys}],
+            "sink": sink,
+        },
+        env={},
+    )
+    return p1, p2
