@@ -39,14 +39,13 @@ def run_sql(mysql_params: dict, db: str, *statements: str, params=None) -> None:
         conn.close()
 
 
-def pair(mysql_params: dict, kafka_bootstrap: str, sink: dict, db: str, tables: list[str], primary_keys: str = "id",
-         p1_extra: dict | None = None, name: str | None = None) -> tuple[PipelineDefinition, PipelineDefinition]:
-    """(Pipeline 1, Pipeline 2): ``db``'s tables -> Kafka (exactly-once, ``p1_extra`` added to its
-    sink) -> the lake of the Pipeline 2 ``sink`` block, reading the topics of ``tables``."""
-    name = name or f"it-{db}"
-    p1 = parse_pipeline(
+def pipeline_1(mysql_params: dict, kafka_bootstrap: str, db: str, p1_extra: dict | None = None,
+               name: str | None = None) -> PipelineDefinition:
+    """Pipeline 1 ``{name}-p1`` (default name ``it-{db}``): every table of ``db`` -> Kafka,
+    exactly-once, ``p1_extra`` added to its sink block."""
+    return parse_pipeline(
         {
-            "pipeline": {"name": f"{name}-p1"},
+            "pipeline": {"name": f"{name or f'it-{db}'}-p1"},
             "source": {
                 "type": "mysql", "hostname": mysql_params["host"], "port": mysql_params["port"],
                 "username": mysql_params["user"], "password": mysql_params["password"],
@@ -60,9 +59,15 @@ def pair(mysql_params: dict, kafka_bootstrap: str, sink: dict, db: str, tables: 
         },
         env={},
     )
-    p2 = parse_pipeline(
+
+
+def pipeline_2(kafka_bootstrap: str, sink: dict, db: str, tables: list[str], primary_keys: str = "id",
+               name: str | None = None) -> PipelineDefinition:
+    """Pipeline 2 ``{name}-p2`` (default name ``it-{db}``): the topics of ``db``'s ``tables``
+    (debezium-json, from the earliest offset) -> the lake of the sink block ``sink``."""
+    return parse_pipeline(
         {
-            "pipeline": {"name": f"{name}-p2"},
+            "pipeline": {"name": f"{name or f'it-{db}'}-p2"},
             "source": {
                 "type": "kafka", "properties.bootstrap.servers": kafka_bootstrap,
                 "topic": ";".join(f"{db}.{t}" for t in tables), "scan.startup.mode": "earliest-offset",
@@ -73,4 +78,10 @@ def pair(mysql_params: dict, kafka_bootstrap: str, sink: dict, db: str, tables: 
         },
         env={},
     )
-    return p1, p2
+
+
+def pair(mysql_params: dict, kafka_bootstrap: str, sink: dict, db: str, tables: list[str], primary_keys: str = "id",
+         p1_extra: dict | None = None, name: str | None = None) -> tuple[PipelineDefinition, PipelineDefinition]:
+    """(:func:`pipeline_1`, :func:`pipeline_2`) of ``db``: its tables -> Kafka -> the lake of ``sink``."""
+    return (pipeline_1(mysql_params, kafka_bootstrap, db, p1_extra, name),
+            pipeline_2(kafka_bootstrap, sink, db, tables, primary_keys, name))
