@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import random
 
-import pymysql
 import pytest
 
 from changelake.pipeline.definition import parse_pipeline
-from lake_blocks import lake_sink  # beside this file (pytest puts it on sys.path)
+from lake_blocks import LAKES, lake_sink, pair, run_sql  # beside this file (pytest puts it on sys.path)
 
 
 @pytest.fixture
@@ -16,19 +15,9 @@ def mysql_exec(mysql_params):
     """``mysql_exec(db, *statements)``: run SQL statements (utf8mb4, UTC session)."""
 
     def run(db: str, *statements: str, params=None) -> None:
-        conn = pymysql.connect(**mysql_params, database=db, autocommit=True, charset="utf8mb4",
-                               init_command="SET time_zone='+00:00'")
-        try:
-            with conn.cursor() as cur:
-                for sql in statements:
-                    cur.execute(sql, params)
-        finally:
-            conn.close()
+        run_sql(mysql_params, db, *statements, params=params)
 
     return run
-
-
-LAKES = ("iceberg", "paimon")
 
 
 @pytest.fixture(params=LAKES)
@@ -40,40 +29,11 @@ def lake(request):
 @pytest.fixture
 def pipeline_pair(mysql_params, kafka_bootstrap, tmp_path, lake):
     """``pipeline_pair(db, tables, primary_keys="id", p1_extra={}, name=None)`` -> (pipeline 1, pipeline 2);
-    Pipeline 2 writes the lake of the ``lake`` fixture (Iceberg, then Paimon)."""
+    Pipeline 2 writes the lake of the ``lake`` fixture (Iceberg, then Paimon); see :func:`lake_blocks.pair`."""
 
     def make(db: str, tables: list[str], primary_keys: str = "id", p1_extra: dict | None = None, name: str | None = None):
-        name = name or f"it-{db}"
-        p1 = parse_pipeline(
-            {
-                "pipeline": {"name": f"{name}-p1"},
-                "source": {
-                    "type": "mysql", "hostname": mysql_params["host"], "port": mysql_params["port"],
-                    "username": mysql_params["user"], "password": mysql_params["password"],
-                    "tables": f"{db}.\\.*", "server-id": str(random.randint(7000, 7999)),
-                },
-                "sink": {
-                    "type": "kafka", "properties.bootstrap.servers": kafka_bootstrap,
-                    "sink.delivery-guarantee": "exactly-once",
-                    **(p1_extra or {}),
-                },
-            },
-            env={},
-        )
-        p2 = parse_pipeline(
-            {
-                "pipeline": {"name": f"{name}-p2"},
-                "source": {
-                    "type": "kafka", "properties.bootstrap.servers": kafka_bootstrap,
-                    "topic": ";".join(f"{db}.{t}" for t in tables), "scan.startup.mode": "earliest-offset",
-                    "value.format": "debezium-json", "debezium-json.distributed-tables": True,
-                },
-                "transform": [{"source-table": "\\.*.\\.*", "projection": "\\*", "primary-keys": primary_keys}],
-                "sink": lake_sink(lake, tmp_path),
-            },
-            env={},
-        )
-        return p1, p2
+        return pair(mysql_params, kafka_bootstrap, lake_sink(lake, tmp_path), db, tables, primary_keys=primary_keys,
+                    p1_extra=p1_extra, name=name)
 
     return make
 

@@ -58,6 +58,8 @@ def _count_ops(bootstrap: str, topic: str) -> dict[str, int]:
     return ops
 
 
+@pytest.mark.parametrize("lake", ["iceberg"])  # Pipeline 1's exactly-once (the topic is counted); both
+# lakes' Pipeline 2 kills are the next test's
 def test_sigkill_mid_statement_then_restart_gives_exactly_5000_records(
     database_factory, mysql_exec, mysql_params, pipeline_pair, kafka_bootstrap
 ):

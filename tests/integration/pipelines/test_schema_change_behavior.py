@@ -3,7 +3,12 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+import json
+import logging
+import re
+import traceback
+import uuid
+from dataclasses import dataclass, replace
 
 import pytest
 
@@ -12,6 +17,7 @@ from changelake.connectors.lake.schema_change import SchemaChangeError
 from changelake.errors import ChangelakeError
 from changelake.pipeline.runner import run_pipeline
 from changelake.pipeline.verify import read_lake_table, verify_lake_table
+from lake_blocks import LAKES, lake_sink, pair, run_sql
 
 pytestmark = pytest.mark.integration
 
@@ -28,29 +34,128 @@ def _lake(p2, t):
     return arrow.schema.names, sorted(arrow.to_pylist(), key=lambda r: r["id"])
 
 
-@pytest.mark.parametrize("behavior", [None, "exception", "evolve", "try_evolve", "lenient", "ignore"])
-def test_each_schema_change_behavior_on_a_real_pipeline(database_factory, mysql_exec, mysql_params, pipeline_pair,
-                                                         behavior):
-    db = database_factory()
-    mysql_exec(db, "CREATE TABLE t(id INT PRIMARY KEY, a VARCHAR(10), b INT)", "INSERT INTO t VALUES (1,'1',10),(2,'2',20)")
-    p1, p2 = pipeline_pair(db, ["t"])
-    p2 = _with(p2, behavior)
-    t = TableId(db, "t")
-    run_pipeline(p1, until_caught_up=True)
-    run_pipeline(p2, until_caught_up=True)
-    mysql_exec(db, "ALTER TABLE t ADD COLUMN c INT", "INSERT INTO t VALUES (3,'3',30,300)",
-               "ALTER TABLE t DROP COLUMN b", "INSERT INTO t VALUES (4,'4',400)")
-    run_pipeline(p1, until_caught_up=True)
+@dataclass
+class _Run:
+    """One Pipeline 2 run of a shared scenario (:func:`_shared_runs`): what it raised, the messages
+    it logged at INFO or above on ``changelake.connectors.lake.schema_change``, then the lake
+    table's column names, Arrow types and rows (sorted by ``id``), and, when the stage asks,
+    whether the key-state check against MySQL passed right after the run."""
+
+    error: BaseException | None
+    logged: list[str]
+    names: list[str]
+    types: dict[str, str]
+    rows: list[dict]
+    passed: bool | None = None
+    check: str = ""  # the key-state check's metadata
+
+    def why(self) -> str:
+        return "".join(traceback.format_exception(self.error)) if self.error else "no error"
+
+
+class _Messages(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def _shared_runs(mysql_params, kafka_bootstrap, tmp_path_factory, create, stages, variants, table="t"):
+    """The runs of several cases that differ only in Pipeline 2's options: in one fresh database,
+    ``create`` (of ``table``) then each stage's statements, each followed by one run of Pipeline 1
+    (caught up) and one run (caught up) of every variant's Pipeline 2 that has not raised yet --
+    each its own pipeline name, consumer group and lake, all reading the one topic -- exactly the
+    sequence each case ran in a test of its own; MySQL and Pipeline 1 do that work once instead
+    of once per case.
+
+    Args:
+        create: statements creating and filling ``table``.
+        stages: ``(statements, verify)`` per stage after the first; with ``verify`` each Pipeline 2
+            run of that stage is followed by the key-state check against MySQL.
+        variants: ``{key: (lake, schema.change.behavior or None, extra sink options)}``.
+
+    Returns:
+        ``(db, {key: [_Run]})``: a run per stage a variant reached (the first run, then one per
+        stage); a variant whose run raised runs no further, as its test returned there.
+    """
+    db = f"db_{uuid.uuid4().hex[:12]}"
+    run_sql(mysql_params, None, f"CREATE DATABASE `{db}`")
+    run_sql(mysql_params, db, *create)
+    p1 = None
+    p2s = {}
+    for key, (lake, behavior, sink) in variants.items():
+        tmp = tmp_path_factory.mktemp("lake")
+        p1, p2 = pair(mysql_params, kafka_bootstrap, lake_sink(lake, tmp), db, [table], name=f"it-{db}-{len(p2s)}")
+        p2s[key] = _with(p2, behavior, **sink)
+    runs: dict = {key: [] for key in variants}
+    t = TableId(db, table)
+    logger = logging.getLogger("changelake.connectors.lake.schema_change")
+
+    def round_(verify: bool) -> None:
+        run_pipeline(p1, until_caught_up=True)
+        for key, p2 in p2s.items():
+            if runs[key] and runs[key][-1].error is not None:
+                continue
+            handler, level = _Messages(), logger.level
+            logger.addHandler(handler)
+            logger.setLevel(logging.INFO)
+            try:
+                run_pipeline(p2, until_caught_up=True)
+                error = None
+            except Exception as exc:  # noqa: BLE001 - the case's test asserts on it
+                error = exc
+            finally:
+                logger.removeHandler(handler)
+                logger.setLevel(level)
+            arrow = read_lake_table(p2, t)
+            check = verify_lake_table(p2, t, mysql=mysql_params) if verify and error is None else None
+            runs[key].append(_Run(error, handler.messages, arrow.schema.names,
+                                  {f.name: str(f.type) for f in arrow.schema},
+                                  sorted(arrow.to_pylist(), key=lambda r: r["id"]),
+                                  None if check is None else check.passed,
+                                  "" if check is None else str(check.metadata())))
+
+    try:
+        round_(False)
+        for statements, verify in stages:
+            run_sql(mysql_params, db, *statements)
+            round_(verify)
+        yield db, runs
+    finally:
+        run_sql(mysql_params, None, f"DROP DATABASE IF EXISTS `{db}`")
+
+
+BEHAVIORS = [None, "exception", "evolve", "try_evolve", "lenient", "ignore"]
+
+
+@pytest.fixture(scope="module")
+def each_behavior_runs(mysql_params, kafka_bootstrap, tmp_path_factory):
+    """The runs of :func:`test_each_schema_change_behavior_on_a_real_pipeline`, every (lake, behavior)."""
+    yield from _shared_runs(
+        mysql_params, kafka_bootstrap, tmp_path_factory,
+        ["CREATE TABLE t(id INT PRIMARY KEY, a VARCHAR(10), b INT)", "INSERT INTO t VALUES (1,'1',10),(2,'2',20)"],
+        [(["ALTER TABLE t ADD COLUMN c INT", "INSERT INTO t VALUES (3,'3',30,300)",
+           "ALTER TABLE t DROP COLUMN b", "INSERT INTO t VALUES (4,'4',400)"], True),
+         # an incompatible type change (VARCHAR -> INT)
+         (["ALTER TABLE t MODIFY a INT", "INSERT INTO t (id, a, c) VALUES (5, 5, 500)"], False)],
+        {(lake, behavior): (lake, behavior, {}) for lake in LAKES for behavior in BEHAVIORS})
+
+
+@pytest.mark.parametrize("behavior", BEHAVIORS)
+def test_each_schema_change_behavior_on_a_real_pipeline(each_behavior_runs, lake, behavior):
+    db, runs = each_behavior_runs
+    first, changed, *modified = runs[(lake, behavior)]
+    assert first.error is None, first.why()
     if behavior == "exception":
-        with pytest.raises(SchemaChangeError) as err:
-            run_pipeline(p2, until_caught_up=True)
-        assert f"{db}.t" in str(err.value) and "add.column of column 'c'" in str(err.value)
-        names, rows = _lake(p2, t)
-        assert names == ["id", "a", "b"] and [r["id"] for r in rows] == [1, 2]  # not past the change
+        assert isinstance(changed.error, SchemaChangeError), changed.why()
+        assert f"{db}.t" in str(changed.error) and "add.column of column 'c'" in str(changed.error)
+        assert changed.names == ["id", "a", "b"] and [r["id"] for r in changed.rows] == [1, 2]  # not past the change
+        assert not modified
         return
-    run_pipeline(p2, until_caught_up=True)
-    names, rows = _lake(p2, t)
-    by_id = {r["id"]: r for r in rows}
+    assert changed.error is None, changed.why()
+    names, by_id = changed.names, {r["id"]: r for r in changed.rows}
     assert sorted(by_id) == [1, 2, 3, 4]  # rows keep flowing in every mode
     if behavior == "ignore":
         assert names == ["id", "a", "b"]  # the lake schema is kept
@@ -58,23 +163,20 @@ def test_each_schema_change_behavior_on_a_real_pipeline(database_factory, mysql_
     elif behavior in ("evolve", "try_evolve"):
         assert names == ["id", "a", "c"]  # drop.column applied
         assert by_id[4]["c"] == 400
-        assert verify_lake_table(p2, t, mysql=mysql_params).passed
+        assert changed.passed, changed.check
     else:  # default and lenient: the dropped column stays, NULL from then on
         assert names == ["id", "a", "b", "c"]
         assert by_id[3]["b"] == 30 and by_id[4]["b"] is None and by_id[4]["c"] == 400
-        assert verify_lake_table(p2, t, mysql=mysql_params).passed
+        assert changed.passed, changed.check
 
     # an incompatible type change (VARCHAR -> INT)
-    mysql_exec(db, "ALTER TABLE t MODIFY a INT", "INSERT INTO t (id, a, c) VALUES (5, 5, 500)")
-    run_pipeline(p1, until_caught_up=True)
+    (modified,) = modified
     if behavior in (None, "evolve"):  # the lake cannot widen string to int: stop, never silently
-        with pytest.raises(ChangelakeError, match="'a'"):
-            run_pipeline(p2, until_caught_up=True)
-        assert sorted(r["id"] for r in _lake(p2, t)[1]) == [1, 2, 3, 4]
+        assert isinstance(modified.error, ChangelakeError) and re.search("'a'", str(modified.error)), modified.why()
+        assert sorted(r["id"] for r in modified.rows) == [1, 2, 3, 4]
         return
-    run_pipeline(p2, until_caught_up=True)
-    names, rows = _lake(p2, t)
-    by_id = {r["id"]: r for r in rows}
+    assert modified.error is None, modified.why()
+    names, by_id = modified.names, {r["id"]: r for r in modified.rows}
     assert by_id[5].get("c") == (None if behavior == "ignore" else 500)
     if behavior == "lenient":  # the old column stays, a new one takes the new type
         assert "a_int" in names and by_id[5]["a_int"] == 5 and by_id[5]["a"] is None
@@ -82,32 +184,39 @@ def test_each_schema_change_behavior_on_a_real_pipeline(database_factory, mysql_
         assert "a_int" not in names and by_id[5]["a"] is None
 
 
-@pytest.mark.parametrize("behavior, sink, expected", [
+TRUNCATE_CASES = [
     ("lenient", {}, [1, 2, 3]),  # Flink's lenient ignores TRUNCATE (not changelake's default)
     (None, {"exclude.schema.changes": "[truncate.table]"}, [1, 2, 3]),
     ("lenient", {"exclude.schema.changes": "[drop.table]"}, [3]),  # an explicit exclude overrides (FLINK-36514)
     ("evolve", {"include.schema.changes": "[table]"}, [3]),
     ("ignore", {}, [1, 2, 3]),
     ("exception", {}, None),
-])
-def test_truncate_per_mode_and_include_exclude(database_factory, mysql_exec, mysql_params, pipeline_pair,
-                                               behavior, sink, expected):
-    db = database_factory()
-    mysql_exec(db, "CREATE TABLE t(id INT PRIMARY KEY)", "INSERT INTO t VALUES (1),(2)")
-    p1, p2 = pipeline_pair(db, ["t"])
-    p2 = _with(p2, behavior, **sink)
-    t = TableId(db, "t")
-    run_pipeline(p1, until_caught_up=True)
-    run_pipeline(p2, until_caught_up=True)
-    mysql_exec(db, "TRUNCATE TABLE t", "INSERT INTO t VALUES (3)")
-    run_pipeline(p1, until_caught_up=True)
+]
+
+
+@pytest.fixture(scope="module")
+def truncate_runs(mysql_params, kafka_bootstrap, tmp_path_factory):
+    """The runs of :func:`test_truncate_per_mode_and_include_exclude`, every (lake, case)."""
+    yield from _shared_runs(
+        mysql_params, kafka_bootstrap, tmp_path_factory,
+        ["CREATE TABLE t(id INT PRIMARY KEY)", "INSERT INTO t VALUES (1),(2)"],
+        [(["TRUNCATE TABLE t", "INSERT INTO t VALUES (3)"], False)],
+        {(lake, behavior, json.dumps(sink)): (lake, behavior, sink)
+         for lake in LAKES for behavior, sink, _ in TRUNCATE_CASES})
+
+
+@pytest.mark.parametrize("behavior, sink, expected", TRUNCATE_CASES)
+def test_truncate_per_mode_and_include_exclude(truncate_runs, lake, behavior, sink, expected):
+    _, runs = truncate_runs
+    first, truncated = runs[(lake, behavior, json.dumps(sink))]
+    assert first.error is None, first.why()
     if expected is None:
-        with pytest.raises(SchemaChangeError, match="truncate.table"):
-            run_pipeline(p2, until_caught_up=True)
-        assert sorted(r["id"] for r in _lake(p2, t)[1]) == [1, 2]
+        assert isinstance(truncated.error, SchemaChangeError) and "truncate.table" in str(truncated.error), \
+            truncated.why()
+        assert sorted(r["id"] for r in truncated.rows) == [1, 2]
         return
-    run_pipeline(p2, until_caught_up=True)
-    assert sorted(r["id"] for r in _lake(p2, t)[1]) == expected
+    assert truncated.error is None, truncated.why()
+    assert sorted(r["id"] for r in truncated.rows) == expected
 
 
 def _lake_comments(p2, t):
@@ -256,36 +365,36 @@ def test_exception_on_a_hash_by_key_topic_never_moves_a_partition_past_a_refused
     assert result.passed, str(result.metadata())
 
 
-@pytest.mark.parametrize("behavior", [None, "exception", "evolve", "ignore"])
-def test_modify_to_a_narrower_type_is_handled_by_the_mode_never_silently(database_factory, mysql_exec, mysql_params,
-                                                                         pipeline_pair, behavior, caplog):
+NARROW_BEHAVIORS = [None, "exception", "evolve", "ignore"]
+
+
+@pytest.fixture(scope="module")
+def narrow_runs(mysql_params, kafka_bootstrap, tmp_path_factory):
+    """The runs of :func:`test_modify_to_a_narrower_type_is_handled_by_the_mode_never_silently`."""
+    yield from _shared_runs(
+        mysql_params, kafka_bootstrap, tmp_path_factory,
+        ["CREATE TABLE nr(id INT PRIMARY KEY, v BIGINT)", "INSERT INTO nr VALUES (1, 10), (2, 20)"],
+        [(["ALTER TABLE nr MODIFY v INT", "INSERT INTO nr VALUES (3, 30)", "UPDATE nr SET v = 11 WHERE id = 1"], True)],
+        {(lake, behavior): (lake, behavior, {}) for lake in LAKES for behavior in NARROW_BEHAVIORS}, table="nr")
+
+
+@pytest.mark.parametrize("behavior", NARROW_BEHAVIORS)
+def test_modify_to_a_narrower_type_is_handled_by_the_mode_never_silently(narrow_runs, lake, behavior):
     """``MODIFY v INT`` on a BIGINT column: ``exception`` stops naming the table, the column and
     both types; the other modes write the values into the wider lake column (logged under an
     explicit mode) and the lake equals MySQL."""
-    import logging
-
-    db = database_factory()
-    mysql_exec(db, "CREATE TABLE nr(id INT PRIMARY KEY, v BIGINT)", "INSERT INTO nr VALUES (1, 10), (2, 20)")
-    p1, p2 = pipeline_pair(db, ["nr"])
-    p2 = _with(p2, behavior)
-    t = TableId(db, "nr")
-    run_pipeline(p1, until_caught_up=True)
-    run_pipeline(p2, until_caught_up=True)
-    mysql_exec(db, "ALTER TABLE nr MODIFY v INT", "INSERT INTO nr VALUES (3, 30)", "UPDATE nr SET v = 11 WHERE id = 1")
-    run_pipeline(p1, until_caught_up=True)
+    db, runs = narrow_runs
+    first, narrowed = runs[(lake, behavior)]
+    assert first.error is None, first.why()
     if behavior == "exception":
-        with pytest.raises(SchemaChangeError) as err:
-            run_pipeline(p2, until_caught_up=True)
-        message = str(err.value)
+        assert isinstance(narrowed.error, SchemaChangeError), narrowed.why()
+        message = str(narrowed.error)
         assert f"{db}.nr" in message and "alter.column.type of column 'v'" in message
         assert "int" in message.lower().split("column 'v'")[1]  # both types (Paimon spells them in capitals)
-        assert _lake(p2, t)[1] == [{"id": 1, "v": 10}, {"id": 2, "v": 20}]
+        assert narrowed.rows == [{"id": 1, "v": 10}, {"id": 2, "v": 20}]
         return
-    with caplog.at_level(logging.INFO, logger="changelake.connectors.lake.schema_change"):
-        run_pipeline(p2, until_caught_up=True)
+    assert narrowed.error is None, narrowed.why()
     if behavior is not None:  # (the default mode writes it into the wider column as documented, unlogged)
-        assert any("'v' narrowed" in r.getMessage() for r in caplog.records)
-    arrow = read_lake_table(p2, t)
-    assert str(arrow.schema.field("v").type) == "int64"  # kept wider
-    result = verify_lake_table(p2, t, mysql=mysql_params)
-    assert result.passed, str(result.metadata())
+        assert any("'v' narrowed" in m for m in narrowed.logged), narrowed.logged
+    assert narrowed.types["v"] == "int64"  # kept wider
+    assert narrowed.passed, narrowed.check

@@ -81,6 +81,9 @@ class Writer:
                         self._next_id += 1
                         cur.execute("UPDATE t SET id = %s, v = v + 1000 WHERE id = %s", (self._next_id, k))
                     self.statements += 1
+                    # ~150 changes a second, as the other live writers: changes keep arriving around
+                    # every kill, without a backlog the pipelines spend most of the test replaying
+                    self._stop.wait(0.005)
             conn.close()
         except BaseException as exc:  # noqa: BLE001 - re-raised in __exit__
             self.error = exc
@@ -134,13 +137,14 @@ def test_sigkill_of_both_pipelines_mid_run_with_writes_going_on_keeps_the_lake_e
     run_pipeline(p1, until_caught_up=True, batch_size=300)
 
     raw2 = _as_raw(p2)
-    with Writer(mysql_params, db, seed=2):
+    with Writer(mysql_params, db, seed=2) as writer:
         if workers == 2:
             survivor = _start(raw2, "w1")
             _kill_after_first_batch(_start(raw2, "w0"))
             assert survivor.wait(timeout=300) == 0
         else:
             _kill_after_first_batch(_start(raw2))
+    assert writer.statements > 0
     run_pipeline(p1, until_caught_up=True)
 
     errors: list[BaseException] = []
