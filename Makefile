@@ -30,7 +30,7 @@ demo: setup
 test: setup
 	@PYTHONWARNINGS=ignore $(BIN)/dg check defs >/dev/null
 	@$(BIN)/mypy --strict changelake/changelog changelake/formats changelake/connectors changelake/pipeline changelake/pageviews changelake/services.py changelake/state_dir.py changelake/options.py changelake/errors.py
-	@$(BIN)/pytest -q -p no:cacheprovider
+	@$(BIN)/pytest -q -p no:cacheprovider --durations=20
 
 test-browser: setup
 	@$(BIN)/pytest -q -p no:cacheprovider -m browser tests/e2e
