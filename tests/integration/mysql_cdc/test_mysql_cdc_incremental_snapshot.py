@@ -297,6 +297,24 @@ def test_newly_added_table_is_snapshotted_incrementally_and_joined_without_repla
     assert t2 == [(Op.READ, 2), (Op.READ, 3), (Op.CREATE, 4)]
 
 
+def _source_with_ddl_after_a_chunks_definition(monkeypatch, params: dict, db: str, ddl: str) -> tuple[MySqlSource, list[int]]:
+    """An incremental snapshot source of ``db.t`` (chunks of 100 rows) that runs ``ddl`` right
+    after the second chunk's definition read, before its SELECT: the race happens every time.
+    Returns the source (not opened) and the list of definition reads so far."""
+    real = incremental.load_table_schema
+    calls: list[int] = []
+
+    def load_then_alter(conn, table_id, **kw):
+        table = real(conn, table_id, **kw)
+        calls.append(1)
+        if len(calls) == 3:  # open() reads the definition once; then chunk 0, then this chunk
+            run_sql(params, db, ddl)
+        return table
+
+    monkeypatch.setattr(incremental, "load_table_schema", load_then_alter)
+    return MySqlSource(_incremental(params, db, **{"scan.incremental.snapshot.chunk.size": "100"})), calls
+
+
 @pytest.mark.parametrize("ddl, after", [
     ("ALTER TABLE t DROP COLUMN pad", ["id", "v"]),
     ("ALTER TABLE t RENAME COLUMN pad TO note", ["id", "v", "note"]),
@@ -305,23 +323,11 @@ def test_newly_added_table_is_snapshotted_incrementally_and_joined_without_repla
 def test_a_column_gone_between_a_chunks_definition_and_its_select_reads_the_chunk_again(
         mysql_params, database_factory, monkeypatch, ddl, after):
     """The race of session 7's CI: the chunk's definition is read, then ``ALTER TABLE`` drops or
-    renames a column, then the chunk's ``SELECT`` names it (``ER_BAD_FIELD_ERROR``). The DDL is run
-    right after a chunk's definition read, so the race happens every time; the chunk is read again
-    with the new definition and the snapshot ends exactly at the table."""
+    renames a column, then the chunk's ``SELECT`` names it (``ER_BAD_FIELD_ERROR``); the chunk is
+    read again with the new definition and the snapshot ends exactly at the table."""
     db = database_factory()
     _table(mysql_params, db, rows=1000)
-    real = incremental.load_table_schema
-    calls: list[int] = []
-
-    def load_then_alter(conn, table_id, **kw):
-        table = real(conn, table_id, **kw)
-        calls.append(1)
-        if len(calls) == 3:  # open() reads the definition once; then chunk 0, then this chunk
-            run_sql(mysql_params, db, ddl)
-        return table
-
-    monkeypatch.setattr(incremental, "load_table_schema", load_then_alter)
-    src = MySqlSource(_incremental(mysql_params, db, **{"scan.incremental.snapshot.chunk.size": "100"}))
+    src, calls = _source_with_ddl_after_a_chunks_definition(monkeypatch, mysql_params, db, ddl)
     src.open()
     try:
         events = drain(src)
@@ -342,18 +348,8 @@ def test_a_column_gone_between_a_chunks_definition_and_its_select_reads_the_chun
 def test_a_chunk_key_renamed_during_the_incremental_snapshot_is_refused(mysql_params, database_factory, monkeypatch):
     db = database_factory()
     _table(mysql_params, db, rows=1000)
-    real = incremental.load_table_schema
-    calls: list[int] = []
-
-    def load_then_alter(conn, table_id, **kw):
-        table = real(conn, table_id, **kw)
-        calls.append(1)
-        if len(calls) == 3:
-            run_sql(mysql_params, db, "ALTER TABLE t RENAME COLUMN id TO k")
-        return table
-
-    monkeypatch.setattr(incremental, "load_table_schema", load_then_alter)
-    src = MySqlSource(_incremental(mysql_params, db, **{"scan.incremental.snapshot.chunk.size": "100"}))
+    src, _calls = _source_with_ddl_after_a_chunks_definition(monkeypatch, mysql_params, db,
+                                                             "ALTER TABLE t RENAME COLUMN id TO k")
     src.open()
     try:
         with pytest.raises(SourceError, match="(primary key|chunk key column 'id') of .*t.* (changed|was dropped or "
