@@ -487,7 +487,11 @@ def read_batch(fmt: "DebeziumJsonFormat", values: Sequence[bytes]) -> Any | None
     are still their JSON text (:func:`decode_batch` converts them).
     """
     schema = fmt.schema
-    if schema is None or not values or any(not v or b"\n" in v or b"\r" in v for v in values):
+    if schema is None or not values or not all(values):
+        return None
+    joined = b"\n".join(values)
+    # one line per message: no message holds a line break of its own (counted once, in C)
+    if joined.count(b"\n") != len(values) - 1 or b"\r" in joined:
         return None
     plan = _plan_of(fmt, schema)
     if plan is None:
@@ -495,7 +499,7 @@ def read_batch(fmt: "DebeziumJsonFormat", values: Sequence[bytes]) -> Any | None
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    table = read_json_lines(b"\n".join(values), plan.read_schema, len(values))  # NaN/Inf tokens, Arrow's refusals, UTF-8
+    table = read_json_lines(joined, plan.read_schema, len(values))  # NaN/Inf tokens, Arrow's refusals, UTF-8
     if table is None:
         return None
     ops = table.column("op")
