@@ -487,7 +487,11 @@ def read_batch(fmt: "DebeziumJsonFormat", values: Sequence[bytes]) -> Any | None
     are still their JSON text (:func:`decode_batch` converts them).
     """
     schema = fmt.schema
-    if schema is None or not values or any(not v or b"\n" in v or b"\r" in v for v in values):
+    if schema is None or not values or not all(values):
+        return None
+    joined = b"\n".join(values)
+    # one line per message: no message holds a line break of its own (counted once, in C)
+    if joined.count(b"\n") != len(values) - 1 or b"\r" in joined:
         return None
     plan = _plan_of(fmt, schema)
     if plan is None:
@@ -495,7 +499,7 @@ def read_batch(fmt: "DebeziumJsonFormat", values: Sequence[bytes]) -> Any | None
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    table = read_json_lines(b"\n".join(values), plan.read_schema, len(values))  # NaN/Inf tokens, Arrow's refusals, UTF-8
+    table = read_json_lines(joined, plan.read_schema, len(values))  # NaN/Inf tokens, Arrow's refusals, UTF-8
     if table is None:
         return None
     ops = table.column("op")
@@ -631,25 +635,38 @@ def decode_columns(fmt: "DebeziumJsonFormat", values: Sequence[bytes]) -> Column
     if source.null_count and source.null_count != len(source) or len(dbs) > 1 or len(names) > 1:
         return None
     db, name = (dbs[0].as_py() if len(dbs) else None), (names[0].as_py() if len(names) else None)
-    before, after = table.column("before").combine_chunks(), table.column("after").combine_chunks()
-    op_text = np.asarray(ops.to_numpy(zero_copy_only=False), dtype=object)
-    is_update, is_delete = op_text == "u", op_text == "d"
-    has_before, has_after = is_update | is_delete, ~is_delete
-    if not np.all(np.asarray(before.is_valid())[has_before]) or not np.all(np.asarray(after.is_valid())[has_after]):
-        return None
-    n = len(op_text)
-    # rows: per message [before] if u/d, then [after] if not d; indices into before ++ after
-    per = has_before.astype(np.int64) + has_after.astype(np.int64)
-    message = np.repeat(np.arange(n, dtype=np.int64), per)
-    first = np.concatenate(([0], np.cumsum(per)[:-1])) if n else np.zeros(0, dtype=np.int64)
-    take = message + n  # the after image by default
-    kinds = np.full(len(message), "+I", dtype=object)
-    before_at = first[has_before]
-    take[before_at] = message[before_at]
-    kinds[before_at] = np.where(is_update[has_before], "-U", "-D")
-    if is_update.any():
-        kinds[first[is_update] + 1] = "+U"
-    images = pa.concat_arrays([before, after]).take(pa.array(take))
+    after = table.column("after").combine_chunks()
+    n = len(ops)
+    if counts.keys() <= {"c", "r"}:
+        # inserts and snapshot reads only (the insert-only stream): one +I row per message, its
+        # after image, in message order -- what the general split below gives, without its copy
+        if after.null_count:
+            return None
+        images = after
+        kinds = pa.repeat(pa.scalar("+I", pa.string()), n)
+        message = pa.array(np.arange(n, dtype=np.int64))
+    else:
+        before = table.column("before").combine_chunks()
+        op_text = np.asarray(ops.to_numpy(zero_copy_only=False), dtype=object)
+        is_update, is_delete = op_text == "u", op_text == "d"
+        has_before, has_after = is_update | is_delete, ~is_delete
+        if (not np.all(np.asarray(before.is_valid())[has_before])
+                or not np.all(np.asarray(after.is_valid())[has_after])):
+            return None
+        # rows: per message [before] if u/d, then [after] if not d; indices into before ++ after
+        per = has_before.astype(np.int64) + has_after.astype(np.int64)
+        at = np.repeat(np.arange(n, dtype=np.int64), per)
+        first = np.concatenate(([0], np.cumsum(per)[:-1])) if n else np.zeros(0, dtype=np.int64)
+        take = at + n  # the after image by default
+        kind_text = np.full(len(at), "+I", dtype=object)
+        before_at = first[has_before]
+        take[before_at] = at[before_at]
+        kind_text[before_at] = np.where(is_update[has_before], "-U", "-D")
+        if is_update.any():
+            kind_text[first[is_update] + 1] = "+U"
+        images = pa.concat_arrays([before, after]).take(pa.array(take))
+        kinds = pa.array(kind_text, pa.string())
+        message = pa.array(at, pa.int64())
     columns = []
     plan = _plan_of(fmt, schema)
     assert plan is not None
@@ -672,8 +689,7 @@ def decode_columns(fmt: "DebeziumJsonFormat", values: Sequence[bytes]) -> Column
     except (DecodeError, pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
         return None
     rows = pa.Table.from_arrays(columns, schema=target)
-    return ColumnarChanges(rows, pa.array(kinds, pa.string()), pa.array(message, pa.int64()),
-                           (db, name or ""), counts)
+    return ColumnarChanges(rows, kinds, message, (db, name or ""), counts)
 
 
 

@@ -523,6 +523,14 @@ def _sorted(rows: pa.Table, primary_key: Sequence[str]) -> pa.Table:
     """``rows`` sorted by the key columns, ascending."""
     if rows.num_rows < 2 or not primary_key:
         return rows
+    if len(primary_key) == 1 and not rows.column(primary_key[0]).null_count:
+        key = rows.column(primary_key[0])
+        try:
+            ordered = pc.all(pc.greater_equal(key.slice(1), key.slice(0, len(key) - 1))).as_py()
+        except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            ordered = False  # a key type without an ordering kernel: sort_by decides
+        if ordered:
+            return rows  # in order already (an insert-only stream of growing keys): a stable sort keeps it
     return rows.sort_by([(k, "ascending") for k in primary_key])
 
 

@@ -498,8 +498,14 @@ class KafkaPipelineSource:
         if self.options.value_format is not ValueFormat.DEBEZIUM_JSON:
             return [self._decode(msg) for msg in msgs]
         by_partition: dict[TopicPartitionKey, list[Any]] = {}
+        seen: tuple[Any, Any] | None = None
+        part: list[Any] = []
         for msg in msgs:
-            by_partition.setdefault((str(msg.topic()), int(msg.partition() or 0)), []).append(msg)
+            at = (msg.topic(), msg.partition())
+            if at != seen:  # a new run of records of one partition
+                seen = at
+                part = by_partition.setdefault((str(at[0]), int(at[1] or 0)), [])
+            part.append(msg)
         out: list[SourceRecord | RecordGroup] = []
         for tp, part in by_partition.items():
             run: list[Any] = []
@@ -564,16 +570,24 @@ class KafkaPipelineSource:
             return []
         out: list[Any] = []
         msgs = consumer.consume(num_messages=max_records, timeout=timeout_s)
+        # records come in runs of one partition: its key and end offset are looked up once a run
+        seen: tuple[Any, Any] | None = None
+        tp: TopicPartitionKey = ("", 0)
+        end = 0
         for msg in msgs:
             err = msg.error()
-            tp = (str(msg.topic()), int(msg.partition() or 0))
+            at = (msg.topic(), msg.partition())
+            if at != seen:
+                seen = at
+                tp = (str(at[0]), int(at[1] or 0))
+                end = self._end.get(tp, 0) if bounded else 0
             offset = int(msg.offset() or 0)
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
                     self._pos[tp] = max(self._pos.get(tp, 0), offset)
                     continue
                 raise SourceError(f"error reading topic {tp[0]!r} partition {tp[1]}: {err.str()}")
-            if bounded and offset >= self._end.get(tp, 0):
+            if bounded and offset >= end:
                 if tp not in self._paused:
                     consumer.pause([TopicPartition(*tp)])
                     self._paused.add(tp)
@@ -864,7 +878,9 @@ class PartitionedSource(PartitionedChangelogSource, RejectsRecords, ReportsBadRe
             return events
 
         changes = group.changes
-        offsets = pa.array(group.offsets, pa.int64()).take(changes.message)
+        offsets = pa.array(group.offsets, pa.int64())
+        if len(changes.message) != len(offsets):  # an update's two rows share its record's offset
+            offsets = offsets.take(changes.message)
         return ChangeBatch(group.table, group.schema, changes.rows, changes.kinds, offsets, group.topic,
                            group.partition, len(group.offsets), group.offsets[-1], fallback, dict(changes.ops))
 

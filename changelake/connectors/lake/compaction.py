@@ -201,13 +201,25 @@ def compact_batches(batches: Sequence[Any], primary_key: tuple[str, ...], *, tab
                 table=table, column=name,
             )
     n = rows.num_rows
+    upsert_kinds = pa.array(["+I", "+U"])
+    # (an update's -U and +U share their key: batches with updates are not tried)
+    if (len(primary_key) == 1 and not any(b.ops.get("u") for b in batches)
+            and pc.count_distinct(rows.column(primary_key[0])).as_py() == n):
+        # every key changes once (an insert-only stream): each row is its key's last change, in
+        # order -- what the group-by below gives, without its copies of the batch
+        keep = pc.is_in(kinds, value_set=upsert_kinds)
+        if pc.all(keep).as_py() is not False:
+            return ArrowCompacted(upserts=rows, upsert_kinds=kinds, deletes=rows.slice(0, 0).select(list(primary_key)),
+                                  input_rows=n)
+        return ArrowCompacted(upserts=rows.filter(keep), upsert_kinds=kinds.filter(keep),
+                              deletes=rows.filter(pc.invert(keep)).select(list(primary_key)), input_rows=n)
     indexed = pa.table({**{k: rows.column(k) for k in primary_key}, "__i": pa.array(range(n), pa.int64())})
     last = indexed.group_by(list(primary_key), use_threads=False).aggregate([("__i", "max")])
     take = pc.sort_indices(last.column("__i_max"))
     positions = last.column("__i_max").take(take)
     final = rows.take(positions)
     final_kinds = kinds.take(positions)
-    keep = pc.is_in(final_kinds, value_set=pa.array(["+I", "+U"]))
+    keep = pc.is_in(final_kinds, value_set=upsert_kinds)
     return ArrowCompacted(
         upserts=final.filter(keep),
         upsert_kinds=final_kinds.filter(keep),

@@ -99,3 +99,38 @@ def test_a_null_key_is_named():
     with pytest.raises(NullPrimaryKeyError) as info:
         compact_batches([broken], ("id", "region"), table="shop.orders")
     assert info.value.column == "region" and info.value.table == "shop.orders"
+
+
+ONE_KEY = Schema.of([("id", parse_data_type("BIGINT NOT NULL")), ("v", parse_data_type("INT"))], ["id"])
+
+
+def _one_key_batch(rows: list[tuple[str, int, int]], first_offset: int = 0) -> ChangeBatch:
+    table = pa.Table.from_pylist([{"id": k, "v": v} for _, k, v in rows], schema=batch_arrow_schema(ONE_KEY))
+    return ChangeBatch(TABLE, ONE_KEY, table, pa.array([kind for kind, _, _ in rows], pa.string()),
+                       pa.array(range(first_offset, first_offset + len(rows)), pa.int64()), "orders", 0, len(rows),
+                       first_offset + len(rows) - 1, lambda: [])
+
+
+@pytest.mark.parametrize("kinds", [["+I"], ["+I", "-D"], ["+I", "+U", "-D", "-U"]], ids=["inserts", "deletes", "all"])
+def test_compact_batches_of_unique_keys_equals_compact(kinds):
+    # every key once (the insert-only stream and its like): the same result as compact, in order
+    rng = random.Random(len(kinds))
+    keys = rng.sample(range(10_000), 300)
+    rows = [(rng.choice(kinds), k, rng.randrange(1000)) for k in keys]
+    batches = [_one_key_batch(rows[:120]), _one_key_batch(rows[120:], 120)]
+    got = compact_batches(batches, ("id",), table="shop.orders")
+    want = compact(as_items(batches), ("id",), table="shop.orders")
+    compacted, last = got.to_compacted(ONE_KEY)
+    assert list(compacted.upserts.items()) == list(want.upserts.items())
+    assert compacted.deletes == want.deletes
+    assert compacted.input_rows == want.input_rows == len(rows)
+    assert [r.kind.short_string for r in last] == [kind for kind, _, _ in rows if kind in ("+I", "+U")]
+
+
+def test_compact_batches_of_one_key_column_with_repeated_keys_keeps_the_last_change():
+    rows = [("+I", 1, 10), ("+I", 2, 20), ("-D", 1, 10), ("+I", 3, 30), ("+I", 1, 11)]
+    got = compact_batches([_one_key_batch(rows)], ("id",), table="shop.orders")
+    compacted, _ = got.to_compacted(ONE_KEY)
+    assert list(compacted.upserts.items()) == [((2,), {"id": 2, "v": 20}), ((3,), {"id": 3, "v": 30}),
+                                               ((1,), {"id": 1, "v": 11})]
+    assert compacted.deletes == set()
