@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import pymysql.cursors
+from pymysql.constants import ER
 
 from changelake.changelog.event import DataChangeEvent, Op
 from changelake.changelog.schema import TableId
@@ -108,7 +109,7 @@ class _TableQueries:
         try:
             return _execute_unless_gone(cur, sql, params)
         except pymysql.err.MySQLError as exc:
-            if exc.args and exc.args[0] == _BAD_FIELD:
+            if exc.args and exc.args[0] == ER.BAD_FIELD_ERROR:
                 raise SourceError(f"the chunk key column {self._col.name!r} of {self._table.table_id} was dropped or "
                                   "renamed during its incremental snapshot; snapshot it again under a new "
                                   "'pipeline.name'") from exc
@@ -598,8 +599,6 @@ class IncrementalSnapshotReader:
 
 #: reads of one chunk before a definition changing under every one of them stops the snapshot.
 _DDL_RETRIES = 20
-_NO_SUCH_TABLE = 1146  # ER_NO_SUCH_TABLE
-_BAD_FIELD = 1054  # ER_BAD_FIELD_ERROR: a column the statement names does not exist
 
 
 def _execute_unless_gone(cur: Any, sql: str, params: list[Any], *, columns_may_change: bool = False) -> bool:
@@ -615,7 +614,7 @@ def _execute_unless_gone(cur: Any, sql: str, params: list[Any], *, columns_may_c
         cur.execute(sql, params)
     except pymysql.err.MySQLError as exc:
         code = exc.args[0] if exc.args else None
-        if code == _NO_SUCH_TABLE or (columns_may_change and code == _BAD_FIELD):
+        if code == ER.NO_SUCH_TABLE or (columns_may_change and code == ER.BAD_FIELD_ERROR):
             return False
         raise
     return True

@@ -42,6 +42,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import pymysql
 import pymysql.converters
 import pymysql.cursors
+from pymysql.constants import ER
 
 from changelake.changelog.event import DataChangeEvent, Op
 from changelake.changelog.schema import TableId
@@ -127,9 +128,10 @@ def read_table(connection: dict[str, Any], table_id: TableId) -> tuple[TableSche
         conn.close()
 
 
-_NO_SUCH_TABLE = 1146  # ER_NO_SUCH_TABLE (MySQL and MariaDB): the database exists, the table does not
-#: ER_TABLE_DEF_CHANGED: InnoDB cannot read a table rebuilt or re-created after the transaction's read view
-_TABLE_DEF_CHANGED = 1412
+# The server's error codes are pymysql's ``ER`` names (MySQL and MariaDB share them):
+# ER.NO_SUCH_TABLE (1146): the database exists, the table does not;
+# ER.TABLE_DEF_CHANGED (1412): InnoDB cannot read a table rebuilt or re-created after the transaction's read view.
+
 #: new consistent snapshots for one table (each after ER_TABLE_DEF_CHANGED) before the snapshot gives up
 _MAX_RESTARTS = 5
 
@@ -149,7 +151,7 @@ def no_such_table(conn: Any, table_id: TableId) -> bool:
         with conn.cursor() as cur:
             cur.execute(probe)
     except pymysql.err.ProgrammingError as exc:
-        return bool(exc.args and exc.args[0] == _NO_SUCH_TABLE)
+        return bool(exc.args and exc.args[0] == ER.NO_SUCH_TABLE)
     except pymysql.err.Error:
         return False
     return False
@@ -319,9 +321,9 @@ class SnapshotReader:
                 cur.fetchall()
         except pymysql.err.MySQLError as exc:
             code = exc.args[0] if exc.args else None
-            if code == _NO_SUCH_TABLE:
+            if code == ER.NO_SUCH_TABLE:
                 return False
-            if code == _TABLE_DEF_CHANGED:
+            if code == ER.TABLE_DEF_CHANGED:
                 raise _DefinitionChanged(name) from exc
             raise
         old = self._keys.get(name)
@@ -489,7 +491,7 @@ class SnapshotReader:
             try:
                 row_item = next(self._rows, None)
             except Exception as exc:
-                if (isinstance(exc, pymysql.err.MySQLError) and exc.args and exc.args[0] == _TABLE_DEF_CHANGED
+                if (isinstance(exc, pymysql.err.MySQLError) and exc.args and exc.args[0] == ER.TABLE_DEF_CHANGED
                         and self._chunk_count == 0 and self.progress.after_key is None):
                     self._restart_transaction(name, exc)  # (the lock's probe saw it first, as a rule)
                     continue
