@@ -13,7 +13,8 @@ Every event reaches :class:`~changelake.connectors.mysql_cdc.binlog.event_handle
 refused with a named error. Positions follow :mod:`~changelake.connectors.mysql_cdc.positions`.
 
 Connection loss (server restart, network, a read silent for ``read_timeout_s``) is retried with
-exponential back-off (0.5 s doubling up to 5 s) for up to ``connect_timeout_s``; each new
+exponential back-off (0.5 s doubling up to 5 s) for up to ``connect_timeout_s`` (what counts as a
+loss: :func:`~changelake.connectors.mysql_cdc.connection.is_connection_loss`); each new
 connection resumes at the handler's position (transaction start + rows handed out, plus prepared
 XA groups), so nothing is lost or repeated. Past that time :meth:`BinlogReader.take` raises
 :class:`~changelake.connectors.mysql_cdc.errors.BinlogConnectionLostError`. mysql-replication's
@@ -59,20 +60,15 @@ from changelake.connectors.errors import SourceError
 from changelake.connectors.mysql_cdc.binlog import _replication_fixes
 from changelake.connectors.mysql_cdc.binlog import row_decoder
 from changelake.connectors.mysql_cdc.binlog.compression import CompressedPayloadError
+from changelake.connectors.mysql_cdc.connection import close_quietly, is_connection_loss, text_connection
 from changelake.connectors.mysql_cdc.errors import BinlogConnectionLostError, UnsupportedBinlogEventError
 from changelake.connectors.mysql_cdc.binlog.event_handler import EventHandler, Progress, missing_columns, parse_truncate
 from changelake.connectors.mysql_cdc.positions import BinlogPosition, SourcePosition
 from changelake.connectors.mysql_cdc.schema.tracker import SchemaTracker, TableSchema, load_table_schema
 
-__all__ = ["BinlogReader", "ProcessBinlogReader", "ReaderConfig", "Progress", "parse_truncate", "missing_columns",
-           "is_connection_loss", "close_quietly"]
+__all__ = ["BinlogReader", "ProcessBinlogReader", "ReaderConfig", "Progress", "parse_truncate", "missing_columns"]
 
 log = logging.getLogger(__name__)
-
-#: pymysql / server error codes meaning "the connection is gone, try again": client-side
-#: 2003 (cannot connect), 2006 (gone away), 2013 (lost during query), 2055 (lost, system error);
-#: server-side 1053 (shutdown in progress), 1927 (connection killed), 1159/1161 (network timeouts).
-_RETRYABLE_CODES = frozenset({2003, 2006, 2013, 2055, 1053, 1927, 1159, 1161})
 
 
 class _StreamLost(ConnectionError):
@@ -81,29 +77,6 @@ class _StreamLost(ConnectionError):
 
 class _StreamEnded(ConnectionError):
     """The server ended the binlog stream (EOF packet) without being asked to."""
-
-
-def close_quietly(closable: Any) -> None:
-    """Close a connection or binlog stream that may already be dead; errors are ignored, None is
-    nothing to close."""
-    if closable is None:
-        return
-    try:
-        closable.close()
-    except Exception:  # noqa: BLE001 - closing a dead connection
-        pass
-
-
-def is_connection_loss(exc: BaseException) -> bool:
-    """True for errors after which a new connection may succeed (server restart, network)."""
-    import pymysql
-
-    if isinstance(exc, (ConnectionError, pymysql.err.InterfaceError)):
-        return True
-    if isinstance(exc, pymysql.err.OperationalError):
-        code = exc.args[0] if exc.args else None
-        return code in _RETRYABLE_CODES
-    return isinstance(exc, (OSError, EOFError))
 
 
 class BinlogReader:
@@ -377,8 +350,6 @@ def _die_with_parent(interval_s: float = 0.1) -> None:  # pragma: no cover - run
 
 def _child_main(conn: Any, cfg: ReaderConfig) -> None:  # pragma: no cover - runs in the child
     _die_with_parent()
-    # imported here: snapshot.reader imports this module (close_quietly, is_connection_loss)
-    from changelake.connectors.mysql_cdc.snapshot.reader import text_connection
 
     state: dict[str, Any] = {"conn": None}
 

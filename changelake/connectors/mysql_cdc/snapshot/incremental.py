@@ -51,12 +51,13 @@ from changelake.changelog.event import DataChangeEvent, Op
 from changelake.changelog.schema import TableId
 from changelake.connectors.errors import SourceError
 from changelake.connectors.mysql_cdc.binlog import _replication_fixes
-from changelake.connectors.mysql_cdc.binlog.reader import BinlogReader, Progress, close_quietly, is_connection_loss
+from changelake.connectors.mysql_cdc.binlog.reader import BinlogReader, Progress
+from changelake.connectors.mysql_cdc.connection import close_quietly, is_connection_loss, text_connection
 from changelake.connectors.mysql_cdc.snapshot.chunks import INTEGRAL_KINDS, SPLITTABLE_KINDS, Chunk, ChunkSplitter
 from changelake.connectors.mysql_cdc.errors import SnapshotInterruptedError
 from changelake.connectors.mysql_cdc.positions import BinlogPosition, SnapshotProgress
 from changelake.connectors.mysql_cdc.schema.tracker import SchemaTracker, TableSchema, load_table_schema
-from changelake.connectors.mysql_cdc.snapshot.reader import no_such_table, quote, select_list, text_connection
+from changelake.connectors.mysql_cdc.snapshot.reader import no_such_table, quote, select_list
 from changelake.connectors.mysql_cdc.values import convert
 from changelake.connectors.mysql_cdc.snapshot.watermarks import ChunkMark, TableMarks, WatermarkFilter, encode_value, hw_reached, marks_from_json
 

@@ -40,14 +40,13 @@ import logging
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import pymysql
-import pymysql.converters
 import pymysql.cursors
 from pymysql.constants import ER
 
 from changelake.changelog.event import DataChangeEvent, Op
 from changelake.changelog.schema import TableId
 from changelake.connectors.errors import SourceError, SourceTableNotFoundError
-from changelake.connectors.mysql_cdc.binlog.reader import close_quietly, is_connection_loss
+from changelake.connectors.mysql_cdc.connection import close_quietly, is_connection_loss, text_connection
 from changelake.connectors.mysql_cdc.errors import SnapshotInterruptedError
 from changelake.connectors.mysql_cdc.positions import BinlogPosition, SnapshotProgress, SourcePosition
 from changelake.connectors.mysql_cdc.schema.tracker import TableSchema, load_table_schema
@@ -56,26 +55,11 @@ from changelake.connectors.mysql_cdc.values import convert
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SnapshotReader", "text_connection", "quote", "select_list", "read_table", "no_such_table"]
-
-#: PyMySQL encoders only (parameters are escaped), no decoders: every value arrives as the
-#: server's text (str) or, for binary-charset data, bytes -- converted by values.convert.
-_ENCODERS = {k: v for k, v in pymysql.converters.conversions.items() if not isinstance(k, int)}
-
+__all__ = ["SnapshotReader", "quote", "select_list", "read_table", "no_such_table"]
 
 def quote(name: str) -> str:
     """Backtick-quote an identifier (embedded backticks doubled)."""
     return "`" + name.replace("`", "``") + "`"
-
-
-def text_connection(connection: dict[str, Any]) -> Any:
-    """A PyMySQL connection for snapshot reads: utf8mb4, session time zone UTC, raw text values."""
-    conn = pymysql.connect(**connection, charset="utf8mb4", conv=_ENCODERS, autocommit=True)
-    with conn.cursor() as cur:
-        cur.execute("SET SESSION time_zone = '+00:00'")
-        cur.execute("SET SESSION net_write_timeout = 3600")
-        cur.execute("SET SESSION wait_timeout = 86400")
-    return conn
 
 
 def select_list(table: TableSchema) -> str:
