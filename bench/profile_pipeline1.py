@@ -25,9 +25,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_pipeline1 as bp  # noqa: E402
 
-from changelake.connectors.mysql_cdc.binlog import reader_process  # noqa: E402
+from changelake.connectors.mysql_cdc.binlog import reader as binlog_reader  # noqa: E402
 
-_real_child_main = reader_process._child_main
+_real_child_main = binlog_reader._child_main
 
 
 def _profiled_child_main(conn: Any, cfg: Any) -> None:  # runs in the worker (spawn)
@@ -64,7 +64,7 @@ def main() -> None:
         os.environ["CHANGELAKE_MYSQL_CDC_READER"] = args.reader
         os.environ["CHANGELAKE_PROFILE_CHILD"] = str(out / "child.prof")
         if not args.no_profile:
-            reader_process._child_main = _profiled_child_main
+            binlog_reader._child_main = _profiled_child_main
         prof = cProfile.Profile()
         ru0 = resource.getrusage(resource.RUSAGE_SELF)
         rc0 = resource.getrusage(resource.RUSAGE_CHILDREN)

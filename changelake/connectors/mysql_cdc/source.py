@@ -35,7 +35,8 @@ from changelake.changelog.event import DROP_TABLE, DataChangeEvent
 from changelake.changelog.rowkind import RETRACT, RowKind
 from changelake.changelog.schema import TableId
 from changelake.connectors.errors import OptionValidationError, SourceError
-from changelake.connectors.mysql_cdc.binlog.reader import BinlogReader, Progress, close_quietly, is_connection_loss
+from changelake.connectors.mysql_cdc.binlog.reader import BinlogReader, ProcessBinlogReader, Progress, ReaderConfig
+from changelake.connectors.mysql_cdc.connection import close_quietly, is_connection_loss, text_connection
 from changelake.connectors.mysql_cdc.errors import BinlogPurgedError, ServerIdClashError
 from changelake.changelog.side_records import SideRecord
 from changelake.connectors.mysql_cdc.binlog.heartbeat import HeartbeatAction, HeartbeatRecords
@@ -63,10 +64,9 @@ from changelake.connectors.mysql_cdc.preflight import (
     used_server_ids,
 )
 from changelake.connectors.mysql_cdc.schema.tracker import SchemaTracker, TableSchema, list_tables, load_table_schema
-from changelake.connectors.mysql_cdc.binlog.reader_process import ProcessBinlogReader, ReaderConfig
 from changelake.connectors.mysql_cdc.selectors import CapturedTables
 from changelake.connectors.mysql_cdc.snapshot.incremental import IncrementalSnapshotReader, new_progress
-from changelake.connectors.mysql_cdc.snapshot.reader import SnapshotReader, text_connection
+from changelake.connectors.mysql_cdc.snapshot.reader import SnapshotReader
 from changelake.connectors.mysql_cdc.snapshot.watermarks import WatermarkFilter, marks_from_json
 
 __all__ = ["MySqlSource"]

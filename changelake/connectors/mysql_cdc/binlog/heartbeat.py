@@ -17,8 +17,7 @@ from typing import Any, Callable
 
 from changelake.changelog.side_records import HeartbeatRecord
 from changelake.connectors.errors import SourceError
-from changelake.connectors.mysql_cdc.binlog.reader import close_quietly
-from changelake.connectors.mysql_cdc.snapshot.reader import text_connection
+from changelake.connectors.mysql_cdc.connection import close_quietly, text_connection
 
 __all__ = ["HeartbeatAction", "HeartbeatRecords"]
 

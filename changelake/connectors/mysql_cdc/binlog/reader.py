@@ -1,4 +1,5 @@
-"""Binlog reader: mysql-replication in a background thread, turning binlog events into DataChangeEvents.
+"""Binlog reader: mysql-replication in a background thread turning binlog events into DataChangeEvents,
+in this process (:class:`BinlogReader`) or in a child process (:class:`ProcessBinlogReader`, below).
 
 The reader streams with file/position (``resume_stream=True``; ``is_mariadb`` left unset, which
 is for MariaDB GTID positions) in *blocking* mode with a server heartbeat, so it stays registered
@@ -12,7 +13,8 @@ Every event reaches :class:`~changelake.connectors.mysql_cdc.binlog.event_handle
 refused with a named error. Positions follow :mod:`~changelake.connectors.mysql_cdc.positions`.
 
 Connection loss (server restart, network, a read silent for ``read_timeout_s``) is retried with
-exponential back-off (0.5 s doubling up to 5 s) for up to ``connect_timeout_s``; each new
+exponential back-off (0.5 s doubling up to 5 s) for up to ``connect_timeout_s`` (what counts as a
+loss: :func:`~changelake.connectors.mysql_cdc.connection.is_connection_loss`); each new
 connection resumes at the handler's position (transaction start + rows handed out, plus prepared
 XA groups), so nothing is lost or repeated. Past that time :meth:`BinlogReader.take` raises
 :class:`~changelake.connectors.mysql_cdc.errors.BinlogConnectionLostError`. mysql-replication's
@@ -20,14 +22,37 @@ own silent reconnect is disabled (it resumes in the middle of a transaction, aft
 
 Query text is classified by :mod:`~changelake.connectors.mysql_cdc.schema.statements` and never logged,
 published or put into an error (account statements may carry passwords).
+
+In a worker process (decoding runs beside the writer instead of sharing its GIL),
+:class:`ProcessBinlogReader` has the interface of :class:`BinlogReader` (``start``, ``take``,
+``close``, ``connections``) and runs an unchanged ``BinlogReader`` (same
+event policy, positions, reconnects, refusals) in a child process started with ``spawn``. The
+child sends what its ``take()`` returns, in batches, through a pipe; items are pickled once per
+batch (a schema shared by a batch's events is written once). The pipe's buffer bounds what is in
+flight: a slow writer blocks the child's ``send``, so memory stays bounded.
+
+Errors raised in the child (a refused event, a lost connection) are sent as the next item and
+raised by :meth:`take` after the items before them, as with the thread reader; connector errors
+pickle with their fields (see :class:`~changelake.connectors.errors.ConnectorError`), other
+exceptions arrive as :class:`~changelake.connectors.errors.SourceError` naming the type and text.
+If the child dies, :meth:`take` raises SourceError with its exit code. If the parent dies
+(``kill -9``), the child notices within 0.1 s (it watches its parent's pid) and exits, closing
+its binlog connection, so that the restarted pipeline may register the same server id.
+
+Why a process: a profile of Pipeline 1 (py-spy, sysbench binlog) shows the binlog thread
+(socket, mysql-replication's row parsing, value conversion) at about two thirds of the CPU and the
+Kafka writer (JSON encoding, produce) at one third, serialised by the GIL.
 """
 
 from __future__ import annotations
 
+import collections
 import logging
+import multiprocessing
 import queue
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from changelake.changelog.schema import TableId
@@ -35,19 +60,15 @@ from changelake.connectors.errors import SourceError
 from changelake.connectors.mysql_cdc.binlog import _replication_fixes
 from changelake.connectors.mysql_cdc.binlog import row_decoder
 from changelake.connectors.mysql_cdc.binlog.compression import CompressedPayloadError
+from changelake.connectors.mysql_cdc.connection import close_quietly, is_connection_loss, text_connection
 from changelake.connectors.mysql_cdc.errors import BinlogConnectionLostError, UnsupportedBinlogEventError
 from changelake.connectors.mysql_cdc.binlog.event_handler import EventHandler, Progress, missing_columns, parse_truncate
 from changelake.connectors.mysql_cdc.positions import BinlogPosition, SourcePosition
-from changelake.connectors.mysql_cdc.schema.tracker import SchemaTracker
+from changelake.connectors.mysql_cdc.schema.tracker import SchemaTracker, TableSchema, load_table_schema
 
-__all__ = ["BinlogReader", "Progress", "parse_truncate", "missing_columns", "is_connection_loss", "close_quietly"]
+__all__ = ["BinlogReader", "ProcessBinlogReader", "ReaderConfig", "Progress", "parse_truncate", "missing_columns"]
 
 log = logging.getLogger(__name__)
-
-#: pymysql / server error codes meaning "the connection is gone, try again": client-side
-#: 2003 (cannot connect), 2006 (gone away), 2013 (lost during query), 2055 (lost, system error);
-#: server-side 1053 (shutdown in progress), 1927 (connection killed), 1159/1161 (network timeouts).
-_RETRYABLE_CODES = frozenset({2003, 2006, 2013, 2055, 1053, 1927, 1159, 1161})
 
 
 class _StreamLost(ConnectionError):
@@ -56,29 +77,6 @@ class _StreamLost(ConnectionError):
 
 class _StreamEnded(ConnectionError):
     """The server ended the binlog stream (EOF packet) without being asked to."""
-
-
-def close_quietly(closable: Any) -> None:
-    """Close a connection or binlog stream that may already be dead; errors are ignored, None is
-    nothing to close."""
-    if closable is None:
-        return
-    try:
-        closable.close()
-    except Exception:  # noqa: BLE001 - closing a dead connection
-        pass
-
-
-def is_connection_loss(exc: BaseException) -> bool:
-    """True for errors after which a new connection may succeed (server restart, network)."""
-    import pymysql
-
-    if isinstance(exc, (ConnectionError, pymysql.err.InterfaceError)):
-        return True
-    if isinstance(exc, pymysql.err.OperationalError):
-        code = exc.args[0] if exc.args else None
-        return code in _RETRYABLE_CODES
-    return isinstance(exc, (OSError, EOFError))
 
 
 class BinlogReader:
@@ -307,3 +305,245 @@ class BinlogReader:
         if err is not exc:
             err.__cause__ = exc
         self._put(("error", err))
+
+
+# -- the reader in a child process ----------------------------------------------------------
+
+@dataclass(frozen=True)
+class ReaderConfig:
+    """What the child needs to build its BinlogReader (all picklable)."""
+
+    connection: dict[str, Any]
+    server_id: int
+    start: SourcePosition
+    captured: Callable[[TableId], bool]
+    include_comments: bool
+    tinyint1_as_boolean: bool
+    heartbeat_s: float
+    connect_timeout_s: float
+    min_ts_ms: int
+    #: the captured tables that exist at ``start`` (BinlogReader's ``existing``)
+    existing: frozenset[TableId] = frozenset()
+    #: definitions read before the reader starts (the snapshot's; SchemaTracker's ``known``)
+    schemas: tuple[Any, ...] = ()
+
+
+def _die_with_parent(interval_s: float = 0.1) -> None:  # pragma: no cover - runs in the child
+    """Exit at once (``os._exit``: the binlog socket closes, the server drops the replica and its
+    server id) when the parent process is gone, checked every ``interval_s`` seconds by a daemon
+    thread: after a ``kill -9`` of the pipeline the child must not keep the server id, or the
+    restarted pipeline is refused (ServerIdClashError). Watching the parent's pid, not
+    ``PR_SET_PDEATHSIG``, which fires when the parent *thread* that started the child ends."""
+    import os
+
+    started_by = multiprocessing.parent_process()
+    parent = started_by.pid if started_by is not None and started_by.pid else os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(interval_s)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def _child_main(conn: Any, cfg: ReaderConfig) -> None:  # pragma: no cover - runs in the child
+    _die_with_parent()
+
+    state: dict[str, Any] = {"conn": None}
+
+    def hints(table_id: TableId) -> TableSchema | None:
+        c = state["conn"]
+        try:
+            if c is None:
+                raise ConnectionError
+            c.ping()
+        except Exception:  # noqa: BLE001 - (re)connect
+            c = state["conn"] = text_connection(cfg.connection)
+        try:
+            return load_table_schema(c, table_id, include_comments=cfg.include_comments,
+                                     tinyint1_as_boolean=cfg.tinyint1_as_boolean)
+        except SourceError:
+            return None
+
+    reader = BinlogReader(cfg.connection, cfg.server_id, cfg.start, cfg.captured, SchemaTracker(hints, cfg.schemas),
+                          heartbeat_s=cfg.heartbeat_s, connect_timeout_s=cfg.connect_timeout_s,
+                          min_ts_ms=cfg.min_ts_ms, linger_s=0.02, existing=cfg.existing)
+    reader.start()
+    try:
+        while True:
+            try:
+                items = reader.take(2000, 0.5)
+            except Exception as exc:  # noqa: BLE001 - handed to the parent, which raises it
+                conn.send((reader.connections, [("error", _picklable(exc))]))
+                return
+            if items:
+                conn.send((reader.connections, _last_progress_only(items)))  # BrokenPipeError when the parent is gone
+    except (BrokenPipeError, EOFError, OSError):
+        return
+    finally:
+        reader.close()
+        if state["conn"] is not None:
+            try:
+                state["conn"].close()
+            except Exception:  # noqa: BLE001
+                pass
+
+
+def _last_progress_only(items: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """The batch without its progress items except the last one: the source keeps only the
+    latest progress (its position, unless an event comes after it, and the server position
+    reached), so the batch ends in the same state with fewer items to pickle."""
+    last = max((i for i, item in enumerate(items) if item[0] == "progress"), default=-1)
+    return [item for i, item in enumerate(items) if item[0] != "progress" or i == last]
+
+
+#: Linux's ``F_SETPIPE_SZ`` / ``F_GETPIPE_SZ`` (fcntl.h; Python's ``fcntl`` names them from 3.10 on some builds only).
+_F_SETPIPE_SZ, _F_GETPIPE_SZ = 1031, 1032
+
+
+def _widen_pipe(fd: int, wanted: int = 4 << 20) -> int:
+    """Grow the pipe's kernel buffer from Linux's 64 KiB towards ``wanted`` bytes (capped by
+    ``/proc/sys/fs/pipe-max-size``, 1 MiB by default); the size in effect, or 0 where pipes cannot
+    be resized (not Linux). A batch of 2,000 sysbench events pickles to about 1 MB: with a 64 KiB
+    pipe the pump thread needs ~16 reads per batch, and after each read it waits for the GIL that
+    the writer thread holds (up to ``sys.getswitchinterval()``, 5 ms), while the child blocks in
+    ``write``. Measured with cProfile under load: the child spent 42 % of its time blocked in the
+    pipe write and the parent 21 % waiting for batches, both at once."""
+    try:
+        import fcntl
+
+        try:
+            limit = int(open("/proc/sys/fs/pipe-max-size").read())
+        except (OSError, ValueError):
+            limit = 1 << 20
+        fcntl.fcntl(fd, _F_SETPIPE_SZ, min(wanted, limit))
+        return int(fcntl.fcntl(fd, _F_GETPIPE_SZ))
+    except (ImportError, OSError):
+        return 0
+
+
+def _picklable(exc: BaseException) -> BaseException:
+    import pickle
+
+    try:
+        pickle.loads(pickle.dumps(exc))
+        return exc
+    except Exception:  # noqa: BLE001 - any exception that does not survive pickling
+        return SourceError(f"binlog reader failed: {type(exc).__name__}: {exc}")
+
+
+class ProcessBinlogReader:
+    """A BinlogReader in a child process (see module doc).
+
+    A pump thread moves the child's batches from the pipe into a bounded queue (``queue_batches``
+    batches of up to 2000 items), so that the child keeps decoding while the writer encodes and
+    commits; when the queue is full the pump, and through the pipe the child, waits.
+
+    Args:
+        config: the child's reader settings.
+        linger_s: after the first item, :meth:`take` waits up to this long (seconds) for more
+            before returning fewer than ``max_items`` (as Kafka's ``linger.ms``).
+        queue_batches: batches buffered ahead of :meth:`take`.
+    """
+
+    def __init__(self, config: ReaderConfig, linger_s: float = 0.1, queue_batches: int = 20) -> None:
+        self._config = config
+        self._linger_s = linger_s
+        self._proc: Any = None
+        self._conn: Any = None
+        self._pump: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._batches: "queue.Queue[list[tuple[str, Any]]]" = queue.Queue(maxsize=queue_batches)
+        self._buffer: collections.deque[tuple[str, Any]] = collections.deque()
+        self.server_id = config.server_id
+        #: connections the child made to the binlog (1 + reconnects), as BinlogReader.connections.
+        self.connections = 0
+
+    def start(self) -> None:
+        """Start the child process (it connects, reads and reconnects by itself) and the pump."""
+        ctx = multiprocessing.get_context("spawn")
+        parent, child = ctx.Pipe(duplex=False)
+        _widen_pipe(parent.fileno())
+        self._proc = ctx.Process(target=_child_main, args=(child, self._config),
+                                 name=f"mysql-cdc-binlog-{self.server_id}", daemon=True)
+        self._proc.start()
+        child.close()
+        self._conn = parent
+        self._pump = threading.Thread(target=self._run_pump, name=f"mysql-cdc-pump-{self.server_id}", daemon=True)
+        self._pump.start()
+
+    def _run_pump(self) -> None:
+        conn = self._conn
+        while not self._stop.is_set():
+            try:
+                if not conn.poll(0.2):
+                    continue
+                connections, items = conn.recv()
+            except (EOFError, OSError) as exc:
+                if self._stop.is_set():
+                    return
+                code = self._proc.exitcode if self._proc is not None else None
+                err = SourceError(f"the binlog reader process (server id {self.server_id}) exited (exit code {code})")
+                err.__cause__ = exc
+                items, connections = [("error", err)], self.connections
+            self.connections = connections
+            while not self._stop.is_set():
+                try:
+                    self._batches.put(items, timeout=0.2)
+                    break
+                except queue.Full:
+                    continue
+            if items and items[-1][0] == "error":
+                return
+
+    def close(self) -> None:
+        """Stop the child, the pump and the pipe (idempotent)."""
+        self._stop.set()
+        if self._proc is not None:
+            self._proc.terminate()
+            self._proc.join(timeout=10)
+            if self._proc.is_alive():
+                self._proc.kill()
+                self._proc.join(timeout=5)
+            self._proc = None
+        if self._pump is not None:
+            self._pump.join(timeout=5)
+            self._pump = None
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        self._buffer.clear()
+
+    def take(self, max_items: int, timeout_s: float) -> list[tuple[str, Any]]:
+        """As :meth:`BinlogReader.take`: up to ``max_items`` items, waiting at most ``timeout_s``
+        for the first and then at most ``linger_s`` for more. Raises the child's error after the
+        items that came before it.
+
+        Raises:
+            SourceError: the child's error (BinlogEventError subclasses, BinlogConnectionLostError),
+                or the child process exited.
+        """
+        out: list[tuple[str, Any]] = []
+        deadline = time.monotonic() + max(0.0, timeout_s)
+        linger_until: float | None = None
+        buf = self._buffer
+        while len(out) < max_items:
+            if not buf:
+                now = time.monotonic()
+                if out and linger_until is None:
+                    linger_until = min(deadline, now + self._linger_s)
+                wait = (linger_until if linger_until is not None else deadline) - now
+                try:
+                    buf.extend(self._batches.get(timeout=wait) if wait > 0 else self._batches.get_nowait())
+                except queue.Empty:
+                    break
+                continue
+            item = buf[0]
+            if item[0] == "error":
+                if out:
+                    break  # hand out what came before the failure first
+                raise item[1]  # stays at the front: the next take() raises it again
+            out.append(buf.popleft())
+        return out

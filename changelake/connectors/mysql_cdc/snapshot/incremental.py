@@ -45,17 +45,19 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import pymysql.cursors
+from pymysql.constants import ER
 
 from changelake.changelog.event import DataChangeEvent, Op
 from changelake.changelog.schema import TableId
 from changelake.connectors.errors import SourceError
 from changelake.connectors.mysql_cdc.binlog import _replication_fixes
-from changelake.connectors.mysql_cdc.binlog.reader import BinlogReader, Progress, close_quietly, is_connection_loss
+from changelake.connectors.mysql_cdc.binlog.reader import BinlogReader, Progress
+from changelake.connectors.mysql_cdc.connection import close_quietly, is_connection_loss, text_connection
 from changelake.connectors.mysql_cdc.snapshot.chunks import INTEGRAL_KINDS, SPLITTABLE_KINDS, Chunk, ChunkSplitter
 from changelake.connectors.mysql_cdc.errors import SnapshotInterruptedError
 from changelake.connectors.mysql_cdc.positions import BinlogPosition, SnapshotProgress
 from changelake.connectors.mysql_cdc.schema.tracker import SchemaTracker, TableSchema, load_table_schema
-from changelake.connectors.mysql_cdc.snapshot.reader import no_such_table, quote, select_list, text_connection
+from changelake.connectors.mysql_cdc.snapshot.reader import no_such_table, quote, select_list
 from changelake.connectors.mysql_cdc.values import convert
 from changelake.connectors.mysql_cdc.snapshot.watermarks import ChunkMark, TableMarks, WatermarkFilter, encode_value, hw_reached, marks_from_json
 
@@ -108,7 +110,7 @@ class _TableQueries:
         try:
             return _execute_unless_gone(cur, sql, params)
         except pymysql.err.MySQLError as exc:
-            if exc.args and exc.args[0] == _BAD_FIELD:
+            if exc.args and exc.args[0] == ER.BAD_FIELD_ERROR:
                 raise SourceError(f"the chunk key column {self._col.name!r} of {self._table.table_id} was dropped or "
                                   "renamed during its incremental snapshot; snapshot it again under a new "
                                   "'pipeline.name'") from exc
@@ -598,8 +600,6 @@ class IncrementalSnapshotReader:
 
 #: reads of one chunk before a definition changing under every one of them stops the snapshot.
 _DDL_RETRIES = 20
-_NO_SUCH_TABLE = 1146  # ER_NO_SUCH_TABLE
-_BAD_FIELD = 1054  # ER_BAD_FIELD_ERROR: a column the statement names does not exist
 
 
 def _execute_unless_gone(cur: Any, sql: str, params: list[Any], *, columns_may_change: bool = False) -> bool:
@@ -615,7 +615,7 @@ def _execute_unless_gone(cur: Any, sql: str, params: list[Any], *, columns_may_c
         cur.execute(sql, params)
     except pymysql.err.MySQLError as exc:
         code = exc.args[0] if exc.args else None
-        if code == _NO_SUCH_TABLE or (columns_may_change and code == _BAD_FIELD):
+        if code == ER.NO_SUCH_TABLE or (columns_may_change and code == ER.BAD_FIELD_ERROR):
             return False
         raise
     return True

@@ -40,13 +40,13 @@ import logging
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import pymysql
-import pymysql.converters
 import pymysql.cursors
+from pymysql.constants import ER
 
 from changelake.changelog.event import DataChangeEvent, Op
 from changelake.changelog.schema import TableId
 from changelake.connectors.errors import SourceError, SourceTableNotFoundError
-from changelake.connectors.mysql_cdc.binlog.reader import close_quietly, is_connection_loss
+from changelake.connectors.mysql_cdc.connection import close_quietly, is_connection_loss, text_connection
 from changelake.connectors.mysql_cdc.errors import SnapshotInterruptedError
 from changelake.connectors.mysql_cdc.positions import BinlogPosition, SnapshotProgress, SourcePosition
 from changelake.connectors.mysql_cdc.schema.tracker import TableSchema, load_table_schema
@@ -55,26 +55,11 @@ from changelake.connectors.mysql_cdc.values import convert
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SnapshotReader", "text_connection", "quote", "select_list", "read_table", "no_such_table"]
-
-#: PyMySQL encoders only (parameters are escaped), no decoders: every value arrives as the
-#: server's text (str) or, for binary-charset data, bytes -- converted by values.convert.
-_ENCODERS = {k: v for k, v in pymysql.converters.conversions.items() if not isinstance(k, int)}
-
+__all__ = ["SnapshotReader", "quote", "select_list", "read_table", "no_such_table"]
 
 def quote(name: str) -> str:
     """Backtick-quote an identifier (embedded backticks doubled)."""
     return "`" + name.replace("`", "``") + "`"
-
-
-def text_connection(connection: dict[str, Any]) -> Any:
-    """A PyMySQL connection for snapshot reads: utf8mb4, session time zone UTC, raw text values."""
-    conn = pymysql.connect(**connection, charset="utf8mb4", conv=_ENCODERS, autocommit=True)
-    with conn.cursor() as cur:
-        cur.execute("SET SESSION time_zone = '+00:00'")
-        cur.execute("SET SESSION net_write_timeout = 3600")
-        cur.execute("SET SESSION wait_timeout = 86400")
-    return conn
 
 
 def select_list(table: TableSchema) -> str:
@@ -127,9 +112,10 @@ def read_table(connection: dict[str, Any], table_id: TableId) -> tuple[TableSche
         conn.close()
 
 
-_NO_SUCH_TABLE = 1146  # ER_NO_SUCH_TABLE (MySQL and MariaDB): the database exists, the table does not
-#: ER_TABLE_DEF_CHANGED: InnoDB cannot read a table rebuilt or re-created after the transaction's read view
-_TABLE_DEF_CHANGED = 1412
+# The server's error codes are pymysql's ``ER`` names (MySQL and MariaDB share them):
+# ER.NO_SUCH_TABLE (1146): the database exists, the table does not;
+# ER.TABLE_DEF_CHANGED (1412): InnoDB cannot read a table rebuilt or re-created after the transaction's read view.
+
 #: new consistent snapshots for one table (each after ER_TABLE_DEF_CHANGED) before the snapshot gives up
 _MAX_RESTARTS = 5
 
@@ -149,7 +135,7 @@ def no_such_table(conn: Any, table_id: TableId) -> bool:
         with conn.cursor() as cur:
             cur.execute(probe)
     except pymysql.err.ProgrammingError as exc:
-        return bool(exc.args and exc.args[0] == _NO_SUCH_TABLE)
+        return bool(exc.args and exc.args[0] == ER.NO_SUCH_TABLE)
     except pymysql.err.Error:
         return False
     return False
@@ -319,9 +305,9 @@ class SnapshotReader:
                 cur.fetchall()
         except pymysql.err.MySQLError as exc:
             code = exc.args[0] if exc.args else None
-            if code == _NO_SUCH_TABLE:
+            if code == ER.NO_SUCH_TABLE:
                 return False
-            if code == _TABLE_DEF_CHANGED:
+            if code == ER.TABLE_DEF_CHANGED:
                 raise _DefinitionChanged(name) from exc
             raise
         old = self._keys.get(name)
@@ -489,7 +475,7 @@ class SnapshotReader:
             try:
                 row_item = next(self._rows, None)
             except Exception as exc:
-                if (isinstance(exc, pymysql.err.MySQLError) and exc.args and exc.args[0] == _TABLE_DEF_CHANGED
+                if (isinstance(exc, pymysql.err.MySQLError) and exc.args and exc.args[0] == ER.TABLE_DEF_CHANGED
                         and self._chunk_count == 0 and self.progress.after_key is None):
                     self._restart_transaction(name, exc)  # (the lock's probe saw it first, as a rule)
                     continue

@@ -20,7 +20,7 @@ from changelake.connectors.mysql_cdc.binlog.gtid import Gtid, parse_gtid_set
 from changelake.connectors.mysql_cdc.metadata import MetadataColumns
 from changelake.connectors.mysql_cdc.options import ChunkKeyColumn
 from changelake.connectors.mysql_cdc.preflight import required_privileges
-from changelake.connectors.mysql_cdc.binlog.reader_process import _last_progress_only
+from changelake.connectors.mysql_cdc.binlog.reader import _last_progress_only
 from changelake.connectors.mysql_cdc.selectors import CapturedTables, TableSelectors
 
 
