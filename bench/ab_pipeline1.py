@@ -26,6 +26,10 @@ import json, os, resource, sys, time
 sys.path.insert(0, sys.argv[1]); sys.path.insert(1, sys.argv[2])
 import changelake  # first: the bench helpers put this script's own tree on sys.path
 import bench_pipeline1 as bp
+# ... and the spawned binlog worker imports from sys.path as it is when it starts: the tree
+# under test must stay first, or the worker would run the bench's own tree (before 2026-12-02
+# it did, so earlier process-reader A/Bs compared the parents only)
+sys.path[:] = [sys.argv[1]] + [p for p in sys.path if os.path.abspath(p or ".") != os.path.abspath(sys.argv[1])]
 from changelake.services import KafkaService, MariaDBService
 a = json.loads(sys.argv[3])
 class DB: pass
@@ -117,8 +121,9 @@ def main() -> None:
             rate, parent_us, worker_us = med[label]
             print(f"{label}: median streaming {rate:,.0f} events/s; streaming CPU per event: parent {parent_us:.1f} µs, "
                   f"worker {worker_us:.1f} µs")
+        worker = (f"{med['B'][2] / med['A'][2]:.2f}x" if med["A"][2] else "n/a (thread reader: in the parent's figure)")
         print(f"B / A: streaming rate {med['B'][0] / med['A'][0]:.2f}x, parent CPU per event "
-              f"{med['B'][1] / med['A'][1]:.2f}x, worker CPU per event {med['B'][2] / med['A'][2]:.2f}x")
+              f"{med['B'][1] / med['A'][1]:.2f}x, worker CPU per event {worker}")
         print(f"load average {os.getloadavg()}")
 
 if __name__ == "__main__":
