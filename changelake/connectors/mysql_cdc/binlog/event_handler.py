@@ -203,9 +203,11 @@ class _Lib:
         from pymysqlreplication.event import QueryEvent, XAPrepareEvent, XidEvent
         from pymysqlreplication.row_event import RowsEvent, TableMapEvent, WriteRowsEvent
 
+        from changelake.connectors.mysql_cdc.binlog.framed_events import FramedXid
         from changelake.connectors.mysql_cdc.binlog.row_decoder import FramedRows, FramedTableMap, FramedWriteRows
 
-        self.QueryEvent, self.XAPrepareEvent, self.XidEvent = QueryEvent, XAPrepareEvent, XidEvent
+        # XID events framed by framed_events count as the library's too (a MariaDB GTID event is told by its code)
+        self.QueryEvent, self.XAPrepareEvent, self.XidEvent = QueryEvent, XAPrepareEvent, (XidEvent, FramedXid)
         # rows events framed by row_decoder.frame_rows count as the library's (isinstance with a tuple)
         self.TableMapEvent, self.WriteRowsEvent = (TableMapEvent, FramedTableMap), (WriteRowsEvent, FramedWriteRows)
         self.RowsEvent = (RowsEvent, FramedRows)  # last: the "loaded" mark
@@ -221,6 +223,11 @@ class Progress:
     position: SourcePosition
     file: str
     next_pos: int
+
+
+#: table-map body bytes -> the TableId its schema and table name make (they are in the bytes)
+_TABLE_IDS: dict[bytes, TableId] = {}
+_TABLE_IDS_MAX = 10_000
 
 
 def _gtid_text(ev: Any) -> str | None:
@@ -580,7 +587,14 @@ class EventHandler:
         self._end(next_pos)
 
     def _on_table_map(self, ev: Any) -> None:
-        table_id = TableId(_text(ev.schema), _text(ev.table))
+        key = getattr(ev, "cache_key", None)  # the map's body bytes (table-map cache of _replication_fixes)
+        table_id = _TABLE_IDS.get(key) if key is not None else None
+        if table_id is None:
+            table_id = TableId(_text(ev.schema), _text(ev.table))
+            if key is not None:
+                if len(_TABLE_IDS) >= _TABLE_IDS_MAX:
+                    _TABLE_IDS.clear()
+                _TABLE_IDS[key] = table_id
         if self._captured(table_id):
             self._existing.add(table_id)
             self._tracker.on_table_map(ev)
