@@ -47,6 +47,7 @@ class FramedMariadbGtid:
     domain_id: int
     flags: int
     gtid: str
+    table_map_missing = False  # as the library's events answer getattr(ev, "table_map_missing", False)
 
     @property
     def packet(self) -> "FramedMariadbGtid":
@@ -67,6 +68,7 @@ class FramedXid:
     log_pos: int
     event_size: int
     xid: int
+    table_map_missing = False
 
     @property
     def packet(self) -> "FramedXid":

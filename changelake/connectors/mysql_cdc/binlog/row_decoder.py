@@ -941,6 +941,7 @@ class FramedTableMap:
     event_size: int
     cache_key: bytes
     _attrs: dict[str, Any]
+    table_map_missing = False  # read by the event handler of every event (without it, __getattr__ raises)
 
     @property
     def packet(self) -> "FramedTableMap":
