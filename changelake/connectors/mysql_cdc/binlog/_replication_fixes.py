@@ -49,7 +49,8 @@ optional metadata) although a table's map repeats unchanged before each rows eve
    library's packet framing, which reads the header, the column bitmaps and the span of the row
    images from the raw packet (no per-event library object); any packet it does not read exactly
    is framed by the library as before. A table map whose body bytes are in the cache of item 5
-   is framed the same way (:class:`~.row_decoder.FramedTableMap`). The binlog reader installs it
+   is framed the same way (:class:`~.row_decoder.FramedTableMap`), and so are MariaDB's GTID and
+   XID events (:mod:`.framed_events`). The binlog reader installs it
    (after :func:`apply`) and asks for its classes in ``only_events``; a stream reader that does
    not ask for them is framed by the library alone.
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import re
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Callable
 
 from changelake.changelog.event import DROP_TABLE, DataChangeEvent, Op
@@ -203,9 +203,11 @@ class _Lib:
         from pymysqlreplication.event import QueryEvent, XAPrepareEvent, XidEvent
         from pymysqlreplication.row_event import RowsEvent, TableMapEvent, WriteRowsEvent
 
+        from changelake.connectors.mysql_cdc.binlog.framed_events import FramedXid
         from changelake.connectors.mysql_cdc.binlog.row_decoder import FramedRows, FramedTableMap, FramedWriteRows
 
-        self.QueryEvent, self.XAPrepareEvent, self.XidEvent = QueryEvent, XAPrepareEvent, XidEvent
+        # XID events framed by framed_events count as the library's too (a MariaDB GTID event is told by its code)
+        self.QueryEvent, self.XAPrepareEvent, self.XidEvent = QueryEvent, XAPrepareEvent, (XidEvent, FramedXid)
         # rows events framed by row_decoder.frame_rows count as the library's (isinstance with a tuple)
         self.TableMapEvent, self.WriteRowsEvent = (TableMapEvent, FramedTableMap), (WriteRowsEvent, FramedWriteRows)
         self.RowsEvent = (RowsEvent, FramedRows)  # last: the "loaded" mark
@@ -221,6 +223,18 @@ class Progress:
     position: SourcePosition
     file: str
     next_pos: int
+
+
+#: the handler builds each DataChangeEvent as ``object.__new__`` + its instance dict (in field order), the
+#: object its frozen ``__init__`` makes without that __init__'s nine ``object.__setattr__`` calls
+_new_event, _set_attribute = object.__new__, object.__setattr__
+_EVENT_FIELDS = ("table", "op", "before", "after", "schema", "ts_ms", "position", "transaction", "schema_change")
+if tuple(f.name for f in fields(DataChangeEvent)) != _EVENT_FIELDS or hasattr(DataChangeEvent, "__post_init__"):
+    raise ImportError("DataChangeEvent's fields changed: update EventHandler._emit's instance dict")
+
+#: table-map body bytes -> the TableId its schema and table name make (they are in the bytes)
+_TABLE_IDS: dict[bytes, TableId] = {}
+_TABLE_IDS_MAX = 10_000
 
 
 def _gtid_text(ev: Any) -> str | None:
@@ -310,10 +324,11 @@ class EventHandler:
     # -- dispatch ---------------------------------------------------------------------------
     def handle(self, ev: Any) -> None:
         """Handle one event. Raises BinlogEventError subclasses (see module doc) or SourceError."""
-        code = int(ev.packet.event_type)
+        packet = ev.packet
+        code = int(packet.event_type)
         rule = rule_for(code)
-        next_pos = int(ev.packet.log_pos or 0)
-        start_pos = next_pos - int(ev.packet.event_size) if next_pos else 0
+        next_pos = int(packet.log_pos or 0)
+        start_pos = next_pos - int(packet.event_size) if next_pos else 0
         if code == 0x04:  # ROTATE_EVENT
             self._on_rotate(str(ev.next_binlog), int(ev.position))
             return
@@ -393,17 +408,8 @@ class EventHandler:
         elif code in (0x21, 0x22):  # MySQL GTID / anonymous GTID: BEGIN or a DDL follows
             self._begin(start_pos, explicit=False, xa=False)
             self._gtid = _gtid_text(ev) if code == 0x21 else None
-        elif isinstance(ev, QueryEvent):
-            self._on_query(ev, name, start_pos, next_pos)
-        elif isinstance(ev, XidEvent):
-            if self._xa_group is not None:
-                raise UnsupportedBinlogEventError(event_type=name, file=self._file, pos=start_pos,
-                                                  reason="XA transaction ended by COMMIT instead of XA PREPARE")
-            self._end(next_pos)
-        elif isinstance(ev, XAPrepareEvent):
-            self._on_xa_prepare(ev, name, start_pos, next_pos)
-        elif isinstance(ev, TableMapEvent):
-            self._on_table_map(ev)
+        elif isinstance(ev, TableMapEvent):  # table maps and rows events before the other classes (all disjoint):
+            self._on_table_map(ev)           # they are 8 of a sysbench transaction's 10 events
         elif isinstance(ev, RowsEvent):
             schema = self._rows_schema(ev, start_pos)
             if schema is None:
@@ -421,6 +427,15 @@ class EventHandler:
             for op, before, after in self._rows(ev, schema):
                 if self._tx.emit():
                     self._emit(schema.table_id, op, before, after, schema.schema, ts_ms)
+        elif isinstance(ev, QueryEvent):
+            self._on_query(ev, name, start_pos, next_pos)
+        elif isinstance(ev, XidEvent):
+            if self._xa_group is not None:
+                raise UnsupportedBinlogEventError(event_type=name, file=self._file, pos=start_pos,
+                                                  reason="XA transaction ended by COMMIT instead of XA PREPARE")
+            self._end(next_pos)
+        elif isinstance(ev, XAPrepareEvent):
+            self._on_xa_prepare(ev, name, start_pos, next_pos)
         elif not self._tx.in_tx:  # format description
             self._end(next_pos)
 
@@ -455,7 +470,10 @@ class EventHandler:
             position = {"phase": "binlog", "file": tx.file, "pos": tx.tx_start, "row": tx.emitted}
         if self._gtid is not None:  # the transaction's GTID, for transaction metadata (not a resume field)
             position["gtid"] = self._gtid
-        event = DataChangeEvent(table, op, before, after, schema, ts_ms, position, schema_change=schema_change)
+        event = _new_event(DataChangeEvent)  # DataChangeEvent(table, op, ...) without its frozen __init__
+        _set_attribute(event, "__dict__", {"table": table, "op": op, "before": before, "after": after, "schema": schema,
+                                           "ts_ms": ts_ms, "position": position, "transaction": None,
+                                           "schema_change": schema_change})
         if self._held is not None:
             self._held.append(event)
         else:
@@ -580,7 +598,14 @@ class EventHandler:
         self._end(next_pos)
 
     def _on_table_map(self, ev: Any) -> None:
-        table_id = TableId(_text(ev.schema), _text(ev.table))
+        key = getattr(ev, "cache_key", None)  # the map's body bytes (table-map cache of _replication_fixes)
+        table_id = _TABLE_IDS.get(key) if key is not None else None
+        if table_id is None:
+            table_id = TableId(_text(ev.schema), _text(ev.table))
+            if key is not None:
+                if len(_TABLE_IDS) >= _TABLE_IDS_MAX:
+                    _TABLE_IDS.clear()
+                _TABLE_IDS[key] = table_id
         if self._captured(table_id):
             self._existing.add(table_id)
             self._tracker.on_table_map(ev)

@@ -45,6 +45,8 @@ from typing import Any, Callable
 from changelake.connectors.mysql_cdc.binlog import _replication_fixes, binary_json
 from changelake.connectors.mysql_cdc.binlog._replication_fixes import FRACTION_BYTES, decode_time2
 from changelake.connectors.mysql_cdc.binlog.compression import CompressedPayloadError, uncompress
+from changelake.connectors.mysql_cdc.binlog.framed_events import (GTID_CODE, XID_CODE, FramedMariadbGtid, FramedXid,
+                                                              frame_gtid_or_xid)
 from changelake.connectors.mysql_cdc.schema.columns import MySqlColumn
 from changelake.connectors.mysql_cdc.binlog.geometry import geometry_to_json
 from changelake.connectors.mysql_cdc.values import python_codec
@@ -852,6 +854,9 @@ class FramedDeleteRows(FramedRows):
 
 
 _FRAMED_CLASS = {1: FramedWriteRows, 2: FramedUpdateRows, 3: FramedDeleteRows}
+#: the other packets the framer reads itself: table maps (:func:`frame_table_map`), MariaDB GTID and XID
+#: events (:mod:`.framed_events`)
+_OWN_HEADERS = frozenset({0x13, GTID_CODE, XID_CODE})
 _KIND = {0x17: 1, 0x1E: 1, 0xA6: 1, 0x18: 2, 0x1F: 2, 0xA7: 2, 0x19: 3, 0x20: 3, 0xA8: 3}
 #: rows-event type code -> (row images per row, 1 write / 2 update / 3 delete): the events the
 #: compiled decoder reads (every WRITE/UPDATE/DELETE_ROWS event but MySQL's PARTIAL_UPDATE_ROWS).
@@ -936,6 +941,7 @@ class FramedTableMap:
     event_size: int
     cache_key: bytes
     _attrs: dict[str, Any]
+    table_map_missing = False  # read by the event handler of every event (without it, __getattr__ raises)
 
     @property
     def packet(self) -> "FramedTableMap":
@@ -982,8 +988,9 @@ def install_framer() -> None:
     """Put :func:`frame_rows` in front of mysql-replication's packet framing
     (``binlogstream.BinLogPacketWrapper``, built by ``BinLogStreamReader.fetchone`` for every
     packet): a rows event of a table with a compiled decoder becomes a :class:`FramedRows`, a
-    table map already parsed a :class:`FramedTableMap`, every other packet is framed by the
-    library as before (idempotent). Only for a stream reader whose ``only_events`` hold
+    table map already parsed a :class:`FramedTableMap`, a MariaDB GTID or XID event a
+    :class:`~.framed_events.FramedMariadbGtid` / :class:`~.framed_events.FramedXid`, every other
+    packet is framed by the library as before (idempotent). Only for a stream reader whose ``only_events`` hold
     :func:`framed_classes` (``fetchone`` drops the events of any other class) and that asks for
     no table/schema filter and no checksum verification (the binlog reader asks neither); any
     other stream reader in the process is framed by the library alone."""
@@ -1001,10 +1008,14 @@ def install_framer() -> None:
         data = pkt._data
         code = data[5] if len(data) > 5 else 0
         # only for a stream reader that allows the framed classes (others would drop them)
-        if (code in _KIND or code == 0x13) and framing_enabled and len(args) >= 15 and pkt._position == 0 \
+        if (code in _KIND or code in _OWN_HEADERS) and framing_enabled and len(args) >= 15 and pkt._position == 0 \
                 and FramedWriteRows in args[3] and args[4] is None and args[5] is None and args[6] is None \
                 and args[7] is None and not args[10]:
-            if code == 0x13:
+            if code == GTID_CODE or code == XID_CODE:
+                small = frame_gtid_or_xid(data, bool(args[2]))
+                if small is not None:
+                    return small
+            elif code == 0x13:
                 table = frame_table_map(data, table_map, bool(args[2]), args[14])
                 if table is not None:
                     return table
@@ -1021,4 +1032,4 @@ def install_framer() -> None:
 
 def framed_classes() -> tuple[type, ...]:
     """The classes the framer builds (to add to the stream reader's ``only_events``)."""
-    return (FramedWriteRows, FramedUpdateRows, FramedDeleteRows, FramedTableMap)
+    return (FramedWriteRows, FramedUpdateRows, FramedDeleteRows, FramedTableMap, FramedMariadbGtid, FramedXid)
