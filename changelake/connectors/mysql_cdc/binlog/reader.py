@@ -50,6 +50,7 @@ import collections
 import logging
 import multiprocessing
 import queue
+import signal
 import threading
 import time
 from dataclasses import dataclass
@@ -349,6 +350,11 @@ def _die_with_parent(interval_s: float = 0.1) -> None:  # pragma: no cover - run
 
 
 def _child_main(conn: Any, cfg: ReaderConfig) -> None:  # pragma: no cover - runs in the child
+    # The parent stops the child with SIGTERM (close -> terminate). An ignored signal stays ignored
+    # across exec, and a parent may ignore SIGTERM: Dagster maps SIGTERM to SIGINT's handler, which is
+    # SIG_IGN in a process a shell started in the background. The child would then outlive every
+    # close by its 10 s join, until SIGKILL.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _die_with_parent()
 
     state: dict[str, Any] = {"conn": None}
