@@ -4,8 +4,12 @@ in this process (:class:`BinlogReader`) or in a child process (:class:`ProcessBi
 The reader streams with file/position (``resume_stream=True``; ``is_mariadb`` left unset, which
 is for MariaDB GTID positions) in *blocking* mode with a server heartbeat, so it stays registered
 in ``SHOW SLAVE HOSTS`` (the server-id clash check relies on that) and wakes up at least once per
-heartbeat to notice :meth:`BinlogReader.close`. Decoded items go through a bounded queue to
-:meth:`BinlogReader.take`, which returns within its timeout.
+heartbeat to notice :meth:`BinlogReader.close`. After the library's first event the thread reads
+the stream's packets itself (:mod:`.packet_stream`: in chunks, no ``fetchone`` per packet).
+Decoded items go to :meth:`BinlogReader.take`, which returns within its timeout, through a
+bounded queue of batches: the thread hands over what it decoded every ``batch_items`` items and
+whenever it is about to wait for the server (so a batch never holds an item back), one queue
+``put`` per batch instead of one per item.
 
 Every event reaches :class:`~changelake.connectors.mysql_cdc.binlog.event_handler.EventHandler`
 (nothing is filtered inside mysql-replication) and is handled as
@@ -58,7 +62,7 @@ from typing import Any, Callable, Iterable
 
 from changelake.changelog.schema import TableId
 from changelake.connectors.errors import SourceError
-from changelake.connectors.mysql_cdc.binlog import _replication_fixes
+from changelake.connectors.mysql_cdc.binlog import _replication_fixes, packet_stream
 from changelake.connectors.mysql_cdc.binlog import row_decoder
 from changelake.connectors.mysql_cdc.binlog.compression import CompressedPayloadError
 from changelake.connectors.mysql_cdc.connection import close_quietly, is_connection_loss, text_connection
@@ -92,7 +96,8 @@ class BinlogReader:
         tracker: schema tracker (table-map events -> schemas).
         heartbeat_s: heartbeat period asked from the server, seconds (capped at 1 s so that
             :meth:`close` returns promptly).
-        queue_size: decoded items buffered ahead of :meth:`take`.
+        queue_size: decoded items buffered ahead of :meth:`take` (in batches of up to
+            ``batch_items``: ``queue_size // batch_items`` batches).
         connect_timeout_s: how long to keep reconnecting after a connection loss, seconds.
         read_timeout_s: a connection silent for this long (no event, no heartbeat) counts as lost.
         linger_s: after the first item, :meth:`take` waits up to this long (seconds) for more
@@ -101,6 +106,8 @@ class BinlogReader:
             epoch) are skipped until the first one at or after it.
         existing: the captured tables that exist at ``start`` (a ``DROP DATABASE`` read later
             drops those of its database; see ``EventHandler``).
+        batch_items: items the reader thread hands over at once at most (sooner when it is about
+            to wait for the server).
     """
 
     def __init__(
@@ -117,6 +124,7 @@ class BinlogReader:
         min_ts_ms: int = 0,
         linger_s: float = 0.1,
         existing: Iterable[TableId] = (),
+        batch_items: int = 500,
     ) -> None:
         self._existing = set(existing)  # kept across connections, as the tracker
         self._min_ts_ms = min_ts_ms
@@ -129,7 +137,10 @@ class BinlogReader:
         self._heartbeat_s = max(0.1, min(heartbeat_s, 1.0))
         self._connect_timeout_s = connect_timeout_s
         self._read_timeout_s = max(read_timeout_s, self._heartbeat_s * 4)
-        self._queue: "queue.Queue[tuple[str, Any]]" = queue.Queue(maxsize=queue_size)
+        self._batch_items = max(1, batch_items)
+        self._queue: "queue.Queue[list[tuple[str, Any]]]" = queue.Queue(maxsize=max(1, queue_size // self._batch_items))
+        self._pending: list[tuple[str, Any]] = []  # decoded by the thread, not yet handed over
+        self._buffer: collections.deque[tuple[str, Any]] = collections.deque()  # handed over, not yet taken
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._stream: Any = None
@@ -157,6 +168,7 @@ class BinlogReader:
             self._thread.join(timeout=self._heartbeat_s * 5 + 5)
             self._thread = None
         self._close_stream()
+        self._buffer.clear()
 
     # -- consumer side ------------------------------------------------------------------------
     def take(self, max_items: int, timeout_s: float) -> list[tuple[str, Any]]:
@@ -174,16 +186,18 @@ class BinlogReader:
                 event, BinlogConnectionLostError when reconnecting gave up; the cause is chained).
         """
         out: list[tuple[str, Any]] = []
-        now = time.monotonic()
-        deadline = now + max(0.0, timeout_s)
+        deadline = time.monotonic() + max(0.0, timeout_s)
         linger_until: float | None = None
-        get, get_nowait = self._queue.get, self._queue.get_nowait
+        buf = self._buffer
         while len(out) < max_items:
-            try:
-                item = get_nowait()
-            except queue.Empty:
+            if not buf:
                 # wait for the first item until the timeout; after it, up to linger_s for more
                 # (larger batches: fewer commits, each of which waits for the broker)
+                try:
+                    buf.extend(self._queue.get_nowait())
+                    continue
+                except queue.Empty:
+                    pass
                 now = time.monotonic()
                 if linger_until is None and out:
                     linger_until = min(deadline, now + self._linger_s)
@@ -191,27 +205,38 @@ class BinlogReader:
                 if remaining <= 0:
                     break
                 try:
-                    item = get(timeout=remaining)
+                    buf.extend(self._queue.get(timeout=remaining))
                 except queue.Empty:
                     break
-            if item[0] == "error":
-                if out:  # hand out what came before the failure first
-                    self._queue_front_error(item)
+                continue
+            if buf[0][0] == "error":
+                if out:  # hand out what came before the failure first; it stays the next thing take() returns
                     break
-                raise item[1]
-            out.append(item)
+                raise buf.popleft()[1]
+            out.append(buf.popleft())
         return out
-
-    def _queue_front_error(self, item: tuple[str, Any]) -> None:
-        # the failure stays the next thing take() returns (the thread has stopped putting)
-        with self._queue.mutex:
-            self._queue.queue.appendleft(item)
 
     # -- reader thread --------------------------------------------------------------------------
     def _put(self, item: tuple[str, Any]) -> None:
+        """The handler's output: kept until ``batch_items`` items are there or the stream waits."""
+        pending = self._pending
+        pending.append(item)
+        if len(pending) >= self._batch_items:
+            self._flush()
+
+    def _put_now(self, item: tuple[str, Any]) -> None:
+        self._pending.append(item)
+        self._flush()
+
+    def _flush(self) -> None:
+        """Hand the pending items over as one batch (waits while the queue is full, until close)."""
+        batch = self._pending
+        if not batch:
+            return
+        self._pending = []
         while not self._stop.is_set():
             try:
-                self._queue.put(item, timeout=0.2)
+                self._queue.put(batch, timeout=0.2)
                 return
             except queue.Full:
                 continue
@@ -262,7 +287,7 @@ class BinlogReader:
                                    existing=self._existing)
             try:
                 handler.warm_up()  # the existing tables' schemas, for a drop before any row of them
-                for ev in self._open_stream(handler.physical_start()):
+                for ev in packet_stream.events(self._open_stream(handler.physical_start()), self._flush):
                     if self._stop.is_set():
                         return
                     lost_at, attempts, delay = None, 0, 0.5
@@ -273,6 +298,7 @@ class BinlogReader:
             except Exception as exc:  # noqa: BLE001 - classified below, handed to the consumer
                 if self._stop.is_set():
                     return
+                self._flush()  # what was decoded before the loss or failure goes first
                 position = handler.position()
                 self._min_ts_ms = handler.min_ts_ms
                 self._close_stream()
@@ -286,7 +312,7 @@ class BinlogReader:
                     err = BinlogConnectionLostError(position=str(position.binlog), attempts=attempts,
                                                     waited_s=now - lost_at, cause=f"{type(exc).__name__}: {exc}")
                     err.__cause__ = exc
-                    self._put(("error", err))
+                    self._put_now(("error", err))
                     return
                 log.warning("binlog connection (server id %s) lost at %s (%s: %s); reconnecting in %.1f s",
                             self.server_id, position.binlog, type(exc).__name__, exc, delay)
@@ -305,7 +331,7 @@ class BinlogReader:
                               f"{type(exc).__name__}: {exc}")
         if err is not exc:
             err.__cause__ = exc
-        self._put(("error", err))
+        self._put_now(("error", err))
 
 
 # -- the reader in a child process ----------------------------------------------------------
