@@ -32,7 +32,10 @@ In a worker process (decoding runs beside the writer instead of sharing its GIL)
 ``close``, ``connections``) and runs an unchanged ``BinlogReader`` (same
 event policy, positions, reconnects, refusals) in a child process started with ``spawn``. The
 child sends what its ``take()`` returns, in batches, through a pipe; items are pickled once per
-batch (a schema shared by a batch's events is written once). The pipe's buffer bounds what is in
+batch (a schema shared by a batch's events is written once), a change event as the tuple of its
+fields (:func:`_to_wire`, rebuilt by :func:`_from_wire`): pickling a ``DataChangeEvent`` goes
+through ``__reduce_ex__`` and its instance dict, a tuple does not (2,000 sysbench events, quiet
+machine: 3.8 → 1.4 µs per event to pickle, convert included, 3.6 → 2.7 µs to unpickle and rebuild). The pipe's buffer bounds what is in
 flight: a slow writer blocks the child's ``send``, so memory stays bounded.
 
 Errors raised in the child (a refused event, a lost connection) are sent as the next item and
@@ -57,9 +60,10 @@ import queue
 import signal
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Callable, Iterable
 
+from changelake.changelog.event import DataChangeEvent
 from changelake.changelog.schema import TableId
 from changelake.connectors.errors import SourceError
 from changelake.connectors.mysql_cdc.binlog import _replication_fixes, packet_stream
@@ -411,7 +415,7 @@ def _child_main(conn: Any, cfg: ReaderConfig) -> None:  # pragma: no cover - run
                 conn.send((reader.connections, [("error", _picklable(exc))]))
                 return
             if items:
-                conn.send((reader.connections, _last_progress_only(items)))  # BrokenPipeError when the parent is gone
+                conn.send((reader.connections, _to_wire(_last_progress_only(items))))  # BrokenPipeError when the parent is gone
     except (BrokenPipeError, EOFError, OSError):
         return
     finally:
@@ -429,6 +433,45 @@ def _last_progress_only(items: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
     reached), so the batch ends in the same state with fewer items to pickle."""
     last = max((i for i, item in enumerate(items) if item[0] == "progress"), default=-1)
     return [item for i, item in enumerate(items) if item[0] != "progress" or i == last]
+
+
+#: the fields of a DataChangeEvent, in order (the wire tuple's, after its kind)
+_EVENT_FIELDS = ("table", "op", "before", "after", "schema", "ts_ms", "position", "transaction", "schema_change")
+if tuple(f.name for f in fields(DataChangeEvent)) != _EVENT_FIELDS or hasattr(DataChangeEvent, "__post_init__"):
+    raise ImportError("DataChangeEvent's fields changed: update reader._to_wire / _from_wire")
+_new_event, _set_attribute = object.__new__, object.__setattr__
+
+
+def _to_wire(items: list[tuple[str, Any]]) -> list[tuple[Any, ...]]:
+    """A batch for the pipe: each ``("event", DataChangeEvent)`` as ``("ev", table, op, before,
+    after, schema, ts_ms, position, transaction, schema_change)``, other items as they are."""
+    out: list[tuple[Any, ...]] = []
+    append = out.append
+    for item in items:
+        if item[0] == "event" and type(item[1]) is DataChangeEvent:
+            d = item[1].__dict__
+            append(("ev", d["table"], d["op"], d["before"], d["after"], d["schema"], d["ts_ms"], d["position"],
+                    d["transaction"], d["schema_change"]))
+        else:
+            append(item)
+    return out
+
+
+def _from_wire(items: list[tuple[Any, ...]]) -> list[tuple[str, Any]]:
+    """The batch :func:`_to_wire` made, with its DataChangeEvents rebuilt (``object.__new__`` and
+    the instance dict: the object the frozen ``__init__`` makes, without its ``__setattr__`` calls)."""
+    out: list[tuple[str, Any]] = []
+    append = out.append
+    for t in items:
+        if t[0] == "ev":
+            event = _new_event(DataChangeEvent)
+            _set_attribute(event, "__dict__", {"table": t[1], "op": t[2], "before": t[3], "after": t[4], "schema": t[5],
+                                               "ts_ms": t[6], "position": t[7], "transaction": t[8],
+                                               "schema_change": t[9]})
+            append(("event", event))
+        else:
+            append(t)
+    return out
 
 
 #: Linux's ``F_SETPIPE_SZ`` / ``F_GETPIPE_SZ`` (fcntl.h; Python's ``fcntl`` names them from 3.10 on some builds only).
@@ -512,7 +555,8 @@ class ProcessBinlogReader:
             try:
                 if not conn.poll(0.2):
                     continue
-                connections, items = conn.recv()
+                connections, wire = conn.recv()
+                items = _from_wire(wire)
             except (EOFError, OSError) as exc:
                 if self._stop.is_set():
                     return
