@@ -4,8 +4,12 @@ in this process (:class:`BinlogReader`) or in a child process (:class:`ProcessBi
 The reader streams with file/position (``resume_stream=True``; ``is_mariadb`` left unset, which
 is for MariaDB GTID positions) in *blocking* mode with a server heartbeat, so it stays registered
 in ``SHOW SLAVE HOSTS`` (the server-id clash check relies on that) and wakes up at least once per
-heartbeat to notice :meth:`BinlogReader.close`. Decoded items go through a bounded queue to
-:meth:`BinlogReader.take`, which returns within its timeout.
+heartbeat to notice :meth:`BinlogReader.close`. After the library's first event the thread reads
+the stream's packets itself (:mod:`.packet_stream`: in chunks, no ``fetchone`` per packet).
+Decoded items go to :meth:`BinlogReader.take`, which returns within its timeout, through a
+bounded queue of batches: the thread hands over what it decoded every ``batch_items`` items and
+whenever it is about to wait for the server (so a batch never holds an item back), one queue
+``put`` per batch instead of one per item.
 
 Every event reaches :class:`~changelake.connectors.mysql_cdc.binlog.event_handler.EventHandler`
 (nothing is filtered inside mysql-replication) and is handled as
@@ -28,7 +32,10 @@ In a worker process (decoding runs beside the writer instead of sharing its GIL)
 ``close``, ``connections``) and runs an unchanged ``BinlogReader`` (same
 event policy, positions, reconnects, refusals) in a child process started with ``spawn``. The
 child sends what its ``take()`` returns, in batches, through a pipe; items are pickled once per
-batch (a schema shared by a batch's events is written once). The pipe's buffer bounds what is in
+batch (a schema shared by a batch's events is written once), a change event as the tuple of its
+fields (:func:`_to_wire`, rebuilt by :func:`_from_wire`): pickling a ``DataChangeEvent`` goes
+through ``__reduce_ex__`` and its instance dict, a tuple does not (2,000 sysbench events, quiet
+machine: 3.8 → 1.4 µs per event to pickle, convert included, 3.6 → 2.7 µs to unpickle and rebuild). The pipe's buffer bounds what is in
 flight: a slow writer blocks the child's ``send``, so memory stays bounded.
 
 Errors raised in the child (a refused event, a lost connection) are sent as the next item and
@@ -53,12 +60,13 @@ import queue
 import signal
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Callable, Iterable
 
+from changelake.changelog.event import DataChangeEvent
 from changelake.changelog.schema import TableId
 from changelake.connectors.errors import SourceError
-from changelake.connectors.mysql_cdc.binlog import _replication_fixes
+from changelake.connectors.mysql_cdc.binlog import _replication_fixes, packet_stream
 from changelake.connectors.mysql_cdc.binlog import row_decoder
 from changelake.connectors.mysql_cdc.binlog.compression import CompressedPayloadError
 from changelake.connectors.mysql_cdc.connection import close_quietly, is_connection_loss, text_connection
@@ -92,7 +100,8 @@ class BinlogReader:
         tracker: schema tracker (table-map events -> schemas).
         heartbeat_s: heartbeat period asked from the server, seconds (capped at 1 s so that
             :meth:`close` returns promptly).
-        queue_size: decoded items buffered ahead of :meth:`take`.
+        queue_size: decoded items buffered ahead of :meth:`take` (in batches of up to
+            ``batch_items``: ``queue_size // batch_items`` batches).
         connect_timeout_s: how long to keep reconnecting after a connection loss, seconds.
         read_timeout_s: a connection silent for this long (no event, no heartbeat) counts as lost.
         linger_s: after the first item, :meth:`take` waits up to this long (seconds) for more
@@ -101,6 +110,8 @@ class BinlogReader:
             epoch) are skipped until the first one at or after it.
         existing: the captured tables that exist at ``start`` (a ``DROP DATABASE`` read later
             drops those of its database; see ``EventHandler``).
+        batch_items: items the reader thread hands over at once at most (sooner when it is about
+            to wait for the server).
     """
 
     def __init__(
@@ -117,6 +128,7 @@ class BinlogReader:
         min_ts_ms: int = 0,
         linger_s: float = 0.1,
         existing: Iterable[TableId] = (),
+        batch_items: int = 500,
     ) -> None:
         self._existing = set(existing)  # kept across connections, as the tracker
         self._min_ts_ms = min_ts_ms
@@ -129,7 +141,10 @@ class BinlogReader:
         self._heartbeat_s = max(0.1, min(heartbeat_s, 1.0))
         self._connect_timeout_s = connect_timeout_s
         self._read_timeout_s = max(read_timeout_s, self._heartbeat_s * 4)
-        self._queue: "queue.Queue[tuple[str, Any]]" = queue.Queue(maxsize=queue_size)
+        self._batch_items = max(1, batch_items)
+        self._queue: "queue.Queue[list[tuple[str, Any]]]" = queue.Queue(maxsize=max(1, queue_size // self._batch_items))
+        self._pending: list[tuple[str, Any]] = []  # decoded by the thread, not yet handed over
+        self._buffer: collections.deque[tuple[str, Any]] = collections.deque()  # handed over, not yet taken
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._stream: Any = None
@@ -157,6 +172,7 @@ class BinlogReader:
             self._thread.join(timeout=self._heartbeat_s * 5 + 5)
             self._thread = None
         self._close_stream()
+        self._buffer.clear()
 
     # -- consumer side ------------------------------------------------------------------------
     def take(self, max_items: int, timeout_s: float) -> list[tuple[str, Any]]:
@@ -174,16 +190,18 @@ class BinlogReader:
                 event, BinlogConnectionLostError when reconnecting gave up; the cause is chained).
         """
         out: list[tuple[str, Any]] = []
-        now = time.monotonic()
-        deadline = now + max(0.0, timeout_s)
+        deadline = time.monotonic() + max(0.0, timeout_s)
         linger_until: float | None = None
-        get, get_nowait = self._queue.get, self._queue.get_nowait
+        buf = self._buffer
         while len(out) < max_items:
-            try:
-                item = get_nowait()
-            except queue.Empty:
+            if not buf:
                 # wait for the first item until the timeout; after it, up to linger_s for more
                 # (larger batches: fewer commits, each of which waits for the broker)
+                try:
+                    buf.extend(self._queue.get_nowait())
+                    continue
+                except queue.Empty:
+                    pass
                 now = time.monotonic()
                 if linger_until is None and out:
                     linger_until = min(deadline, now + self._linger_s)
@@ -191,27 +209,38 @@ class BinlogReader:
                 if remaining <= 0:
                     break
                 try:
-                    item = get(timeout=remaining)
+                    buf.extend(self._queue.get(timeout=remaining))
                 except queue.Empty:
                     break
-            if item[0] == "error":
-                if out:  # hand out what came before the failure first
-                    self._queue_front_error(item)
+                continue
+            if buf[0][0] == "error":
+                if out:  # hand out what came before the failure first; it stays the next thing take() returns
                     break
-                raise item[1]
-            out.append(item)
+                raise buf.popleft()[1]
+            out.append(buf.popleft())
         return out
-
-    def _queue_front_error(self, item: tuple[str, Any]) -> None:
-        # the failure stays the next thing take() returns (the thread has stopped putting)
-        with self._queue.mutex:
-            self._queue.queue.appendleft(item)
 
     # -- reader thread --------------------------------------------------------------------------
     def _put(self, item: tuple[str, Any]) -> None:
+        """The handler's output: kept until ``batch_items`` items are there or the stream waits."""
+        pending = self._pending
+        pending.append(item)
+        if len(pending) >= self._batch_items:
+            self._flush()
+
+    def _put_now(self, item: tuple[str, Any]) -> None:
+        self._pending.append(item)
+        self._flush()
+
+    def _flush(self) -> None:
+        """Hand the pending items over as one batch (waits while the queue is full, until close)."""
+        batch = self._pending
+        if not batch:
+            return
+        self._pending = []
         while not self._stop.is_set():
             try:
-                self._queue.put(item, timeout=0.2)
+                self._queue.put(batch, timeout=0.2)
                 return
             except queue.Full:
                 continue
@@ -262,7 +291,7 @@ class BinlogReader:
                                    existing=self._existing)
             try:
                 handler.warm_up()  # the existing tables' schemas, for a drop before any row of them
-                for ev in self._open_stream(handler.physical_start()):
+                for ev in packet_stream.events(self._open_stream(handler.physical_start()), self._flush):
                     if self._stop.is_set():
                         return
                     lost_at, attempts, delay = None, 0, 0.5
@@ -273,6 +302,7 @@ class BinlogReader:
             except Exception as exc:  # noqa: BLE001 - classified below, handed to the consumer
                 if self._stop.is_set():
                     return
+                self._flush()  # what was decoded before the loss or failure goes first
                 position = handler.position()
                 self._min_ts_ms = handler.min_ts_ms
                 self._close_stream()
@@ -286,7 +316,7 @@ class BinlogReader:
                     err = BinlogConnectionLostError(position=str(position.binlog), attempts=attempts,
                                                     waited_s=now - lost_at, cause=f"{type(exc).__name__}: {exc}")
                     err.__cause__ = exc
-                    self._put(("error", err))
+                    self._put_now(("error", err))
                     return
                 log.warning("binlog connection (server id %s) lost at %s (%s: %s); reconnecting in %.1f s",
                             self.server_id, position.binlog, type(exc).__name__, exc, delay)
@@ -305,7 +335,7 @@ class BinlogReader:
                               f"{type(exc).__name__}: {exc}")
         if err is not exc:
             err.__cause__ = exc
-        self._put(("error", err))
+        self._put_now(("error", err))
 
 
 # -- the reader in a child process ----------------------------------------------------------
@@ -385,7 +415,7 @@ def _child_main(conn: Any, cfg: ReaderConfig) -> None:  # pragma: no cover - run
                 conn.send((reader.connections, [("error", _picklable(exc))]))
                 return
             if items:
-                conn.send((reader.connections, _last_progress_only(items)))  # BrokenPipeError when the parent is gone
+                conn.send((reader.connections, _to_wire(_last_progress_only(items))))  # BrokenPipeError when the parent is gone
     except (BrokenPipeError, EOFError, OSError):
         return
     finally:
@@ -403,6 +433,45 @@ def _last_progress_only(items: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
     reached), so the batch ends in the same state with fewer items to pickle."""
     last = max((i for i, item in enumerate(items) if item[0] == "progress"), default=-1)
     return [item for i, item in enumerate(items) if item[0] != "progress" or i == last]
+
+
+#: the fields of a DataChangeEvent, in order (the wire tuple's, after its kind)
+_EVENT_FIELDS = ("table", "op", "before", "after", "schema", "ts_ms", "position", "transaction", "schema_change")
+if tuple(f.name for f in fields(DataChangeEvent)) != _EVENT_FIELDS or hasattr(DataChangeEvent, "__post_init__"):
+    raise ImportError("DataChangeEvent's fields changed: update reader._to_wire / _from_wire")
+_new_event, _set_attribute = object.__new__, object.__setattr__
+
+
+def _to_wire(items: list[tuple[str, Any]]) -> list[tuple[Any, ...]]:
+    """A batch for the pipe: each ``("event", DataChangeEvent)`` as ``("ev", table, op, before,
+    after, schema, ts_ms, position, transaction, schema_change)``, other items as they are."""
+    out: list[tuple[Any, ...]] = []
+    append = out.append
+    for item in items:
+        if item[0] == "event" and type(item[1]) is DataChangeEvent:
+            d = item[1].__dict__
+            append(("ev", d["table"], d["op"], d["before"], d["after"], d["schema"], d["ts_ms"], d["position"],
+                    d["transaction"], d["schema_change"]))
+        else:
+            append(item)
+    return out
+
+
+def _from_wire(items: list[tuple[Any, ...]]) -> list[tuple[str, Any]]:
+    """The batch :func:`_to_wire` made, with its DataChangeEvents rebuilt (``object.__new__`` and
+    the instance dict: the object the frozen ``__init__`` makes, without its ``__setattr__`` calls)."""
+    out: list[tuple[str, Any]] = []
+    append = out.append
+    for t in items:
+        if t[0] == "ev":
+            event = _new_event(DataChangeEvent)
+            _set_attribute(event, "__dict__", {"table": t[1], "op": t[2], "before": t[3], "after": t[4], "schema": t[5],
+                                               "ts_ms": t[6], "position": t[7], "transaction": t[8],
+                                               "schema_change": t[9]})
+            append(("event", event))
+        else:
+            append(t)
+    return out
 
 
 #: Linux's ``F_SETPIPE_SZ`` / ``F_GETPIPE_SZ`` (fcntl.h; Python's ``fcntl`` names them from 3.10 on some builds only).
@@ -486,7 +555,8 @@ class ProcessBinlogReader:
             try:
                 if not conn.poll(0.2):
                     continue
-                connections, items = conn.recv()
+                connections, wire = conn.recv()
+                items = _from_wire(wire)
             except (EOFError, OSError) as exc:
                 if self._stop.is_set():
                     return

@@ -52,8 +52,8 @@ from changelake.connectors.mysql_cdc.binlog.geometry import geometry_to_json
 from changelake.connectors.mysql_cdc.values import python_codec
 from changelake.formats.json_values import float32_shortest
 
-__all__ = ["FramedRows", "FramedTableMap", "ROWS_EVENT_KINDS", "RowDecoder", "UndecodableColumnError", "decoder_for",
-           "frame_rows", "framed_classes", "install_framer", "rows_bytes"]
+__all__ = ["FRAMED_CODES", "FramedRows", "FramedTableMap", "ROWS_EVENT_KINDS", "RowDecoder", "UndecodableColumnError", "decoder_for",
+           "frame_packet", "frame_rows", "framed_classes", "install_framer", "rows_bytes"]
 
 _UTC = dt.timezone.utc
 
@@ -831,6 +831,10 @@ class FramedRows:
             if self._library_args is None:
                 raise ValueError("a rows event framed outside the stream reader has no packet for the library")
             pkt, table_map, args = self._library_args
+            if isinstance(pkt, (bytes, bytearray)):  # framed by .packet_stream from the payload bytes
+                from pymysql.protocol import MysqlPacket
+
+                pkt = MysqlPacket(bytes(pkt), "utf8")
             pkt._position = 0
             self._library = _library_wrapper(pkt, table_map, *args).event
         return self._library
@@ -984,6 +988,28 @@ def frame_table_map(data: bytes, table_map: dict[int, Any], use_checksum: bool,
     return ev
 
 
+#: the type codes :func:`frame_packet` reads (rows events, table maps, MariaDB GTID and XID events)
+FRAMED_CODES = frozenset(_KIND) | _OWN_HEADERS
+
+
+def frame_packet(data: bytes, table_map: dict[int, Any], use_checksum: bool,
+                 post_header_lengths: Any = None) -> Any:
+    """The binlog packet ``data`` (the OK byte, the event header, the body, the CRC32 when
+    ``use_checksum``) framed without the library: a :class:`FramedRows` (:func:`frame_rows`, of
+    a table with a compiled decoder unless ``framing_requires_decoder`` is off), a
+    :class:`FramedTableMap` (:func:`frame_table_map`), a MariaDB GTID or XID event
+    (:func:`~.framed_events.frame_gtid_or_xid`); None for any other packet, or one these do not
+    read exactly (the library frames it)."""
+    code = data[5]
+    if code == GTID_CODE or code == XID_CODE:
+        return frame_gtid_or_xid(data, use_checksum)
+    if code == 0x13:
+        return frame_table_map(data, table_map, use_checksum, post_header_lengths)
+    if code in _KIND:
+        return frame_rows(data, table_map, use_checksum, post_header_lengths, framing_requires_decoder)
+    return None
+
+
 def install_framer() -> None:
     """Put :func:`frame_rows` in front of mysql-replication's packet framing
     (``binlogstream.BinLogPacketWrapper``, built by ``BinLogStreamReader.fetchone`` for every
@@ -1008,22 +1034,14 @@ def install_framer() -> None:
         data = pkt._data
         code = data[5] if len(data) > 5 else 0
         # only for a stream reader that allows the framed classes (others would drop them)
-        if (code in _KIND or code in _OWN_HEADERS) and framing_enabled and len(args) >= 15 and pkt._position == 0 \
+        if code in FRAMED_CODES and framing_enabled and len(args) >= 15 and pkt._position == 0 \
                 and FramedWriteRows in args[3] and args[4] is None and args[5] is None and args[6] is None \
                 and args[7] is None and not args[10]:
-            if code == GTID_CODE or code == XID_CODE:
-                small = frame_gtid_or_xid(data, bool(args[2]))
-                if small is not None:
-                    return small
-            elif code == 0x13:
-                table = frame_table_map(data, table_map, bool(args[2]), args[14])
-                if table is not None:
-                    return table
-            else:
-                framed = frame_rows(data, table_map, bool(args[2]), args[14], framing_requires_decoder)
-                if framed is not None:
+            framed = frame_packet(data, table_map, bool(args[2]), args[14])
+            if framed is not None:
+                if isinstance(framed, FramedRows):
                     framed._library_args = (pkt, table_map, args)
-                    return framed
+                return framed
         return library(pkt, table_map, *args)
 
     setattr(wrapper, "_changelake_framer", True)
