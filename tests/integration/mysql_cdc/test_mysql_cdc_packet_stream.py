@@ -1,9 +1,9 @@
-"""The binlog reader's own packet reading (mysql_cdc/binlog/packet_stream.py) against the library's.
+"""The binlog reader's own packet reading (mysql_cdc/binlog/reader.py, ``stream_events``) against the library's.
 
 One stretch of a real server's binlog (transactions, a row event larger than a read chunk, a DDL,
 a rotate to a new binlog file with rows after it) is read through the binlog reader's stream setup
 twice: by iterating mysql-replication's stream reader (``fetchone`` per packet, the oracle) and
-by ``packet_stream.events`` with read chunks from 7 bytes (every packet split across reads) to
+by ``stream_events`` with read chunks from 7 bytes (every packet split across reads) to
 256 KiB. Every event must be the same (class, header, body bytes, the library's fields), the
 fast path must have read all but the first event itself, and ``idle`` must run before it waits.
 A connection the server stays silent on past the read timeout, and one the server kills, end in
@@ -18,7 +18,8 @@ import time
 import pymysql
 import pytest
 
-from changelake.connectors.mysql_cdc.binlog import _replication_fixes, packet_stream, row_decoder
+from changelake.connectors.mysql_cdc.binlog import _replication_fixes, row_decoder
+from changelake.connectors.mysql_cdc.binlog.reader import stream_events
 from changelake.connectors.mysql_cdc.binlog.row_decoder import FramedRows
 from changelake.connectors.mysql_cdc.connection import is_connection_loss
 
@@ -96,7 +97,7 @@ def _read(mysql_params: dict, start: tuple[str, int], end: tuple[str, int], chun
     # rows events of every table framed (in the reader, those of tables with a compiled decoder)
     saved, row_decoder.framing_requires_decoder = row_decoder.framing_requires_decoder, False
     try:
-        source = iter(stream) if chunk is None else packet_stream.events(stream, idle, chunk=chunk)
+        source = iter(stream) if chunk is None else stream_events(stream, idle, chunk=chunk)
         for ev in source:
             out.append(_fields(ev))
             if isinstance(ev, FramedRows) and chunk is not None:  # the oracle's rows of the same packet still read
@@ -142,7 +143,7 @@ def test_packet_stream_reports_a_silent_connection_as_lost(mysql_params):
     started = time.monotonic()
     try:
         with pytest.raises(pymysql.err.OperationalError) as caught:
-            for _ in packet_stream.events(stream, lambda: None):
+            for _ in stream_events(stream, lambda: None):
                 pass
     finally:
         stream.close()
@@ -175,7 +176,7 @@ def test_packet_stream_reports_a_killed_connection_as_lost(mysql_params):
     started = time.monotonic()
     try:
         with pytest.raises(pymysql.err.OperationalError) as caught:
-            for _ in packet_stream.events(stream, lambda: None):
+            for _ in stream_events(stream, lambda: None):
                 pass
     finally:
         stream.close()

@@ -831,7 +831,7 @@ class FramedRows:
             if self._library_args is None:
                 raise ValueError("a rows event framed outside the stream reader has no packet for the library")
             pkt, table_map, args = self._library_args
-            if isinstance(pkt, (bytes, bytearray)):  # framed by .packet_stream from the payload bytes
+            if isinstance(pkt, (bytes, bytearray)):  # framed by reader.stream_events from the payload bytes
                 from pymysql.protocol import MysqlPacket
 
                 pkt = MysqlPacket(bytes(pkt), "utf8")
