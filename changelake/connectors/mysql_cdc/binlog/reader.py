@@ -564,8 +564,10 @@ def _child_main(conn: Any, cfg: ReaderConfig) -> None:  # pragma: no cover - run
     # The parent stops the child with SIGTERM (close -> terminate). An ignored signal stays ignored
     # across exec, and a parent may ignore SIGTERM: Dagster maps SIGTERM to SIGINT's handler, which is
     # SIG_IGN in a process a shell started in the background. The child would then outlive every
-    # close by its 10 s join, until SIGKILL.
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # close by its 10 s join, until SIGKILL. Only an inherited SIG_IGN is reset: a handler installed
+    # in this process before (bench/profile_pipeline1.py's, which dumps the worker's profile) stays.
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_IGN:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _die_with_parent()
 
     state: dict[str, Any] = {"conn": None}
