@@ -192,6 +192,16 @@ def fetch_maven_jars(pom_path: Path, libs: Path, what: str, jars: str) -> Path:
 # --------------------------------------------------------------------------------------------
 
 
+#: The prefix of every server's command: coreutils' ``env`` (>= 8.31) resets SIGTERM and SIGINT to
+#: their default disposition, then execs the server (same pid). An ignored signal stays ignored
+#: across exec, and the launching process may ignore SIGTERM: Dagster's ``setup_interrupt_handlers``
+#: gives SIGTERM the handler of SIGINT, which is SIG_IGN in a process that a non-interactive shell
+#: started in the background. A JVM (Kafka, the REST catalog) whose SIGTERM is ignored installs no
+#: handler for it (HotSpot's ``JVM_RegisterSignal``): :meth:`_LocalServer.stop` then waited its
+#: 30 s and sent SIGKILL. ``Popen(restore_signals=True)`` resets only SIGPIPE, SIGXFZ and SIGXFSZ.
+_DEFAULT_SIGNALS = ("env", "--default-signal=TERM,INT")
+
+
 class _LocalServer:
     """What the local servers share: a ``home`` folder with their pid file and log, a TCP ``port``
     on 127.0.0.1; healthy = the recorded process is alive and the port accepts connections."""
@@ -217,15 +227,16 @@ class _LocalServer:
 
     def _launch(self, args: list[str], what: str, ready: Callable[[], bool], timeout_s: float,
                 output: Path | None = None, poll_s: float = 0.5) -> None:
-        """Start ``args`` in its own session with its output appended to ``output`` (default the
-        log file), record its pid, and wait until ``ready()``.
+        """Start ``args`` in its own session, with SIGTERM and SIGINT at their default disposition
+        (:data:`_DEFAULT_SIGNALS`) and its output appended to ``output`` (default the log file),
+        record its pid, and wait until ``ready()``.
 
         Raises:
             ServiceError: the process exited first, or was not ready within ``timeout_s`` seconds
                 (then it is stopped); the message ends with the log's last lines.
         """
         with open(output or self.log_file, "ab") as out:
-            proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            proc = subprocess.Popen([*_DEFAULT_SIGNALS, *args], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True)
         self.pid_file.write_text(str(proc.pid))
         deadline = time.monotonic() + timeout_s

@@ -56,6 +56,49 @@ def service_env(tmp: Path, mysql_params: dict, kafka_bootstrap: str, pipelines: 
     return env
 
 
+def committed_records(bootstrap: str, topic: str) -> int:
+    """How many records of ``topic`` (partition 0) a ``read_committed`` consumer reads now, from
+    the beginning (0 while the topic does not exist)."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"count-{time.time()}",
+                         "enable.auto.commit": False, "isolation.level": "read_committed", "log_level": 3})
+    try:
+        try:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        except KafkaException:  # the topic does not exist yet
+            return 0
+        consumer.assign([TopicPartition(topic, 0, low)])
+        count, pos, deadline = 0, low, time.monotonic() + 30
+        while pos < high - 1 and time.monotonic() < deadline:
+            messages = consumer.consume(500, timeout=1)
+            if not messages:
+                break  # the rest is uncommitted (or control records): not readable yet
+            for m in messages:
+                pos = max(pos, m.offset())
+                if not m.error():
+                    count += 1
+        return count
+    finally:
+        consumer.close()
+
+
+def wait_committed(bootstrap: str, counts: dict[str, int], timeout_s: float = 120.0) -> None:
+    """Wait until each topic of ``counts`` holds at least that many committed records.
+
+    Raises:
+        TimeoutError: not within ``timeout_s`` seconds (names the topics and what they held).
+    """
+    deadline = time.monotonic() + timeout_s
+    held: dict[str, int] = {}
+    while time.monotonic() < deadline:
+        held = {topic: committed_records(bootstrap, topic) for topic in counts}
+        if all(held[t] >= n for t, n in counts.items()):
+            return
+        time.sleep(0.5)
+    raise TimeoutError(f"committed records {held}, wanted at least {counts}, after {timeout_s} s")
+
+
 class DagsterDev:
     """``changelake dev --port PORT`` in its own process group; ``stop()`` ends the group."""
 

@@ -63,21 +63,15 @@ def page():
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
         page = browser.new_page(viewport={"width": 1600, "height": 1000})
         page.set_default_timeout(60_000)
+        # The UI's one-time "Join the Dagster community" dialog shows up at a moment of its own
+        # (later on a loaded machine): Playwright closes it whenever it covers an action.
+        page.add_locator_handler(page.get_by_text("Join the Dagster community"),
+                                 lambda: page.get_by_role("button", name="Skip").click())
         try:
             yield page
         finally:
             page.screenshot(path=str(OUTPUT / "zz-last.png"))
             browser.close()
-
-
-def dismiss_dialogs(page) -> None:
-    """Close the UI's one-time "Join the Dagster community" dialog if it shows."""
-    skip = page.get_by_role("button", name="Skip")
-    try:
-        skip.wait_for(state="visible", timeout=5000)
-        skip.click()
-    except Exception:  # not shown
-        pass
 
 
 def shot(page, name: str) -> None:
@@ -88,7 +82,6 @@ def launch_from_launchpad(page, dev: DagsterDev, job: str, config_yaml: str) -> 
     """Open the job's Launchpad, put ``config_yaml`` in the editor, click Launch; returns the run id."""
     page.goto(f"{dev.url}/locations/changelake/jobs/{job}/playground")
     page.wait_for_selector(".CodeMirror", state="visible")
-    dismiss_dialogs(page)
     page.evaluate("(text) => document.querySelector('.CodeMirror').CodeMirror.setValue(text)", config_yaml)
     button = page.get_by_role("button", name=re.compile(r"Launch run", re.I))
     button.wait_for(state="visible")
@@ -103,7 +96,6 @@ def test_lineage_launch_materialize_queue_and_clean_stop_in_the_browser(dev, pag
 
     # 1. Lineage: mysql -> kafka -> lake with checks, seen in the asset graph.
     page.goto(f"{server.url}/asset-groups")
-    dismiss_dialogs(page)
     page.get_by_text("sources", exact=False).first.wait_for()
     page.get_by_text("lake", exact=True).first.wait_for()
     time.sleep(2)

@@ -14,7 +14,7 @@ import dagster as dg
 import pymysql
 import pytest
 
-from dagster_dev import REPO_ROOT, service_env, write_pipelines
+from dagster_dev import REPO_ROOT, service_env, wait_committed, write_pipelines
 
 pytestmark = pytest.mark.integration
 
@@ -34,7 +34,7 @@ def test_an_unbounded_run_prints_progress_lines_and_logs_them_in_dagster(tmp_pat
     proc = subprocess.Popen([sys.executable, "-m", "cli", "pipeline", "run", str(pipes / "one.yaml")],
                             cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(15)  # snapshot, then following the binlog
+        wait_committed(kafka_bootstrap, {f"{db}.a": 2, f"{db}.b": 1})  # snapshot, then following the binlog
         with conn.cursor() as cur:
             cur.execute("INSERT INTO b VALUES (2,20)")
         time.sleep(5)

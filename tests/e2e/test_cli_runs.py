@@ -6,12 +6,11 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 
 import pymysql
 import pytest
 
-from dagster_dev import REPO_ROOT, service_env, write_pipelines
+from dagster_dev import REPO_ROOT, service_env, wait_committed, write_pipelines
 
 pytestmark = pytest.mark.integration
 
@@ -38,14 +37,14 @@ def cli(tmp_path, mysql_params, kafka_bootstrap, database_factory):
         return subprocess.Popen([sys.executable, "-m", "cli", *args], cwd=REPO_ROOT, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
-    return db, pipes, run, start
+    return db, pipes, run, start, kafka_bootstrap
 
 
 def test_second_run_refused_then_ctrl_c_is_a_clean_stop_with_final_stats(cli):
-    db, pipes, run, start = cli
+    db, pipes, run, start, bootstrap = cli
     first = start("pipeline", "run", str(pipes / "one.yaml"))
     try:
-        time.sleep(12)  # snapshot done, now following the binlog
+        wait_committed(bootstrap, {f"{db}.a": 2, f"{db}.b": 1})  # snapshot done, now following the binlog
         second = run("pipeline", "run", str(pipes / "one.yaml"), "--until-caught-up")
         assert second.returncode == 1
         assert f"pipeline 'p1-{db}' is already running: run " in second.stderr
@@ -62,7 +61,7 @@ def test_second_run_refused_then_ctrl_c_is_a_clean_stop_with_final_stats(cli):
 
 
 def test_changelake_check_prints_each_table_and_exits_non_zero_on_failure(cli, mysql_params):
-    db, pipes, run, _ = cli
+    db, pipes, run, _, _ = cli
     for name in ("one", "two"):
         result = run("pipeline", "run", str(pipes / f"{name}.yaml"), "--until-caught-up")
         assert result.returncode == 0, result.stderr

@@ -53,6 +53,23 @@ def _ops_by_id(bootstrap: str, topic: str) -> dict[int, list[str]]:
         consumer.close()
 
 
+def _next_tick(server: DagsterDev, sensor: str, after: float, timeout_s: float = 150.0) -> dict:
+    """The first finished tick of ``sensor`` that started after ``after`` (seconds since the epoch),
+    waiting for the daemon's next evaluation (``minimum_interval_seconds``: 30)."""
+    query = """query($s: SensorSelector!, $after: Float) { sensorOrError(sensorSelector: $s) { ... on Sensor {
+      sensorState { ticks(afterTimestamp: $after, limit: 10) { timestamp status skipReason runIds } } } } }"""
+    selector = {"repositoryLocationName": "changelake", "repositoryName": "__repository__", "sensorName": sensor}
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        ticks = server.graphql(query, {"s": selector, "after": after})["sensorOrError"]["sensorState"]["ticks"]
+        done = sorted((t for t in ticks if t["timestamp"] > after and t["status"] != "STARTED"),
+                      key=lambda t: t["timestamp"])
+        if done:
+            return done[0]
+        time.sleep(1)
+    raise AssertionError(f"sensor {sensor} did not tick within {timeout_s} s")
+
+
 def _insert(mysql_params, db, ids):
     conn = pymysql.connect(**mysql_params, database=db, autocommit=True)
     with conn.cursor() as cur:
@@ -124,7 +141,9 @@ def test_kill_9_of_a_run_worker_is_relaunched_and_resumes_exactly_once(tmp_path,
         # Stop means stop: terminated by a person, not relaunched at the sensor's next ticks.
         server.graphql("mutation($id: String!) { terminateRun(runId: $id) { __typename } }", {"id": second})
         assert server.wait_status(second, {"SUCCESS", "CANCELED", "FAILURE"}, timeout_s=60) in {"SUCCESS", "CANCELED"}
-        time.sleep(40)
+        stopped_at = time.time()
+        tick = _next_tick(server, f"{job}_relaunch_if_dead", after=stopped_at)  # evaluated once the run had stopped
+        assert tick["status"] == "SKIPPED" and not tick["runIds"], tick
         assert [r["runId"] for r in server.runs(job)][:1] == [second]
     finally:
         server.stop()

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import signal
 import socket
+import time
+from pathlib import Path
 
 import pymysql
 import pytest
 
-from changelake.services import MariaDBService, ServiceError, Services, free_port
+from changelake.services import KafkaService, MariaDBService, ServiceError, Services, free_port
 
 pytestmark = pytest.mark.integration
 
@@ -29,6 +32,36 @@ def test_mariadb_up_is_idempotent_and_binlog_is_row_based(tmp_path):
     finally:
         db.stop()
     assert not db.is_healthy()
+
+
+def _signal_masks(pid: int) -> dict[str, int]:
+    """SigIgn / SigCgt of ``pid`` (bit ``n - 1`` is signal ``n``), from /proc/<pid>/status."""
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return {k: int(v, 16) for k, v in (line.split(":\t") for line in lines if line.startswith(("SigIgn:", "SigCgt:")))}
+
+
+def test_kafka_stops_by_sigterm_when_the_launching_process_ignores_sigterm(tmp_path):
+    """Dagster gives SIGTERM the handler of SIGINT (SIG_IGN in a shell's background job), and an
+    ignored signal stays ignored across exec: a broker started from such a process installed no
+    SIGTERM handler, and each ``stop`` waited its 30 s, then sent SIGKILL. The broker takes
+    SIGTERM's default disposition, so its own handler (shutdown hooks) runs and it stops at once."""
+    kafka = KafkaService(home=tmp_path / "k", port=free_port(), controller_port=free_port())
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        kafka.start()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    term = 1 << (signal.SIGTERM - 1)
+    try:
+        masks = _signal_masks(int(kafka.pid_file.read_text()))
+        assert not masks["SigIgn"] & term, "the broker ignores SIGTERM"
+        assert masks["SigCgt"] & term, "the broker has no SIGTERM handler"
+    finally:
+        started = time.monotonic()
+        kafka.stop()
+        stop_s = time.monotonic() - started
+    assert not kafka.is_healthy()
+    assert stop_s < 30.0, f"stop took {stop_s:.1f} s: the broker outlived SIGTERM until SIGKILL"
 
 
 def test_port_taken_is_one_clear_error_and_nothing_is_left_running(tmp_path):
