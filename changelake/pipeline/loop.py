@@ -46,6 +46,7 @@ from changelake.connectors.base import (
     WritesSideRecords,
 )
 from changelake.pipeline.clock import StopClock
+from changelake.pipeline.collector import young_generation
 from changelake.pipeline.stage import Stage
 from changelake.pipeline.stats import RunStats
 
@@ -57,6 +58,9 @@ __all__ = ["BatchCallback", "run_loop", "absorbed_per_table"]
 BatchCallback = Callable[[dict[str, Any]], None]
 
 log = logging.getLogger(__name__)
+
+#: How long one poll waits for records (seconds).
+_POLL_WAIT_S = 0.5
 
 
 def absorbed_per_table(results: list[Any]) -> dict[str, int] | None:
@@ -76,7 +80,7 @@ def absorbed_per_table(results: list[Any]) -> dict[str, int] | None:
 
 def _poll_columnar(
     lane: EmitsChangeBatches, batch_sink: WritesChangeBatches, sink: ChangelogSink, stage: Stage,
-    reject: Any, batch_size: int,
+    reject: Any, batch_size: int, timeout_s: float = 0.5,
 ) -> tuple[int, dict[str, int], dict[str, dict[str, int]]]:
     """One poll of the columnar lane: each batch routed and transformed whole and written as it
     is, or (when the stage needs per-record work) its records' events through :meth:`Stage.apply`;
@@ -92,7 +96,7 @@ def _poll_columnar(
         for op, n in by_op.items():
             mine[op] = mine.get(op, 0) + n
 
-    for item in lane.poll_batches(max_events=batch_size, timeout_s=0.5):
+    for item in lane.poll_batches(max_events=batch_size, timeout_s=timeout_s):
         if isinstance(item, ChangeBatch):
             polled += item.records
             staged = stage.apply_batch(item)
@@ -152,7 +156,29 @@ def run_loop(
     Raises:
         whatever the source, stage and sink raise (ChangelakeError subclasses); nothing written
         after the last durable commit is kept, a restart reads it again.
+
+    The run goes with the collector's young-generation threshold raised
+    (:func:`~changelake.pipeline.collector.young_generation`: per-record allocations would
+    otherwise trigger full collections of the whole heap every ~30k records).
     """
+    with young_generation():
+        return _run_loop(pipeline, sink, make_source, stage, clock, until_caught_up=until_caught_up,
+                         batch_size=batch_size, on_batch=on_batch, on_durable=on_durable, columnar=columnar)
+
+
+def _run_loop(
+    pipeline: str,
+    sink: ChangelogSink,
+    make_source: Callable[[Mapping[str, Any] | None], ChangelogSource],
+    stage: Stage,
+    clock: StopClock,
+    *,
+    until_caught_up: bool,
+    batch_size: int,
+    on_batch: BatchCallback | None,
+    on_durable: Callable[[RunStats], None] | None,
+    columnar: bool,
+) -> RunStats:
     stats = RunStats(pipeline)
     buffering = sink if isinstance(sink, BufferedSink) and sink.buffers_commits else None
     # the Kafka sink's transaction commit overlaps with polling and encoding the next batch
@@ -200,14 +226,16 @@ def run_loop(
         try:
             committed = stored
             started: Mapping[str, Any] | None = None  # position of the commit running in the background
+            poll_timeout = _POLL_WAIT_S
             while True:
                 if lane is not None and batch_sink is not None:
-                    polled, applied, ops = _poll_columnar(lane, batch_sink, sink, stage, reject, batch_size)
+                    polled, applied, ops = _poll_columnar(lane, batch_sink, sink, stage, reject, batch_size,
+                                                          poll_timeout)
                     # The position also moves past transaction markers (Kafka): commit it even
                     # when a poll returned nothing.
                     current = source.position
                 else:
-                    events = source.poll(max_events=batch_size, timeout_s=0.5)
+                    events = source.poll(max_events=batch_size, timeout_s=poll_timeout)
                     out = stage.apply(events, reject) if events else []
                     # The position also moves past idle or uncaptured traffic (binlog) and transaction
                     # markers (Kafka): commit it even when a poll returned nothing.
@@ -224,6 +252,13 @@ def run_loop(
                     durable([], started)  # the previous batch, before this one is counted
                     started = None
                 records = offsets_source.last_records if offsets_source is not None else polled
+                if until_caught_up and offsets_source is not None:
+                    # A run that stops once caught up: once every partition reached its end, the
+                    # next poll (the one that finds nothing and ends the run) takes what is
+                    # already fetched instead of waiting ``_POLL_WAIT_S`` for a full poll
+                    # (``consume`` waits for ``batch_size`` records or the timeout) of records
+                    # written after the end was looked up, which the run would not read anyway.
+                    poll_timeout = 0.0 if source.caught_up() else _POLL_WAIT_S
                 pending.note(records, polled, {}, applied, ops)
                 stats.events += polled
                 results: list[Any] | None = None

@@ -491,43 +491,80 @@ class KafkaPipelineSource:
 
         The items come partition by partition, each partition's in offset order.
 
+        One pass over the consumed records does what :meth:`_consume` does (errors, end of
+        partition, the bounded end) and the grouping: per record only ``error()``, ``topic()``,
+        ``partition()``, ``offset()``, ``headers()`` (compared with the previous record's list,
+        the schema header read only when they differ) and ``value()``.
+
         Raises:
             DecodeError, SourceError: as :meth:`poll`.
         """
-        msgs = self._consume(max_records, timeout_s)
         if self.options.value_format is not ValueFormat.DEBEZIUM_JSON:
-            return [self._decode(msg) for msg in msgs]
-        by_partition: dict[TopicPartitionKey, list[Any]] = {}
-        seen: tuple[Any, Any] | None = None
-        part: list[Any] = []
+            return [self._decode(msg) for msg in self._consume(max_records, timeout_s)]
+        consumer = self._require()
+        bounded = self.options.bounded_mode is BoundedMode.LATEST_OFFSET
+        if bounded and self.caught_up():
+            return []
+        msgs = consumer.consume(num_messages=max_records, timeout=timeout_s)
+        # per partition (first-seen order): its runs, each [schema key, records, values, offsets]
+        parts: dict[TopicPartitionKey, list[list[Any]]] = {}
+        last: dict[TopicPartitionKey, int] = {}  # the last offset taken per partition
+        runs: list[list[Any]] = []
+        run: list[Any] = [None, [], [], []]
+        seen_topic: Any = None
+        seen_partition: Any = None
+        tp: TopicPartitionKey = ("", 0)
+        end = 0
+        seen_headers: Any = None  # the last headers read, and their key: a run repeats them
+        seen_key: str | None = None
         for msg in msgs:
-            at = (msg.topic(), msg.partition())
-            if at != seen:  # a new run of records of one partition
-                seen = at
-                part = by_partition.setdefault((str(at[0]), int(at[1] or 0)), [])
-            part.append(msg)
+            err = msg.error()
+            topic, partition = msg.topic(), msg.partition()
+            if partition != seen_partition or topic != seen_topic:  # a new run of one partition
+                if seen_topic is not None and run[1]:
+                    runs.append(run)
+                seen_topic, seen_partition = topic, partition
+                tp = (str(topic), int(partition or 0))
+                end = self._end.get(tp, 0) if bounded else 0
+                runs = parts.setdefault(tp, [])
+                # back to a partition seen earlier in this poll: its last run goes on
+                run = runs.pop() if runs else [None, [], [], []]
+            offset: int = msg.offset() or 0  # (None only for a message that is no record)
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    self._pos[tp] = max(self._pos.get(tp, 0), offset)
+                    continue
+                raise SourceError(f"error reading topic {tp[0]!r} partition {tp[1]}: {err.str()}")
+            if bounded and offset >= end:
+                if tp not in self._paused:
+                    consumer.pause([TopicPartition(*tp)])
+                    self._paused.add(tp)
+                continue
+            last[tp] = offset
+            headers = msg.headers()
+            value = msg.value()
+            if not headers or not value:
+                key = None
+            elif headers == seen_headers:
+                key = seen_key
+            else:
+                key = seen_key = self._headers_key(headers)
+                seen_headers = headers
+            if key != run[0] and run[1]:
+                runs.append(run)
+                run = [key, [], [], []]
+            run[0] = key
+            run[1].append(msg)
+            run[2].append(value)
+            run[3].append(offset)
+        if seen_topic is not None and run[1]:
+            runs.append(run)
+        for at, offset in last.items():  # (an end-of-partition event may have moved it past a marker)
+            self._pos[at] = max(self._pos.get(at, 0), offset + 1)
         out: list[SourceRecord | RecordGroup] = []
-        for tp, part in by_partition.items():
-            run: list[Any] = []
-            run_key: str | None = None
-            seen_headers: Any = None  # the last headers read, and their key: a run repeats them
-            seen_key: str | None = None
-            for msg in part:
-                headers = msg.headers()
-                if not headers or not msg.value():
-                    key = None
-                elif headers == seen_headers:
-                    key = seen_key
-                else:
-                    key = seen_key = self._headers_key(headers)
-                    seen_headers = headers
-                if run and key != run_key:
-                    out.extend(self._group_or_records(tp, run_key, run))
-                    run = []
-                run_key = key
-                run.append(msg)
-            if run:
-                out.extend(self._group_or_records(tp, run_key, run))
+        for at, part_runs in parts.items():
+            for key, records, values, offsets in part_runs:
+                out.extend(self._group_or_records(at, key, records, values, offsets))
         return out
 
     @staticmethod
@@ -539,7 +576,11 @@ class KafkaPipelineSource:
         ref = schema_header(headers)
         return None if ref is None else f"{ref[0]}\x00{ref[1]}"
 
-    def _group_or_records(self, tp: TopicPartitionKey, key: str | None, msgs: list[Any]) -> list["SourceRecord | RecordGroup"]:
+    def _group_or_records(self, tp: TopicPartitionKey, key: str | None, msgs: list[Any], values: list[bytes],
+                          offsets: list[int]) -> list["SourceRecord | RecordGroup"]:
+        """The records ``msgs`` of partition ``tp`` (their ``values`` and ``offsets``, in order),
+        whose headers all give the schema ``key``: one :class:`RecordGroup`, or, where columnar
+        decode refuses, records decoded one by one (see :meth:`poll_groups`)."""
         if key is None or len(msgs) < MIN_GROUP:
             return [self._decode(msg) for msg in msgs]
         headers = list(msgs[0].headers() or [])
@@ -547,20 +588,21 @@ class KafkaPipelineSource:
             fmt, schema = self._format_for(headers)
         except SourceError:
             fmt = schema = None  # the schema cannot be found: each record says so
-        changes = decode_columns(fmt, [m.value() for m in msgs]) if schema is not None else None
+        changes = decode_columns(fmt, values) if schema is not None else None
         if changes is None or schema is None:
             if schema is None or len(msgs) < 2 * MIN_GROUP:
                 return [self._decode(msg) for msg in msgs]
             # something in the group needs the per-record decoder (a corrupt record, a truncate):
             # halve it, so only the few records around that one are decoded one by one
             half = len(msgs) // 2
-            return self._group_or_records(tp, key, msgs[:half]) + self._group_or_records(tp, key, msgs[half:])
+            return (self._group_or_records(tp, key, msgs[:half], values[:half], offsets[:half])
+                    + self._group_or_records(tp, key, msgs[half:], values[half:], offsets[half:]))
         if self.options.distributed_tables:
             db, name = changes.table
             table = TableId(db, name)
         else:
             table = TableId.parse(tp[0])
-        return [RecordGroup(tp[0], tp[1], [int(m.offset()) for m in msgs], table, schema, changes, msgs, self)]
+        return [RecordGroup(tp[0], tp[1], offsets, table, schema, changes, msgs, self)]
 
     def _consume(self, max_records: int, timeout_s: float) -> list[Any]:
         """The next records (not yet decoded), moving the positions past them."""
