@@ -41,6 +41,7 @@ import collections
 import datetime as dt
 import decimal
 import enum
+import functools
 import json
 from collections import _count_elements  # type: ignore[attr-defined]  # Counter's C loop
 from dataclasses import dataclass, field
@@ -49,6 +50,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from changelake.changelog.decimals import ARITHMETIC
 from changelake.changelog.errors import ChangelogError, SchemaError
 from changelake.changelog.row import ChangelogRow
 from changelake.changelog.rowkind import RETRACT, UPSERT, RowKind
@@ -303,11 +305,7 @@ class GroupAccumulator:
             if ms is not None:
                 ms.add(v, sign)
             elif spec.function is AggFunction.SUM:
-                s = self.sums[i]
-                if sign > 0:
-                    self.sums[i] = v if s is None else s + v
-                else:
-                    self.sums[i] = -v if s is None else s - v
+                self.sums[i] = _sum_step(self.sums[i], v, sign)
 
     def value(self, specs: Sequence[AggSpec]) -> tuple[Any, ...]:
         """The current aggregate values, in spec order."""
@@ -325,7 +323,7 @@ class GroupAccumulator:
             elif f is AggFunction.SUM:
                 if ms is not None:
                     present = ms.present()
-                    out.append(sum(present[1:], present[0]) if present else None)
+                    out.append(functools.reduce(_plus, present) if present else None)
                 else:
                     out.append(self.sums[i] if self.counts[i] > 0 else None)
             elif f is AggFunction.MIN:
@@ -357,6 +355,26 @@ def _enc(v: Any) -> Any:
     if isinstance(v, dt.time):
         return {"t": v.isoformat()}
     raise InvalidAggregateError(f"cannot snapshot a value of type {type(v).__name__}")
+
+
+def _plus(a: Any, b: Any) -> Any:
+    """``a + b``; DECIMAL operands under ``decimals.ARITHMETIC``, never the thread's 28 digits
+    (Flink's SUM(DECIMAL(p, s)) is DECIMAL(38, s))."""
+    if type(a) is decimal.Decimal or type(b) is decimal.Decimal:
+        return ARITHMETIC.add(a, b)
+    return a + b
+
+
+def _sum_step(s: Any, v: Any, sign: int) -> Any:
+    """The running SUM ``s`` (None before the first value) after accumulating (``sign`` > 0) or
+    retracting ``v``."""
+    if type(v) is decimal.Decimal:
+        if sign > 0:
+            return v if s is None else ARITHMETIC.add(s, v)
+        return ARITHMETIC.minus(v) if s is None else ARITHMETIC.subtract(s, v)
+    if sign > 0:
+        return v if s is None else s + v
+    return -v if s is None else s - v
 
 
 def _dec(v: Any) -> Any:
@@ -791,10 +809,7 @@ class GroupAggregate:
                         if v is None:
                             continue
                         nonnull += 1
-                        if sign > 0:
-                            s = v if s is None else s + v
-                        else:
-                            s = -v if s is None else s - v
+                        s = _sum_step(s, v, sign)
                     acc.sums[i] = s
                 else:
                     nonnull = cnt - group_vals.count(None)

@@ -50,14 +50,13 @@ def _arrow_read_type(dtype: DataType) -> Any:
 def arrow_decimals_fit(array: Any, dtype: Any) -> bool:
     """True when every value of a decimal128 ``array`` read by Arrow's JSON reader fits the
     column's DECIMAL precision as the per-message decoder's quantize checks it (under the
-    thread's decimal context): Arrow's reader refuses a value needing more scale, but not one
-    with more digits left of the point."""
+    column's context, ``changelog.decimals``): Arrow's reader refuses a value needing more scale,
+    but not one with more digits left of the point."""
     import decimal
 
     import pyarrow.compute as pc
 
-    digits = min(dtype.precision, decimal.getcontext().prec)
-    bound = decimal.Decimal(10) ** (digits - dtype.scale)
+    bound = decimal.Decimal(10) ** (dtype.precision - dtype.scale)
     bounds = pc.min_max(array).as_py()
     return bounds["min"] is None or (-bound < bounds["min"] and bounds["max"] < bound)
 

@@ -40,6 +40,7 @@ from typing import Any, Mapping
 
 import fastavro
 
+from changelake.changelog.decimals import from_unscaled
 from changelake.changelog.row import ChangelogRow
 from changelake.changelog.rowkind import INSERT_ONLY, RowKind
 from changelake.changelog.schema import Schema
@@ -215,8 +216,7 @@ def from_avro_value(value: Any, dtype: DataType, field: str, format: str = "avro
         if root is TypeRoot.DECIMAL:
             if isinstance(value, Decimal):
                 return _decimal(value, dtype)
-            n = int.from_bytes(value, "big", signed=True)
-            return Decimal(n).scaleb(-(dtype.scale or 0))
+            return from_unscaled(int.from_bytes(value, "big", signed=True), dtype.scale or 0)
         if root is TypeRoot.DATE:
             return value if isinstance(value, dt.date) else _EPOCH_DATE + dt.timedelta(days=value)
         if root is TypeRoot.TIME:

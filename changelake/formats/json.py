@@ -14,16 +14,16 @@ Example::
 from __future__ import annotations
 
 import datetime as dt
-import decimal
 import math
 import re
 from dataclasses import dataclass
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 from json.encoder import encode_basestring
 from typing import Any, Callable, Mapping, Sequence
 
 import msgspec
 
+from changelake.changelog.decimals import column_context
 from changelake.changelog.row import ChangelogRow
 from changelake.changelog.rowkind import INSERT_ONLY, RowKind
 from changelake.changelog.schema import Schema
@@ -137,22 +137,14 @@ def _batch_decoder_for(dtype: DataType) -> Callable[[list[Any]], list[Any] | Non
 
         return integers
     if root is TypeRoot.DECIMAL:
-        scale = dtype.scale or 0
-        precision = dtype.precision if dtype.precision is not None else 38
-        exp = Decimal(1).scaleb(-scale)
+        exp = Decimal(1).scaleb(-(dtype.scale or 0))
+        quantize = column_context(dtype.precision if dtype.precision is not None else 38).quantize
 
         def decimals(raw: list[Any]) -> list[Any] | None:
-            # as _quantize_fast under the thread's context: ROUND_HALF_UP to the scale, refused
-            # past the precision (a context of that precision signals it on quantize); msgspec
-            # gives only finite Decimals
-            current = decimal.getcontext()
-            if current.prec < precision or not set(map(type, raw)) <= {Decimal, int, _NONE}:
+            # as _quantize_fast: ROUND_HALF_UP to the scale, refused past the precision (the
+            # column's context signals it on quantize); msgspec gives only finite Decimals
+            if not set(map(type, raw)) <= {Decimal, int, _NONE}:
                 return None
-            ctx = current.copy()
-            ctx.prec = precision
-            ctx.rounding = ROUND_HALF_UP
-            ctx.traps[decimal.InvalidOperation] = True
-            quantize = ctx.quantize
             try:
                 return [None if v is None else quantize(v, exp) for v in raw]
             except ArithmeticError:

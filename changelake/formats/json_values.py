@@ -40,12 +40,13 @@ import json
 import math
 import re
 import struct
-from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from decimal import Context, Decimal, InvalidOperation
 from json.encoder import encode_basestring, encode_basestring_ascii
 from typing import Any, Callable, Iterable, Mapping
 
 import orjson
 
+from changelake.changelog.decimals import column_context, quantize
 from changelake.changelog.event import DataChangeEvent, Op
 from changelake.changelog.schema import Schema
 from changelake.changelog.temporal import format_time, fraction
@@ -202,14 +203,7 @@ def _decimal(value: Any, dtype: DataType) -> Decimal:
         d = Decimal(value.strip())
     else:
         raise TypeError(f"expected Decimal, got {type(value).__name__}")
-    if not d.is_finite():
-        raise ValueError(f"DECIMAL cannot hold {d}")
-    scale = dtype.scale or 0
-    precision = dtype.precision if dtype.precision is not None else 38
-    q = d.quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP)
-    if len(q.as_tuple().digits) > precision and q != 0:
-        raise ValueError(f"{d} does not fit DECIMAL({precision}, {scale})")
-    return q
+    return quantize(d, dtype.precision if dtype.precision is not None else 38, dtype.scale or 0)
 
 
 def to_json_value(
@@ -312,7 +306,7 @@ def to_json_untyped(value: Any, *, timestamp_format: TimestampFormat = Timestamp
     raise TypeError(f"cannot write a {type(value).__name__} as JSON")
 
 
-def _quantize_fast(value: Any, exp: Decimal, scale: int, precision: int) -> Decimal | None:
+def _quantize_fast(value: Any, exp: Decimal, ctx: Context) -> Decimal | None:
     """:func:`_decimal` for the common case (a finite ``Decimal`` or an int), else None (the caller
     then takes the general path, which raises the errors)."""
     tp = type(value)
@@ -324,11 +318,9 @@ def _quantize_fast(value: Any, exp: Decimal, scale: int, precision: int) -> Deci
     else:
         return None
     try:
-        q: Decimal = value.quantize(exp, rounding=ROUND_HALF_UP)
+        # under the column's context: InvalidOperation past the precision (decimals.column_context)
+        q: Decimal = value.quantize(exp, context=ctx)
     except ArithmeticError:
-        return None
-    # q has exponent -scale, so its digit count is adjusted() + 1 + scale
-    if q and q.adjusted() + 1 + scale > precision:
         return None
     return q
 
@@ -387,14 +379,13 @@ def json_encoder_for(
 
         return encode_double
     if root is TypeRoot.DECIMAL:
-        scale = dtype.scale or 0
-        precision = dtype.precision if dtype.precision is not None else 38
-        exp = Decimal(1).scaleb(-scale)
+        exp = Decimal(1).scaleb(-(dtype.scale or 0))
+        ctx = column_context(dtype.precision if dtype.precision is not None else 38)
 
         def encode_decimal(value: Any) -> Any:
             if value is None:
                 return None
-            q = _quantize_fast(value, exp, scale, precision)
+            q = _quantize_fast(value, exp, ctx)
             return general(value) if q is None else q
 
         return encode_decimal
@@ -473,14 +464,13 @@ def json_decoder_for(dtype: DataType, field: str, *, format: str = "json") -> Ca
 
         return decode_float
     if root is TypeRoot.DECIMAL:
-        scale = dtype.scale or 0
-        precision = dtype.precision if dtype.precision is not None else 38
-        exp = Decimal(1).scaleb(-scale)
+        exp = Decimal(1).scaleb(-(dtype.scale or 0))
+        ctx = column_context(dtype.precision if dtype.precision is not None else 38)
 
         def decode_decimal(v: Any) -> Any:
             if v is None:
                 return None
-            q = _quantize_fast(v, exp, scale, precision)
+            q = _quantize_fast(v, exp, ctx)
             return general(v) if q is None else q
 
         return decode_decimal

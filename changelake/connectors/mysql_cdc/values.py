@@ -46,6 +46,7 @@ import re
 import struct
 from typing import Any
 
+from changelake.changelog.decimals import ARITHMETIC
 from changelake.changelog.event import Op
 from changelake.connectors.errors import SourceError
 from changelake.connectors.mysql_cdc.schema.columns import INTEGER_BITS, MySqlColumn
@@ -94,9 +95,8 @@ def _decimal(raw: Any, col: MySqlColumn) -> decimal.Decimal | str:
     scale = col.scale or 0
     if (col.precision or 10) > 38:
         return format(value, "f")
-    with decimal.localcontext() as ctx:
-        ctx.prec = max(col.precision or 10, 38) + 2
-        return value.quantize(decimal.Decimal(1).scaleb(-scale))
+    # MySQL's value has the column's digits already; ARITHMETIC's 80 digits only fix the scale
+    return value.quantize(decimal.Decimal(1).scaleb(-scale), context=ARITHMETIC)
 
 
 def _integer(raw: Any, col: MySqlColumn) -> int | bool | decimal.Decimal:

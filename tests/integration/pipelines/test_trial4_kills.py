@@ -95,12 +95,20 @@ def _start(raw: dict, *args: str) -> subprocess.Popen:
                             text=True, env=env)
 
 
-def _kill_after_first_batch(child: subprocess.Popen) -> None:
+def _wait_for_first_batch(child: subprocess.Popen) -> None:
     assert child.stdout is not None
     line = child.stdout.readline()
     assert line.startswith("batch"), line
+
+
+def _kill(child: subprocess.Popen) -> None:
     child.send_signal(signal.SIGKILL)
     child.wait(timeout=30)
+
+
+def _kill_after_first_batch(child: subprocess.Popen) -> None:
+    _wait_for_first_batch(child)
+    _kill(child)
 
 
 def _as_raw(defn) -> dict:
@@ -139,8 +147,13 @@ def test_sigkill_of_both_pipelines_mid_run_with_writes_going_on_keeps_the_lake_e
     raw2 = _as_raw(p2)
     with Writer(mysql_params, db, seed=2) as writer:
         if workers == 2:
+            # the victim starts first and the survivor joins once it has committed a batch: started
+            # the other way round, the survivor could drain the (static) topics before the victim
+            # got a partition, and the victim would exit caught up without a batch to be killed after
+            victim = _start(raw2, "w0")
+            _wait_for_first_batch(victim)
             survivor = _start(raw2, "w1")
-            _kill_after_first_batch(_start(raw2, "w0"))
+            _kill(victim)
             assert survivor.wait(timeout=300) == 0
         else:
             _kill_after_first_batch(_start(raw2))

@@ -104,13 +104,19 @@ def test_one_bad_value_hands_back_only_its_message() -> None:
                       "flag": None, "ts": dt.datetime(2024, 1, 1), "ltz": None, "day": None, "raw": None}
 
 
-def test_decimal_batch_follows_the_thread_context() -> None:
-    """DECIMAL(38, 4) needs 38 digits: under a context of 28 (the default) a 30-digit value goes
-    row by row, as the column converter does; under a wider one the batch takes it."""
+def test_decimal_batch_is_exact_whatever_the_thread_context() -> None:
+    """DECIMAL(38, 4) needs 38 digits, past the thread's default context (28): under it, and under
+    a narrower one, the batch takes a 30-digit value exactly, as the column converter does; a
+    value past 38 digits goes row by row, which refuses it."""
     fmt = create_format("json", SCHEMA, {})
     data = [b'{"id":1,"wide":12345678901234567890123456.1234}']
-    assert fmt.decode_values_many(data)[0] is None or decimal.getcontext().prec >= 38
-    with decimal.localcontext() as ctx:
-        ctx.prec = 40
-        got = fmt.decode_values_many(data)[0]
-        assert got is not None and got["wide"] == fmt.decode_to_values(data[0])[0]["wide"]
+    for prec in (decimal.getcontext().prec, 10):
+        with decimal.localcontext() as ctx:
+            ctx.prec = prec
+            got = fmt.decode_values_many(data)[0]
+            assert got is not None and got["wide"] == fmt.decode_to_values(data[0])[0]["wide"]
+            assert got["wide"] == Decimal("12345678901234567890123456.1234")
+    too_wide = [b'{"id":1,"wide":12345678901234567890123456789012345.5}']
+    assert fmt.decode_values_many(too_wide)[0] is None
+    with pytest.raises(DecodeError, match="does not fit DECIMAL"):
+        fmt.decode_to_values(too_wide[0])

@@ -70,18 +70,23 @@ def test_no_schema_or_no_messages() -> None:
     assert create_format("json", SCHEMA, {}).decode_columns([]) is None
 
 
-def test_decimal_digits_follow_the_thread_context() -> None:
-    """DECIMAL(38, 4) under the default context (28 digits) takes 24 digits left of the point,
-    as the row-by-row converter; under a context of 40, all 34."""
+def test_decimal_digits_do_not_follow_the_thread_context() -> None:
+    """DECIMAL(38, 4) takes 34 digits left of the point under any thread context (the default's 28
+    digits, or 10), exactly as the row-by-row converter; 35 digits go row by row, which refuses them."""
     import decimal
 
     fmt = create_format("json", SCHEMA, {})
-    data = [b'{"id":1,"wide":12345678901234567890123456.1234}']
-    assert decimal.getcontext().prec < 38 and fmt.decode_columns(data) is None
-    with decimal.localcontext() as ctx:
-        ctx.prec = 40
-        got = fmt.decode_columns(data)
-        assert got is not None and got.column("wide").to_pylist() == [fmt.decode_to_values(data[0])[0]["wide"]]
+    data = [b'{"id":1,"wide":1234567890123456789012345678901234.1234}']
+    for prec in (decimal.getcontext().prec, 10):
+        with decimal.localcontext() as ctx:
+            ctx.prec = prec
+            got = fmt.decode_columns(data)
+            assert got is not None and got.column("wide").to_pylist() == [fmt.decode_to_values(data[0])[0]["wide"]]
+            assert got.column("wide").to_pylist() == [decimal.Decimal("1234567890123456789012345678901234.1234")]
+    too_wide = [b'{"id":1,"wide":12345678901234567890123456789012345.1}']
+    assert fmt.decode_columns(too_wide) is None
+    with pytest.raises(DecodeError, match="does not fit DECIMAL"):
+        fmt.decode_to_values(too_wide[0])
 
 
 @pytest.mark.parametrize("data", [b'{"id":1,"extra":NaN}', b'{"id":1,"extra":[1, -Infinity]}', b'{"id":1,"ratio": Inf}'])
