@@ -22,7 +22,7 @@ import logging
 import re
 import threading
 import time
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
@@ -39,7 +39,12 @@ __all__ = [
     "client_properties",
     "ensure_topics",
     "end_offsets",
+    "lag_of",
+    "partition_end_offsets",
+    "partition_lag",
+    "partition_watermarks",
     "watermarks",
+    "WatermarkError",
     "KafkaEndOffsets",
     "partition_count",
     "require_broker",
@@ -47,6 +52,8 @@ __all__ = [
     "unavailable_error",
     "with_logger",
 ]
+
+K = TypeVar("K")
 
 #: The logger librdkafka's lines of every project Kafka client go to.
 CLIENT_LOGGER_NAME = "changelake.kafka.client"
@@ -308,7 +315,9 @@ def watermarks(consumer: Consumer, topic: str, timeout_s: float = 10.0, *,
             ConnectorError naming the topic.
 
     Raises:
-        KafkaException: from the client (callers translate it with their own config).
+        KafkaException: from the client's metadata request; WatermarkError (a KafkaException
+            naming topic and partition) from an offsets request (callers translate either with
+            their own config).
     """
     md = consumer.list_topics(topic, timeout=timeout_s)
     meta = md.topics.get(topic)
@@ -316,11 +325,81 @@ def watermarks(consumer: Consumer, topic: str, timeout_s: float = 10.0, *,
         if missing_ok:
             return {}
         raise ConnectorError(f"Kafka topic {topic!r} does not exist or has no partitions ({meta.error if meta else 'missing'})")
-    out: dict[int, tuple[int, int]] = {}
-    for p in sorted(meta.partitions):
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s, cached=False)
-        out[p] = (int(low), int(high))
+    marks = partition_watermarks(consumer, [(topic, p) for p in sorted(meta.partitions)], timeout_s)
+    return {p: lh for (_t, p), lh in marks.items()}
+
+
+class WatermarkError(KafkaException):
+    """A watermark-offsets request of one partition failed: a KafkaException (so callers that
+    translate client errors, e.g. with :func:`unavailable_error`, still see the KafkaError as
+    ``args[0]``) whose message names the topic and partition.
+
+    Attributes:
+        topic, partition: the partition asked about.
+        kafka_error: the client's KafkaError (or exception argument).
+    """
+
+    def __init__(self, topic: str, partition: int, cause: KafkaException) -> None:
+        err = cause.args[0] if cause.args else cause
+        super().__init__(err)
+        self.topic = topic
+        self.partition = partition
+        self.kafka_error = err
+
+    def __str__(self) -> str:
+        text = self.kafka_error.str() if isinstance(self.kafka_error, KafkaError) else str(self.kafka_error)
+        return f"cannot read the watermark offsets of Kafka topic {self.topic!r} partition {self.partition}: {text}"
+
+
+def partition_watermarks(consumer: Consumer, partitions: Iterable[tuple[str, int]], timeout_s: float = 10.0, *,
+                         cached: bool = False) -> dict[tuple[str, int], tuple[int, int]]:
+    """The one watermark read of given partitions: ``(topic, partition) -> (low, high)`` in the
+    order given (high: the next offset to be written; with a read_committed consumer the last
+    stable offset), through ``Consumer.get_watermark_offsets``.
+
+    Args:
+        consumer: an open Consumer.
+        partitions: ``(topic, partition)`` pairs.
+        timeout_s: per partition request, seconds.
+        cached: False (default): asked of the partition leader. True: the watermarks of the
+            consumer's last fetch response for that partition (no broker round trip), asked of
+            the leader only for a partition with no known high watermark yet (librdkafka gives a
+            negative offset).
+
+    Raises:
+        WatermarkError: (a KafkaException) the request failed, naming topic and partition.
+    """
+    out: dict[tuple[str, int], tuple[int, int]] = {}
+    for topic, partition in partitions:
+        tp = TopicPartition(topic, partition)
+        try:
+            marks = consumer.get_watermark_offsets(tp, cached=True) if cached else None
+            if marks is None or marks[1] < 0:
+                marks = consumer.get_watermark_offsets(tp, timeout=timeout_s, cached=False)
+        except KafkaException as exc:
+            raise WatermarkError(topic, partition, exc) from exc
+        out[(topic, partition)] = (int(marks[0]), int(marks[1]))
     return out
+
+
+def partition_end_offsets(consumer: Consumer, partitions: Iterable[tuple[str, int]], timeout_s: float = 10.0, *,
+                          cached: bool = False) -> dict[tuple[str, int], int]:
+    """``(topic, partition) -> end offset`` (high watermark) of given partitions: the high side
+    of :func:`partition_watermarks` (same arguments, same WatermarkError)."""
+    return {tp: high for tp, (_low, high) in partition_watermarks(consumer, partitions, timeout_s, cached=cached).items()}
+
+
+def partition_lag(positions: Mapping[K, int], ends: Mapping[K, int]) -> dict[K, int]:
+    """Offsets between a position (the next offset to read or absorb) and the end, per partition
+    of ``ends`` (any key: ``(topic, partition)`` or ``"topic/partition"``); a partition not in
+    ``positions`` counts from 0, a position past the end gives 0. Transaction markers count."""
+    return {tp: max(0, end - positions.get(tp, 0)) for tp, end in ends.items()}
+
+
+def lag_of(positions: Mapping[K, int], ends: Mapping[K, int]) -> int:
+    """The one lag sum: :func:`partition_lag` summed over ``ends``' partitions, e.g.
+    ``lag_of({"t/0": 5}, {"t/0": 7, "t/1": 3}) == 5``."""
+    return sum(partition_lag(positions, ends).values())
 
 
 def end_offsets(consumer_or_bootstrap: Consumer | str | Mapping[str, str], topic: str, timeout_s: float = 10.0) -> dict[int, int]:

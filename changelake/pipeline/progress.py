@@ -17,6 +17,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from changelake.connectors.kafka_common import lag_of
+
 __all__ = ["TableProgress", "LakeProgress", "TopicProgress", "lag_of", "lag_by_topic", "RunProgress", "ProgressPrinter",
            "describe_position"]
 
@@ -158,12 +160,6 @@ class TopicProgress:
     def add(self, per_topic: Mapping[str, int]) -> None:
         for topic, n in per_topic.items():
             self.records[topic] = self.records.get(topic, 0) + int(n)
-
-
-def lag_of(offsets: Mapping[str, int], ends: Mapping[str, int]) -> int:
-    """Records (offsets) between what was absorbed and the end, summed over ``ends``' partitions;
-    a partition not in ``offsets`` counts from 0 (the one lag sum)."""
-    return sum(max(0, end - offsets.get(tp, 0)) for tp, end in ends.items())
 
 
 def lag_by_topic(positions: Mapping[str, tuple[int, int]]) -> dict[str, int]:

@@ -65,7 +65,14 @@ from changelake.connectors.kafka.schemas import SchemaResolver, schema_header
 from changelake.connectors.kafka.truncate_scope import schema_change_of, scope_of
 from changelake.connectors.kafka.sink_options import ValueFormat
 from changelake.connectors.kafka.source_options import BoundedMode, KafkaSourceOptions, StartupMode
-from changelake.connectors.kafka_common import require_broker, unavailable_error, with_logger
+from changelake.connectors.kafka_common import (
+    partition_end_offsets,
+    partition_lag,
+    partition_watermarks,
+    require_broker,
+    unavailable_error,
+    with_logger,
+)
 from changelake.connectors.lake.offsets import split_topic_partition, topic_partition
 from changelake.formats import create_format
 from changelake.formats.debezium_json import decode_columns
@@ -270,8 +277,7 @@ class KafkaPipelineSource:
             tps = [(str(p.topic), int(p.partition)) for p in partitions]
             offsets = start_offsets(tps) if tps else {}
             assignment = []
-            for tp in tps:
-                low, high = consumer.get_watermark_offsets(TopicPartition(*tp), timeout=self._timeout_s)
+            for tp, (low, high) in partition_watermarks(consumer, tps, self._timeout_s).items():
                 off = max(low, min(int(offsets.get(tp, low)), high))
                 self._pos[tp], self._end[tp] = off, high
                 assignment.append(TopicPartition(tp[0], tp[1], off))
@@ -355,7 +361,7 @@ class KafkaPipelineSource:
         opts = self.options
         topics = self._resolve_topics()
         tps = [(t, p) for t, parts in topics.items() for p in parts]
-        watermarks = {tp: consumer.get_watermark_offsets(TopicPartition(*tp), timeout=self._timeout_s) for tp in tps}
+        watermarks = partition_watermarks(consumer, tps, self._timeout_s)
         committed: dict[TopicPartitionKey, int] = {}
         if opts.startup_mode is StartupMode.GROUP_OFFSETS:
             for c in consumer.committed([TopicPartition(t, p) for t, p in tps], timeout=self._timeout_s):
@@ -405,15 +411,13 @@ class KafkaPipelineSource:
             new = [(t, p) for t, parts in topics.items() for p in parts if (t, p) not in self._end]
             if new:
                 added = []
-                for tp in new:
-                    low, _ = consumer.get_watermark_offsets(TopicPartition(*tp), timeout=self._timeout_s)
+                for tp, (low, _high) in partition_watermarks(consumer, new, self._timeout_s).items():
                     self._pos[tp] = low
                     added.append(TopicPartition(tp[0], tp[1], low))
                 consumer.incremental_assign(added)
                 self._assigned.extend(new)
                 log.info("assigned new partitions %s", new)
-            for tp in self._assigned:
-                self._end[tp] = consumer.get_watermark_offsets(TopicPartition(*tp), timeout=self._timeout_s)[1]
+            self._end.update(partition_end_offsets(consumer, self._assigned, self._timeout_s))
         except KafkaException as exc:
             raise SourceError(f"cannot refresh Kafka source on {self._topic_text()}: {exc}") from exc
         if self._paused:
@@ -437,12 +441,8 @@ class KafkaPipelineSource:
         """(low, high) watermarks of every partition of the subscribed topics (or of the topics
         ``topic-pattern`` matches), now: where a bounded group run ends."""
         consumer = self._require()
-        out: dict[TopicPartitionKey, tuple[int, int]] = {}
-        for topic, partitions in self._resolve_topics().items():
-            for partition in partitions:
-                low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=self._timeout_s)
-                out[(topic, int(partition))] = (int(low), int(high))
-        return out
+        tps = [(topic, int(partition)) for topic, partitions in self._resolve_topics().items() for partition in partitions]
+        return partition_watermarks(consumer, tps, self._timeout_s)
 
     def caught_up(self) -> bool:
         """True when every assigned partition has reached the end offset snapshotted at open/refresh
@@ -776,14 +776,10 @@ class KafkaPipelineSource:
     def lag(self) -> dict[TopicPartitionKey, int]:
         """Records behind the current end per partition: live high watermark minus next offset."""
         consumer = self._require()
-        out = {}
         try:
-            for tp in self._assigned:
-                high = consumer.get_watermark_offsets(TopicPartition(*tp), timeout=self._timeout_s)[1]
-                out[tp] = max(0, high - self._pos.get(tp, 0))
+            return partition_lag(self._pos, partition_end_offsets(consumer, self._assigned, self._timeout_s))
         except KafkaException as exc:
             raise SourceError(f"cannot read end offsets of {self._topic_text()}: {exc}") from exc
-        return out
 
 
 def conf_reset(properties: Mapping[str, str]) -> str:

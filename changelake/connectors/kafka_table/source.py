@@ -22,7 +22,7 @@ from changelake.changelog.row import ChangelogRow
 from changelake.changelog.rowkind import RowKind
 from changelake.changelog.schema import Schema
 from changelake.connectors.errors import ConnectorError, SourceError
-from changelake.connectors.kafka_common import unavailable_error, with_logger
+from changelake.connectors.kafka_common import partition_end_offsets, unavailable_error, with_logger
 from changelake.connectors.kafka_table.options import KafkaTableOptions, ScanBoundedMode, ScanStartupMode
 from changelake.formats.errors import DecodeError
 
@@ -212,19 +212,13 @@ class KafkaTableSource:
 
     def _offsets_for_time(self, tps: list[TP], ms: int) -> dict[TP, int]:
         res = self.consumer.offsets_for_times([TopicPartition(t, p, ms) for t, p in tps], timeout=10)
-        out = {}
-        for r in res:
-            if r.offset < 0:  # no record at/after ms: the end
-                _lo, hi = self.consumer.get_watermark_offsets(TopicPartition(r.topic, r.partition), timeout=10)
-                out[(r.topic, r.partition)] = hi
-            else:
-                out[(r.topic, r.partition)] = r.offset
+        out: dict[TP, int] = {(r.topic, r.partition): r.offset for r in res}
+        # no record at/after ms: the end
+        out.update(partition_end_offsets(self.consumer, [tp for tp, off in out.items() if off < 0], 10))
         return out
 
     def _ends(self, tps: list[TP]) -> dict[TP, int]:
-        return {
-            (t, p): self.consumer.get_watermark_offsets(TopicPartition(t, p), timeout=10, cached=False)[1] for t, p in tps
-        }
+        return partition_end_offsets(self.consumer, tps, 10)
 
     def _start_offsets(self, tps: list[TP]) -> dict[TP, int]:
         o = self.options

@@ -82,7 +82,13 @@ from changelake.changelog.rowkind import RowKind
 from changelake.changelog.schema import Schema
 from changelake.changelog.state import KeyStateStore, MemoryKeyStateStore, encode_key
 from changelake.connectors.errors import ConnectorError, SourceError
-from changelake.connectors.kafka_common import unavailable_error, with_logger
+from changelake.connectors.kafka_common import (
+    lag_of,
+    partition_end_offsets,
+    partition_watermarks,
+    unavailable_error,
+    with_logger,
+)
 from changelake.connectors.metrics import SourceMetrics
 from changelake.connectors.upsert_kafka import columnar, formats_bridge
 from changelake.connectors.upsert_kafka.layout import RowLayout
@@ -287,8 +293,7 @@ class UpsertKafkaSource:
             self._ends = self._end_offsets(consumer, partitions)
             self._positions = {tp: (off if off >= 0 else 0) for tp, off in starts.items()}
             if self._ends is not None:
-                for tp in partitions:
-                    low, _high = consumer.get_watermark_offsets(TopicPartition(*tp), timeout=10, cached=False)
+                for tp, (low, _high) in partition_watermarks(consumer, partitions, 10).items():
                     if max(self._positions[tp], low) >= self._ends.get(tp, 0):
                         self._done.add(tp)
             consumer.assign([TopicPartition(t, p, starts[(t, p)]) for (t, p) in partitions if (t, p) not in self._done])
@@ -328,7 +333,7 @@ class UpsertKafkaSource:
         if mode is BoundedMode.UNBOUNDED:
             return None
         if mode is BoundedMode.LATEST_OFFSET:
-            return {tp: consumer.get_watermark_offsets(TopicPartition(*tp), timeout=10, cached=False)[1] for tp in partitions}
+            return partition_end_offsets(consumer, partitions, 10)
         if mode is BoundedMode.SPECIFIC_OFFSETS:
             given = self.options.scan_bounded_specific_offsets or {}
             # partitions not listed are not read (their end is their start)
@@ -336,11 +341,9 @@ class UpsertKafkaSource:
         if mode is BoundedMode.TIMESTAMP:
             ts = int(self.options.scan_bounded_timestamp_millis or 0)
             found = consumer.offsets_for_times([TopicPartition(t, p, ts) for t, p in partitions], timeout=10)
-            ends: dict[TP, int] = {}
-            for tp in found:
-                if tp.offset < 0:  # no record at or after ts: read to the current end
-                    tp.offset = consumer.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout=10, cached=False)[1]
-                ends[(tp.topic, tp.partition)] = tp.offset
+            ends: dict[TP, int] = {(tp.topic, tp.partition): tp.offset for tp in found}
+            # no record at or after ts: read to the current end
+            ends.update(partition_end_offsets(consumer, [tp for tp, off in ends.items() if off < 0], 10))
             return ends
         # GROUP_OFFSETS: the committed offsets of properties.group.id
         committed = consumer.committed([TopicPartition(t, p) for t, p in partitions], timeout=10)
@@ -753,18 +756,14 @@ class UpsertKafkaSource:
         if now - self._last_pending_check < 5.0:
             return
         self._last_pending_check = now
-        pending = 0
         try:
-            for tp, pos in self._positions.items():
-                if tp in self._done:
-                    continue
-                # the high watermark of the last fetch response (no broker round trip); ask the
-                # broker only when none is known yet
-                high = consumer.get_watermark_offsets(TopicPartition(*tp), cached=True)[1]
-                if high < 0:
-                    high = consumer.get_watermark_offsets(TopicPartition(*tp), timeout=5, cached=False)[1]
-                end = high if self._ends is None else min(high, self._ends.get(tp, high))
-                pending += max(0, end - pos)
+            # the high watermark of the last fetch response (no broker round trip); the broker is
+            # asked only when none is known yet
+            highs = partition_end_offsets(consumer, [tp for tp in self._positions if tp not in self._done], 5,
+                                          cached=True)
+            bounded = self._ends
+            ends = highs if bounded is None else {tp: min(high, bounded.get(tp, high)) for tp, high in highs.items()}
+            pending = lag_of(self._positions, ends)
         except KafkaException:
             pending = -1
         self.metrics.set_pending_records(pending)

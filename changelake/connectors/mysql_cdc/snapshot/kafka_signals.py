@@ -26,6 +26,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
 from changelake.connectors.errors import SourceError
+from changelake.connectors.kafka_common import partition_end_offsets
 from changelake.connectors.mysql_cdc.snapshot.signals import Signal
 
 __all__ = ["KafkaSignalChannel"]
@@ -139,7 +140,7 @@ class KafkaSignalChannel:
             return False
         tp = TopicPartition(self.topic, 0)
         try:
-            _low, high = self._consumer.get_watermark_offsets(tp, timeout=5.0, cached=False)
+            high = partition_end_offsets(self._consumer, [(self.topic, 0)], 5.0)[(self.topic, 0)]
         except KafkaException as exc:
             log.debug("signal.kafka.topic %r: no watermark offsets (%s); no signals", self.topic, exc)
             return True
