@@ -408,3 +408,44 @@ def test_kafka_common_helpers(kafka_bootstrap, topic_factory):
     ends = end_offsets(kafka_bootstrap, name)
     assert sorted(ends.values()) == [0, 0, 10]
     assert ends[partition_for(b"k", 3)] == 10
+
+
+def test_partition_watermarks_fresh_cached_and_an_error_naming_the_partition(kafka_bootstrap):
+    from changelake.connectors.kafka_common import (
+        WatermarkError,
+        ensure_topics,
+        partition_end_offsets,
+        partition_watermarks,
+    )
+
+    name = f"kw-{uuid.uuid4().hex[:8]}"
+    ensure_topics(kafka_bootstrap, [name], partitions=2)
+    p = Producer({"bootstrap.servers": kafka_bootstrap})
+    for i in range(6):
+        p.produce(name, value=str(i).encode(), partition=1)
+    p.flush(10)
+    c = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": f"g-{uuid.uuid4().hex[:8]}",
+                  "enable.auto.commit": False})
+    try:
+        tps = [(name, 1), (name, 0)]
+        assert partition_watermarks(c, tps, 10) == {(name, 1): (0, 6), (name, 0): (0, 0)}
+        assert list(partition_end_offsets(c, tps, 10)) == tps  # the order given
+        # cached: nothing fetched yet, so the broker is asked; after a fetch, the fetch's watermark
+        assert partition_end_offsets(c, [(name, 1)], 10, cached=True) == {(name, 1): 6}
+        c.assign([TopicPartition(name, 1, 0)])
+        got = 0
+        deadline = time.monotonic() + 20
+        while got < 6 and time.monotonic() < deadline:
+            got += sum(1 for m in c.consume(10, 0.5) if m.error() is None)
+        assert got == 6
+        assert partition_end_offsets(c, [(name, 1)], 10, cached=True) == {(name, 1): 6}  # from the fetches
+        p.produce(name, value=b"late", partition=1)
+        p.flush(10)
+        assert partition_end_offsets(c, [(name, 1)], 10) == {(name, 1): 7}
+        with pytest.raises(WatermarkError) as err:
+            partition_watermarks(c, [(name, 0), (name, 5)], 3)
+        assert f"Kafka topic {name!r} partition 5" in str(err.value)
+        assert (err.value.topic, err.value.partition) == (name, 5)
+        assert isinstance(err.value.args[0], KafkaError)  # callers' translations still see the client's error
+    finally:
+        c.close()

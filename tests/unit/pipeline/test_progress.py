@@ -70,3 +70,13 @@ def test_rows_rewritten_and_write_amplification_when_the_lake_reports_them():
     progress.add({"ops": {"db.a": {"c": 2}}, "results": [_LakeResult("db.a", rows_upserted=2)]})
     total = progress.get("db.a").metadata()
     assert total["rows_rewritten"] == 36 and total["write_amplification"] == round(41 / 6, 3)
+
+
+def test_partition_lag_per_partition_of_the_ends_and_never_negative():
+    from changelake.connectors.kafka_common import lag_of as kafka_lag_of, partition_lag
+
+    positions = {("t", 0): 5, ("t", 1): 9, ("u", 0): 2}
+    ends = {("t", 0): 7, ("t", 1): 4, ("t", 2): 3}
+    assert partition_lag(positions, ends) == {("t", 0): 2, ("t", 1): 0, ("t", 2): 3}  # ("u", 0) has no end: left out
+    assert kafka_lag_of(positions, ends) == 5
+    assert lag_of is kafka_lag_of  # progress re-exports the one lag sum
