@@ -36,7 +36,15 @@ records/s (``ConsumerPerformance`` on the same topic), the ratio, rows written p
 ``changelake.rows-rewritten`` / ``changelake.rows-changed`` of the timed commits; Paimon writes
 merge-on-read, 0), per-batch commit latency p50/p99 (ms), the process CPU time of the timed
 run per change event (µs; all threads, librdkafka's included: on a shared machine it moves far
-less than the wall rates) and the 1-minute load average when the row's ConsumerPerformance ended. Run from the repository root::
+less than the wall rates) and the 1-minute load average when the row's ConsumerPerformance ended.
+
+Start-up is outside every timed run, as it is outside ``ConsumerPerformance``'s rate (which
+starts after the JVM has): before the workloads, one warm-up run per lake (10 inserts on a topic
+of its own) imports the source, format and lake modules and opens a catalog once, and its wall
+seconds are printed as the process's start-up. Without it only the first workload of a process
+paid the imports (about 1 s of pyiceberg and pydantic models), and ``mixed`` (warmed by its
+untimed preload) did not; ``--cold`` skips the warm-up to show that first-run figure. Run from
+the repository root::
 
     .venv/bin/python bench/bench_lake_ingest.py [--events 100000] [--table-rows 100000 ...] \
         [--lake iceberg --lake paimon] [--workload mixed ...] [--no-buckets]
@@ -280,6 +288,20 @@ def run_workload(kafka: Any, name: str, events: int, table_rows: int, lake: str,
             amplification, rewritten, p50, p99, stats.batches, round(cpu_us), load]
 
 
+def warm_up(kafka: Any, lake: str, paimon_writer: str = "rust") -> float:
+    """Wall seconds of a 10-insert Pipeline 2 run into ``lake`` on a topic of its own: the
+    process's start-up (module imports, the first catalog), kept out of the timed runs."""
+    topic = f"warmup-{lake}-{time.time_ns()}"
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result()
+    _produce(kafka.bootstrap_servers, topic, (_event("c", None, _row(k, 0), 1) for k in range(10)))
+    with tempfile.TemporaryDirectory(prefix="changelake-bench-warmup-") as tmp:
+        started = time.perf_counter()
+        run_pipeline(_pipeline(kafka.bootstrap_servers, topic, Path(tmp), lake, paimon_writer=paimon_writer),
+                     until_caught_up=True)
+        return time.perf_counter() - started
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=100_000)
@@ -297,12 +319,17 @@ def main() -> None:
                         help="Paimon's Rust writer (the sink's default) or pypaimon's Python writer; both: side by side")
     parser.add_argument("--update-events", type=int, default=None,
                         help="change events of update-random (default: --events)")
+    parser.add_argument("--cold", action="store_true",
+                        help="no warm-up run: the first workload of the process pays the imports")
     args = parser.parse_args()
     lakes = args.lake or ["iceberg"]
     workloads = args.workload or ["insert-only", "update-heavy", "delete-heavy"]
     sizes = args.table_rows or [100_000]
     rows = []
     with kafka_broker() as kafka:
+        if not args.cold:
+            for lake in lakes:
+                progress(f"start-up (warm-up run, not timed): {lake} {warm_up(kafka, lake):.2f} s")
         for workload in workloads:
             # every size for the update workloads; insert-only and mixed once (the first size)
             for size in (sizes if workload not in ("insert-only", "mixed") else sizes[:1]):

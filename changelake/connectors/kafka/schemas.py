@@ -158,8 +158,12 @@ class SchemaResolver:
         conf: dict[str, Any] = {k: v for k, v in self._properties.items()
                                 if not k.startswith(("transaction", "acks", "enable.idempotence", "linger",
                                                      "partitioner", "compression", "batch"))}
+        # fetch.wait.max.ms: the read ends on the partition-EOF event, which comes with the first
+        # fetch response that finds nothing past the end; librdkafka's default lets the broker hold
+        # that response for 500 ms (fetch.min.bytes not reached), a wait every pipeline open paid
         conf.update({"group.id": "changelake-schema-reader", "enable.auto.commit": False,
-                     "isolation.level": "read_committed", "enable.partition.eof": True})
+                     "isolation.level": "read_committed", "enable.partition.eof": True,
+                     "fetch.wait.max.ms": 10})
         consumer = Consumer(with_logger(conf))
         try:
             pending: set[int] = set()
