@@ -47,7 +47,6 @@ __all__ = [
     "WatermarkError",
     "KafkaEndOffsets",
     "partition_count",
-    "READ_TO_END",
     "require_broker",
     "BROKER_PROBE_TIMEOUT_S",
     "unavailable_error",
@@ -55,14 +54,6 @@ __all__ = [
 ]
 
 K = TypeVar("K")
-
-#: Consumer settings of a one-shot read of a topic to its end (the schema topic, Pipeline 1's
-#: position topic): committed records only, no offsets committed, and the end found by the
-#: partition-EOF event. That event comes with the first fetch response that finds nothing past the
-#: end, which the broker holds for ``fetch.wait.max.ms`` (librdkafka's default 500 ms, a wait
-#: every such read paid); 10 ms here.
-READ_TO_END: Mapping[str, Any] = {"enable.auto.commit": False, "isolation.level": "read_committed",
-                                  "enable.partition.eof": True, "fetch.wait.max.ms": 10}
 
 #: The logger librdkafka's lines of every project Kafka client go to.
 CLIENT_LOGGER_NAME = "changelake.kafka.client"

@@ -38,7 +38,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from changelake.changelog.schema import Schema, TableId
 from changelake.connectors.errors import SourceError
-from changelake.connectors.kafka_common import READ_TO_END, watermarks, with_logger
+from changelake.connectors.kafka_common import watermarks, with_logger
 from changelake.formats.debezium_json import connect_schema_for, schema_from_connect
 
 __all__ = [
@@ -158,7 +158,12 @@ class SchemaResolver:
         conf: dict[str, Any] = {k: v for k, v in self._properties.items()
                                 if not k.startswith(("transaction", "acks", "enable.idempotence", "linger",
                                                      "partitioner", "compression", "batch"))}
-        conf.update({"group.id": "changelake-schema-reader", **READ_TO_END})
+        # fetch.wait.max.ms: the read ends on the partition-EOF event, which comes with the first
+        # fetch response that finds nothing past the end; librdkafka's default lets the broker hold
+        # that response for 500 ms (fetch.min.bytes not reached), a wait every pipeline open paid
+        conf.update({"group.id": "changelake-schema-reader", "enable.auto.commit": False,
+                     "isolation.level": "read_committed", "enable.partition.eof": True,
+                     "fetch.wait.max.ms": 10})
         consumer = Consumer(with_logger(conf))
         try:
             pending: set[int] = set()

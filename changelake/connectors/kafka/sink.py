@@ -84,7 +84,7 @@ from changelake.connectors.kafka.topics import TopicCreator, TopicNamer
 from changelake.connectors.kafka.side_topics import side_record
 from changelake.changelog.side_records import SideRecord
 from changelake.connectors.kafka.truncate_scope import SCHEMA_CHANGE_HEADER, truncate_scope_headers
-from changelake.connectors.kafka_common import READ_TO_END, client_logger, require_broker, unavailable_error, watermarks, with_logger
+from changelake.connectors.kafka_common import client_logger, require_broker, unavailable_error, watermarks, with_logger
 from changelake.connectors.metrics import SinkMetrics
 
 __all__ = ["KafkaPipelineSink", "UnrepresentableChangeError", "read_stored_position", "OFFSETS_TOPIC_CONFIG", "KafkaProducer", "PRODUCER_ONLY_KEYS",
@@ -732,7 +732,9 @@ def read_stored_position(properties: Mapping[str, str], offsets_topic: str, pipe
     conf = admin_config(properties)
     conf.update({
         "group.id": f"changelake-position-reader-{pipeline_name}",
-        **READ_TO_END,
+        "enable.auto.commit": False,
+        "isolation.level": "read_committed",
+        "enable.partition.eof": True,
         "auto.offset.reset": "earliest",
     })
     consumer = Consumer(with_logger(conf))
