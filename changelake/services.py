@@ -323,6 +323,11 @@ class KafkaService(_LocalServer):
                     "transaction.state.log.min.isr=1",
                     "transaction.state.log.num.partitions=4",
                     "group.initial.rebalance.delay.ms=0",
+                    # KIP-848 consumer groups: notice a dead member in 10 s (Kafka's default 45 s)
+                    "group.consumer.min.session.timeout.ms=10000",
+                    "group.consumer.session.timeout.ms=10000",
+                    "group.consumer.min.heartbeat.interval.ms=1000",
+                    "group.consumer.heartbeat.interval.ms=1000",
                     "auto.create.topics.enable=true",
                     "log.cleaner.backoff.ms=1000",
                     "",

@@ -9,8 +9,9 @@ on any machine. The workers share only Kafka and the lake's catalog:
 
 * **Placement:** each worker subscribes to the topics in the group ``changelake-<pipeline>``;
   Kafka's group coordinator spreads the partitions and moves them when a worker joins, leaves or
-  dies (``session.timeout.ms``, 10 s here), incrementally (``cooperative-sticky``: the others keep
-  running), and a worker with a stable ``group.instance.id`` (static membership,
+  dies (the broker's ``group.consumer.session.timeout.ms``, 10 s in the services module),
+  incrementally (Kafka's consumer rebalance protocol, KIP-848: the others keep running; the classic
+  protocol with ``cooperative-sticky`` on ``properties.group.protocol: classic``), and a worker with a stable ``group.instance.id`` (static membership,
   :func:`as_worker`) takes its partitions back after a restart without a rebalance.
 * **Start position:** a worker starts each assigned partition at the lake's checkpoint entry for
   it: one entry per partition, written by a worker only after its tables committed, on its own

@@ -82,6 +82,14 @@ __all__ = ["SourceRecord", "RecordGroup", "KafkaPipelineSource", "TopicPartition
            "note_inferred"]
 
 log = logging.getLogger(__name__)
+
+#: librdkafka's text of KIP-848's UNRELEASED_INSTANCE_ID, inside the fatal error it raises when a
+#: static member joins while the member the broker has for its ``group.instance.id`` (a killed or
+#: paused worker this one replaces) has not yet timed out.
+_UNRELEASED_INSTANCE_ID = KafkaError(KafkaError.UNRELEASED_INSTANCE_ID).str()
+#: how long a static member keeps rejoining while its ``group.instance.id`` is unreleased, seconds:
+#: past Kafka's default ``group.consumer.session.timeout.ms`` (45 s), then it fails.
+UNRELEASED_INSTANCE_WAIT_S = 120.0
 #: Commit errors that only mean "the group is rebalancing" (the advisory commit is then skipped).
 _REBALANCE_CODES = frozenset({KafkaError.ILLEGAL_GENERATION, KafkaError.UNKNOWN_MEMBER_ID, KafkaError.REBALANCE_IN_PROGRESS})
 
@@ -186,6 +194,11 @@ class KafkaPipelineSource:
         #: a bounded group run: (low, end) of every partition of the subscription at open_group
         self._run_ends: dict[TopicPartitionKey, tuple[int, int]] = {}
         self._stored: Callable[[list[TopicPartitionKey]], Mapping[TopicPartitionKey, int]] | None = None
+        #: how to join the group again (consumer configuration, subscription, callbacks)
+        self._join: Callable[[], Consumer] | None = None
+        #: while our static group.instance.id is unreleased: when to join again, and since when
+        self._rejoin_at: float | None = None
+        self._unreleased_since: float | None = None
         self.parse_errors = 0
         self._timeout_s = timeout_s
         self.dead_letter: DeadLetterQueue | None = None
@@ -234,8 +247,13 @@ class KafkaPipelineSource:
     def open_group(self, start_offsets: Callable[[list[TopicPartitionKey]], Mapping[TopicPartitionKey, int]]) -> None:
         """Connect and join the consumer group ``group_id`` (``subscribe``): Kafka's group
         coordinator spreads the partitions over the members and moves them when a member joins,
-        leaves or dies (``session.timeout.ms``, ``max.poll.interval.ms``). Used by parallel
-        Pipeline 2 workers (:mod:`changelake.pipeline.scale_out`).
+        leaves or dies (the broker's ``group.consumer.session.timeout.ms``,
+        ``max.poll.interval.ms``). Kafka's consumer rebalance protocol (KIP-848, ``group.protocol:
+        consumer``, Kafka 4.x brokers) unless the properties set ``group.protocol: classic`` or one
+        of the classic client-side options (``session.timeout.ms``, ``heartbeat.interval.ms``,
+        ``partition.assignment.strategy``; classic then defaults to 10 s / 1 s /
+        ``cooperative-sticky``). Used by parallel Pipeline 2 workers
+        (:mod:`changelake.pipeline.scale_out`).
 
         Args:
             start_offsets: called in the rebalance callback with the newly assigned partitions;
@@ -255,18 +273,25 @@ class KafkaPipelineSource:
         conf.setdefault("group.id", self.group_id)
         conf.setdefault("isolation.level", "read_committed")
         conf.setdefault("auto.offset.reset", "earliest")
-        conf.setdefault("session.timeout.ms", 10000)
-        conf.setdefault("heartbeat.interval.ms", 1000)
-        # Cooperative (incremental) rebalancing: a member joining or leaving moves only the partitions
-        # that change owner, the others keep running (the eager assignors stop every member). Sticky
-        # round-robin over all partitions of all topics (the range assignor would give partition 0 of
-        # every topic to one member). A stable ``group.instance.id`` (static membership, set per
-        # worker by the runner) lets a restarted worker take its partitions back without a rebalance.
-        conf.setdefault("partition.assignment.strategy", "cooperative-sticky")
+        # Kafka's consumer rebalance protocol (KIP-848) by default: the broker computes the assignment
+        # and moves only the partitions that change owner (the others keep running). Under
+        # the classic protocol with client-side cooperative-sticky, two static members joining at
+        # once could leave partitions assigned to no one (seen with librdkafka 2.16), and the workers
+        # never catch up. The classic protocol stays available: ``properties.group.protocol:
+        # classic``, or any of its client-side options (librdkafka refuses those under ``consumer``).
+        # A stable ``group.instance.id`` (static membership, set per worker by the runner) lets a
+        # restarted worker take its partitions back without a rebalance.
+        classic_only = ("session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy")
+        conf.setdefault("group.protocol", "classic" if any(k in conf for k in classic_only) else "consumer")
+        if str(conf["group.protocol"]).lower() == "classic":
+            conf.setdefault("session.timeout.ms", 10000)
+            conf.setdefault("heartbeat.interval.ms", 1000)
+            # Sticky round-robin over all partitions of all topics, incrementally (the range assignor
+            # would give partition 0 of every topic to one member; the eager ones stop every member).
+            conf.setdefault("partition.assignment.strategy", "cooperative-sticky")
         conf["enable.auto.commit"] = False
         conf["enable.auto.offset.store"] = False
         conf["enable.partition.eof"] = True
-        self._consumer = Consumer(with_logger(conf))
         self._format = create_format(opts.value_format.value, None, dict(opts.format_options))
         self._resolver = SchemaResolver(opts.properties, timeout_s=self._timeout_s)
         self._group_assigned = False
@@ -285,6 +310,7 @@ class KafkaPipelineSource:
             self._assigned = [tp for tp in self._assigned if tp not in tps] + tps
             self._paused.difference_update(tps)
             self._group_assigned = True
+            self._unreleased_since = None
             log.info("group %s: assigned %s", self.group_id, {f"{t}/{p}": self._pos[(t, p)] for t, p in tps})
 
         def on_revoke(consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -301,8 +327,15 @@ class KafkaPipelineSource:
         topics: list[str] = (
             ["^" + opts.topic_pattern.pattern] if opts.topic_pattern is not None else list(opts.topics)
         )
+
+        def join() -> Consumer:
+            consumer = Consumer(with_logger(conf))
+            consumer.subscribe(topics, on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke)
+            return consumer
+
+        self._join = join
         try:
-            self._consumer.subscribe(topics, on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke)
+            self._consumer = join()
             # Whatever stops the run at caught_up (``scan.bounded.mode: latest-offset``, or the
             # runner's ``until_caught_up``, which reads unbounded): it stops only once the whole
             # subscription is absorbed (see caught_up).
@@ -501,10 +534,12 @@ class KafkaPipelineSource:
         """
         if self.options.value_format is not ValueFormat.DEBEZIUM_JSON:
             return [self._decode(msg) for msg in self._consume(max_records, timeout_s)]
-        consumer = self._require()
         bounded = self.options.bounded_mode is BoundedMode.LATEST_OFFSET
         if bounded and self.caught_up():
             return []
+        if self._rejoin_at is not None and not self._rejoin_group(timeout_s):
+            return []
+        consumer = self._require()
         msgs = consumer.consume(num_messages=max_records, timeout=timeout_s)
         # per partition (first-seen order): its runs, each [schema key, records, values, offsets]
         parts: dict[TopicPartitionKey, list[list[Any]]] = {}
@@ -534,6 +569,8 @@ class KafkaPipelineSource:
                 if err.code() == KafkaError._PARTITION_EOF:
                     self._pos[tp] = max(self._pos.get(tp, 0), offset)
                     continue
+                if self._unreleased_instance(err):
+                    break
                 raise SourceError(f"error reading topic {tp[0]!r} partition {tp[1]}: {err.str()}")
             if bounded and offset >= end:
                 if tp not in self._paused:
@@ -606,10 +643,12 @@ class KafkaPipelineSource:
 
     def _consume(self, max_records: int, timeout_s: float) -> list[Any]:
         """The next records (not yet decoded), moving the positions past them."""
-        consumer = self._require()
         bounded = self.options.bounded_mode is BoundedMode.LATEST_OFFSET
         if bounded and self.caught_up():
             return []
+        if self._rejoin_at is not None and not self._rejoin_group(timeout_s):
+            return []
+        consumer = self._require()
         out: list[Any] = []
         msgs = consumer.consume(num_messages=max_records, timeout=timeout_s)
         # records come in runs of one partition: its key and end offset are looked up once a run
@@ -628,6 +667,8 @@ class KafkaPipelineSource:
                 if err.code() == KafkaError._PARTITION_EOF:
                     self._pos[tp] = max(self._pos.get(tp, 0), offset)
                     continue
+                if self._unreleased_instance(err):
+                    break
                 raise SourceError(f"error reading topic {tp[0]!r} partition {tp[1]}: {err.str()}")
             if bounded and offset >= end:
                 if tp not in self._paused:
@@ -637,6 +678,56 @@ class KafkaPipelineSource:
             self._pos[tp] = offset + 1
             out.append(msg)
         return out
+
+    def _unreleased_instance(self, err: KafkaError) -> bool:
+        """True when ``err`` is KIP-848's UNRELEASED_INSTANCE_ID: the broker still has a member for
+        our static ``group.instance.id`` (the killed or paused worker this one replaces; it is
+        expired after the broker's ``group.consumer.session.timeout.ms``). The group's state is
+        forgotten and the group joined again in a second, for up to
+        :data:`UNRELEASED_INSTANCE_WAIT_S` (the classic protocol's static member would fence the
+        old one instead).
+
+        Raises:
+            SourceError: still refused after :data:`UNRELEASED_INSTANCE_WAIT_S` (two live workers
+                with one id?), naming the group and the id.
+        """
+        if not self._in_group or err.code() != KafkaError._FATAL or _UNRELEASED_INSTANCE_ID not in err.str():
+            return False
+        now = time.monotonic()
+        since = self._unreleased_since = now if self._unreleased_since is None else self._unreleased_since
+        instance = self.options.properties.get("group.instance.id")
+        if now - since > UNRELEASED_INSTANCE_WAIT_S:
+            raise SourceError(f"consumer group {self.group_id!r}: group.instance.id {instance!r} is still used by "
+                              f"another member after {UNRELEASED_INSTANCE_WAIT_S:.0f} s (two workers with one id?): "
+                              f"{err.str()}")
+        log.warning("group %s: group.instance.id %r is still held by a member the broker has not expired yet "
+                    "(the worker this one replaces?); joining again in 1 s", self.group_id, instance)
+        self._pos.clear()
+        self._end.clear()
+        self._assigned = []
+        self._paused.clear()
+        self._group_assigned = False
+        self._rejoin_at = now + 1.0
+        return True
+
+    def _rejoin_group(self, timeout_s: float) -> bool:
+        """Wait (at most ``timeout_s``) for :attr:`_rejoin_at`, then replace the failed consumer by
+        a new member of the group; True once joined again."""
+        assert self._rejoin_at is not None and self._join is not None
+        wait = self._rejoin_at - time.monotonic()
+        if wait > 0:
+            time.sleep(min(wait, timeout_s))
+            if wait > timeout_s:
+                return False
+        failed, self._consumer = self._consumer, None
+        if failed is not None:
+            try:
+                failed.close()
+            except KafkaException:
+                pass  # the failed member's close has nothing left to tell the group
+        self._consumer = self._join()
+        self._rejoin_at = None
+        return True
 
     def _decode(self, msg: Any) -> SourceRecord:
         topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
