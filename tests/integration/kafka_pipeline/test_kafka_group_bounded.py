@@ -14,6 +14,8 @@ import time
 import uuid
 
 import pytest
+from confluent_kafka import ConsumerGroupType
+from confluent_kafka.admin import AdminClient
 
 from changelake.changelog.event import DataChangeEvent, Op
 from changelake.changelog.schema import Schema, TableId
@@ -24,14 +26,20 @@ pytestmark = pytest.mark.integration
 
 SCHEMA = Schema.of([("id", DataType(TypeRoot.INT, nullable=False)), ("price", DataType.decimal(10, 2))], ["id"])
 ROWS = 300
+#: both rebalance protocols the source joins with: Kafka's consumer protocol (KIP-848, the default)
+#: and the classic one (chosen by a classic client-side option such as session.timeout.ms)
+PROTOCOLS = pytest.mark.parametrize("group_props", [{}, {"properties.session.timeout.ms": "6000"}],
+                                    ids=["consumer-protocol", "classic-protocol"])
 
 
 def _uid() -> str:
     return uuid.uuid4().hex[:10]
 
 
+@PROTOCOLS
 @pytest.mark.parametrize("join_delay_s, work_s", [(0.0, 0.0), (1.0, 0.02)], ids=["together", "joins-while-reading"])
-def test_bounded_group_members_stop_only_when_every_partition_is_absorbed(kafka_bootstrap, join_delay_s, work_s):
+def test_bounded_group_members_stop_only_when_every_partition_is_absorbed(kafka_bootstrap, join_delay_s, work_s,
+                                                                         group_props):
     db = f"gb_{_uid()}"
     tables = [TableId(db, f"t{i}") for i in range(4)]
     with KafkaPipelineSink({"properties.bootstrap.servers": kafka_bootstrap}, pipeline_name=f"p-{_uid()}") as sink:
@@ -57,8 +65,8 @@ def test_bounded_group_members_stop_only_when_every_partition_is_absorbed(kafka_
         try:
             threading.Event().wait(start_delay_s)
             src = KafkaPipelineSource({"properties.bootstrap.servers": kafka_bootstrap, "topic-pattern": f"{db}\\..*",
-                                       "scan.bounded.mode": "latest-offset",
-                                       "properties.session.timeout.ms": "6000"}, group_id=group, timeout_s=10)
+                                       "scan.bounded.mode": "latest-offset", **group_props},
+                                      group_id=group, timeout_s=10)
             src.open_group(stored)
             try:
                 for _ in range(3000):
@@ -92,8 +100,9 @@ def test_bounded_group_members_stop_only_when_every_partition_is_absorbed(kafka_
     assert all(store.get((str(t), 0), 0) >= ROWS for t in tables), store
 
 
+@PROTOCOLS
 def test_a_member_of_an_until_caught_up_run_is_not_caught_up_while_another_members_partitions_are_unread(
-        kafka_bootstrap):
+        kafka_bootstrap, group_props):
     """No ``scan.bounded.mode``: what a parallel Pipeline 2 worker run with ``until_caught_up``
     reads (issue: ``test_ddl_mid_snapshot`` lost one partition's tail with two workers). A member
     that read its own partitions to their end is not caught up while the partitions the group gave
@@ -110,7 +119,7 @@ def test_a_member_of_an_until_caught_up_run_is_not_caught_up_while_another_membe
 
     def member() -> KafkaPipelineSource:
         src = KafkaPipelineSource({"properties.bootstrap.servers": kafka_bootstrap, "topic-pattern": f"{db}\\..*",
-                                   "properties.session.timeout.ms": "6000"}, group_id=group, timeout_s=10)
+                                   **group_props}, group_id=group, timeout_s=10)
         src.open_group(lambda tps: dict(store))
         return src
 
@@ -130,6 +139,10 @@ def test_a_member_of_an_until_caught_up_run_is_not_caught_up_while_another_membe
                 break
         mine, theirs = set(b.positions()), set(a.positions())
         assert mine and theirs and len(mine | theirs) == len(tables), (mine, theirs)
+        # the group runs the protocol the options chose (KIP-848's "consumer" unless a classic option is set)
+        admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+        described = admin.describe_consumer_groups([group])[group].result(timeout=30)
+        assert described.type == (ConsumerGroupType.CLASSIC if group_props else ConsumerGroupType.CONSUMER), described
         _read_to_end(b)
         store.update(b.positions())  # b's partitions absorbed (as its checkpoint entries say)
         assert not b.caught_up(), f"b would stop while a's partitions {sorted(theirs)} are not absorbed"
