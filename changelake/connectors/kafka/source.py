@@ -334,6 +334,7 @@ class KafkaPipelineSource:
             return consumer
 
         self._join = join
+        self._rejoin_at = self._unreleased_since = None
         try:
             self._consumer = join()
             # Whatever stops the run at caught_up (``scan.bounded.mode: latest-offset``, or the
@@ -700,8 +701,9 @@ class KafkaPipelineSource:
             raise SourceError(f"consumer group {self.group_id!r}: group.instance.id {instance!r} is still used by "
                               f"another member after {UNRELEASED_INSTANCE_WAIT_S:.0f} s (two workers with one id?): "
                               f"{err.str()}")
-        log.warning("group %s: group.instance.id %r is still held by a member the broker has not expired yet "
-                    "(the worker this one replaces?); joining again in 1 s", self.group_id, instance)
+        log.log(logging.WARNING if since == now else logging.DEBUG,
+                "group %s: group.instance.id %r is still held by a member the broker has not expired yet "
+                "(the worker this one replaces?); joining again every second", self.group_id, instance)
         self._pos.clear()
         self._end.clear()
         self._assigned = []
