@@ -570,7 +570,7 @@ class KafkaPipelineSource:
                 if err.code() == KafkaError._PARTITION_EOF:
                     self._pos[tp] = max(self._pos.get(tp, 0), offset)
                     continue
-                if self._unreleased_instance(err):
+                if self._rejoin_if_unreleased(err):
                     break
                 raise SourceError(f"error reading topic {tp[0]!r} partition {tp[1]}: {err.str()}")
             if bounded and offset >= end:
@@ -668,7 +668,7 @@ class KafkaPipelineSource:
                 if err.code() == KafkaError._PARTITION_EOF:
                     self._pos[tp] = max(self._pos.get(tp, 0), offset)
                     continue
-                if self._unreleased_instance(err):
+                if self._rejoin_if_unreleased(err):
                     break
                 raise SourceError(f"error reading topic {tp[0]!r} partition {tp[1]}: {err.str()}")
             if bounded and offset >= end:
@@ -680,11 +680,11 @@ class KafkaPipelineSource:
             out.append(msg)
         return out
 
-    def _unreleased_instance(self, err: KafkaError) -> bool:
+    def _rejoin_if_unreleased(self, err: KafkaError) -> bool:
         """True when ``err`` is KIP-848's UNRELEASED_INSTANCE_ID: the broker still has a member for
         our static ``group.instance.id`` (the killed or paused worker this one replaces; it is
-        expired after the broker's ``group.consumer.session.timeout.ms``). The group's state is
-        forgotten and the group joined again in a second, for up to
+        expired after the broker's ``group.consumer.session.timeout.ms``). Then the group's state is
+        forgotten and the group joined again in a second (:meth:`_rejoin_group`), for up to
         :data:`UNRELEASED_INSTANCE_WAIT_S` (the classic protocol's static member would fence the
         old one instead).
 
@@ -714,7 +714,11 @@ class KafkaPipelineSource:
 
     def _rejoin_group(self, timeout_s: float) -> bool:
         """Wait (at most ``timeout_s``) for :attr:`_rejoin_at`, then replace the failed consumer by
-        a new member of the group; True once joined again."""
+        a new member of the group; True once joined again.
+
+        Raises:
+            SourceError: the new member could not subscribe (names the group and the topics).
+        """
         assert self._rejoin_at is not None and self._join is not None
         wait = self._rejoin_at - time.monotonic()
         if wait > 0:
@@ -727,7 +731,10 @@ class KafkaPipelineSource:
                 failed.close()
             except KafkaException:
                 pass  # the failed member's close has nothing left to tell the group
-        self._consumer = self._join()
+        try:
+            self._consumer = self._join()
+        except KafkaException as exc:
+            raise SourceError(f"cannot join consumer group {self.group_id!r} again on {self._topic_text()}: {exc}") from exc
         self._rejoin_at = None
         return True
 
