@@ -11,8 +11,10 @@ on any machine. The workers share only Kafka and the lake's catalog:
   Kafka's group coordinator spreads the partitions and moves them when a worker joins, leaves or
   dies (the broker's ``group.consumer.session.timeout.ms``, 10 s in the services module),
   incrementally (Kafka's consumer rebalance protocol, KIP-848: the others keep running; the classic
-  protocol with ``cooperative-sticky`` on ``properties.group.protocol: classic``), and a worker with a stable ``group.instance.id`` (static membership,
-  :func:`as_worker`) takes its partitions back after a restart without a rebalance.
+  protocol with ``cooperative-sticky`` on ``properties.group.protocol: classic``), and a worker
+  with a stable ``group.instance.id`` (static membership, :func:`as_worker`) takes its partitions
+  back after a clean restart without a rebalance (a killed worker's id is held by the broker until
+  its session times out; the replacement joins again until then).
 * **Start position:** a worker starts each assigned partition at the lake's checkpoint entry for
   it: one entry per partition, written by a worker only after its tables committed, on its own
   (no read-modify-write, no lock), so it can lag but never lead; the tables' own snapshot offsets
