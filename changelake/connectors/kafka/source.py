@@ -90,6 +90,8 @@ _UNRELEASED_INSTANCE_ID = KafkaError(KafkaError.UNRELEASED_INSTANCE_ID).str()
 #: how long a static member keeps rejoining while its ``group.instance.id`` is unreleased, seconds:
 #: past Kafka's default ``group.consumer.session.timeout.ms`` (45 s), then it fails.
 UNRELEASED_INSTANCE_WAIT_S = 120.0
+#: how often a group member that waits for other members' partitions says which, seconds
+WAITING_LOG_S = 30.0
 #: Commit errors that only mean "the group is rebalancing" (the advisory commit is then skipped).
 _REBALANCE_CODES = frozenset({KafkaError.ILLEGAL_GENERATION, KafkaError.UNKNOWN_MEMBER_ID, KafkaError.REBALANCE_IN_PROGRESS})
 
@@ -199,6 +201,7 @@ class KafkaPipelineSource:
         #: while our static group.instance.id is unreleased: when to join again, and since when
         self._rejoin_at: float | None = None
         self._unreleased_since: float | None = None
+        self._waiting_logged = -WAITING_LOG_S  # when caught_up last named the partitions it waits for
         self.parse_errors = 0
         self._timeout_s = timeout_s
         self.dead_letter: DeadLetterQueue | None = None
@@ -498,8 +501,14 @@ class KafkaPipelineSource:
         if not others or self._stored is None:
             return True
         stored = self._stored(others)
-        return all(max(int(stored.get(tp, low)), low) >= end
-                   for tp in others for low, end in (self._run_ends[tp],))
+        waiting = {tp: (max(int(stored.get(tp, low)), low), end) for tp in others
+                   for low, end in (self._run_ends[tp],) if max(int(stored.get(tp, low)), low) < end}
+        if waiting and time.monotonic() >= self._waiting_logged + WAITING_LOG_S:
+            self._waiting_logged = time.monotonic()
+            log.info("group %s: own partitions read; waiting for %d partition(s) of other members to reach the "
+                     "store: %s", self.group_id, len(waiting),
+                     ", ".join(f"{t}/{p} at {at} of {end}" for (t, p), (at, end) in sorted(waiting.items())))
+        return not waiting
 
     def poll(self, max_records: int = 500, timeout_s: float = 1.0) -> list[SourceRecord]:
         """Up to ``max_records`` decoded records, waiting at most ``timeout_s`` seconds.

@@ -9,6 +9,7 @@ themselves caught up and a bounded run exited 0 with a table short of its last r
 from __future__ import annotations
 
 import decimal
+import logging
 import threading
 import time
 import uuid
@@ -102,7 +103,7 @@ def test_bounded_group_members_stop_only_when_every_partition_is_absorbed(kafka_
 
 @PROTOCOLS
 def test_a_member_of_an_until_caught_up_run_is_not_caught_up_while_another_members_partitions_are_unread(
-        kafka_bootstrap, group_props):
+        kafka_bootstrap, group_props, caplog):
     """No ``scan.bounded.mode``: what a parallel Pipeline 2 worker run with ``until_caught_up``
     reads (issue: ``test_ddl_mid_snapshot`` lost one partition's tail with two workers). A member
     that read its own partitions to their end is not caught up while the partitions the group gave
@@ -145,7 +146,11 @@ def test_a_member_of_an_until_caught_up_run_is_not_caught_up_while_another_membe
         assert described.type == (ConsumerGroupType.CLASSIC if group_props else ConsumerGroupType.CONSUMER), described
         _read_to_end(b)
         store.update(b.positions())  # b's partitions absorbed (as its checkpoint entries say)
-        assert not b.caught_up(), f"b would stop while a's partitions {sorted(theirs)} are not absorbed"
+        with caplog.at_level(logging.INFO, logger="changelake.connectors.kafka.source"):
+            assert not b.caught_up(), f"b would stop while a's partitions {sorted(theirs)} are not absorbed"
+        # and says which partitions of the other member it waits for
+        waiting = [r.getMessage() for r in caplog.records if "waiting for" in r.getMessage()]
+        assert waiting and all(f"{t}/{p} at " in waiting[-1] for t, p in theirs), waiting
         _read_to_end(a)
         store.update(a.positions())
         assert b.caught_up() and a.caught_up(), (store, b.positions(), a.positions())
