@@ -203,7 +203,7 @@ def test_independent_workers_with_a_zombie_and_a_kill_keep_the_lake_exact(tmp_pa
         assert all(_lake_rows(defn, db, t) for t in TABLES), "the workers committed nothing"
         time.sleep(5)  # every worker owns partitions and holds uncommitted polls
 
-        workers[1].signal(signal.SIGSTOP)  # past session.timeout.ms (10 s): the group hands its partitions away
+        workers[1].signal(signal.SIGSTOP)  # past the broker's group.consumer.session.timeout.ms (10 s): its partitions go to the others
         time.sleep(18)
         workers[1].signal(signal.SIGCONT)  # a zombie: commits what it had polled, then rejoins
         time.sleep(3)
