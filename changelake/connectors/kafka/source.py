@@ -501,8 +501,12 @@ class KafkaPipelineSource:
         if not others or self._stored is None:
             return True
         stored = self._stored(others)
-        waiting = {tp: (max(int(stored.get(tp, low)), low), end) for tp in others
-                   for low, end in (self._run_ends[tp],) if max(int(stored.get(tp, low)), low) < end}
+        waiting: dict[TopicPartitionKey, tuple[int, int]] = {}  # (stored offset, end) of each one short
+        for tp in others:
+            low, end = self._run_ends[tp]
+            at = max(int(stored.get(tp, low)), low)
+            if at < end:
+                waiting[tp] = (at, end)
         if waiting and time.monotonic() >= self._waiting_logged + WAITING_LOG_S:
             self._waiting_logged = time.monotonic()
             log.info("group %s: own partitions read; waiting for %d partition(s) of other members to reach the "
