@@ -69,6 +69,7 @@ from changelake.connectors.kafka_common import (
     partition_end_offsets,
     partition_lag,
     partition_watermarks,
+    reader_config,
     require_broker,
     unavailable_error,
     with_logger,
@@ -223,7 +224,7 @@ class KafkaPipelineSource:
         if self._consumer is not None:
             return
         opts = self.options
-        conf: dict[str, Any] = dict(opts.properties)
+        conf: dict[str, Any] = reader_config(opts.properties)
         conf.setdefault("group.id", self.group_id)
         conf.setdefault("isolation.level", "read_committed")
         conf.setdefault("auto.offset.reset", "earliest")
@@ -272,7 +273,7 @@ class KafkaPipelineSource:
         if self._consumer is not None:
             return
         opts = self.options
-        conf: dict[str, Any] = dict(opts.properties)
+        conf: dict[str, Any] = reader_config(opts.properties)
         conf.setdefault("group.id", self.group_id)
         conf.setdefault("isolation.level", "read_committed")
         conf.setdefault("auto.offset.reset", "earliest")
@@ -541,7 +542,8 @@ class KafkaPipelineSource:
         One pass over the consumed records does what :meth:`_consume` does (errors, end of
         partition, the bounded end) and the grouping: per record only ``error()``, ``topic()``,
         ``partition()``, ``offset()``, ``headers()`` (compared with the previous record's list,
-        the schema header read only when they differ) and ``value()``.
+        the schema header read only when they differ) and ``value()``; a poll that is one run
+        (one partition, one schema, no error) is taken in one list pass per accessor (:meth:`_one_run`).
 
         Raises:
             DecodeError, SourceError: as :meth:`poll`.
@@ -555,6 +557,9 @@ class KafkaPipelineSource:
             return []
         consumer = self._require()
         msgs = consumer.consume(num_messages=max_records, timeout=timeout_s)
+        single = self._one_run(msgs, bounded)
+        if single is not None:
+            return single
         # per partition (first-seen order): its runs, each [schema key, records, values, offsets]
         parts: dict[TopicPartitionKey, list[list[Any]]] = {}
         last: dict[TopicPartitionKey, int] = {}  # the last offset taken per partition
@@ -617,6 +622,36 @@ class KafkaPipelineSource:
             for key, records, values, offsets in part_runs:
                 out.extend(self._group_or_records(at, key, records, values, offsets))
         return out
+
+    def _one_run(self, msgs: list[Any], bounded: bool) -> list["SourceRecord | RecordGroup"] | None:
+        """:meth:`poll_groups`'s items when the consumed records are one run (the common poll):
+        no error or end-of-partition event, one partition, every record below the bounded end,
+        with a value and the same headers (one schema). The same items as the general pass
+        would give, with each per-record accessor called once per record in one list pass
+        instead of the general pass's per-record branches; None when the records are not one run
+        (then the general pass sorts them out)."""
+        n = len(msgs)
+        if n < MIN_GROUP:
+            return None
+        if [m.error() for m in msgs].count(None) != n:
+            return None
+        partitions = [m.partition() for m in msgs]
+        topics = [m.topic() for m in msgs]
+        if partitions.count(partitions[0]) != n or topics.count(topics[0]) != n:
+            return None
+        tp: TopicPartitionKey = (str(topics[0]), int(partitions[0] or 0))
+        offsets: list[int] = [m.offset() or 0 for m in msgs]
+        if bounded and offsets[-1] >= self._end.get(tp, 0):  # (offsets ascend within a partition)
+            return None
+        values = [m.value() for m in msgs]
+        if not all(values):
+            return None
+        headers = [m.headers() for m in msgs]
+        first = headers[0]
+        if not first or headers.count(first) != n:
+            return None
+        self._pos[tp] = max(self._pos.get(tp, 0), offsets[-1] + 1)
+        return self._group_or_records(tp, self._headers_key(first), msgs, values, offsets)
 
     @staticmethod
     def _headers_key(headers: Any) -> str | None:

@@ -22,7 +22,7 @@ from changelake.changelog.row import ChangelogRow
 from changelake.changelog.rowkind import RowKind
 from changelake.changelog.schema import Schema
 from changelake.connectors.errors import ConnectorError, SourceError
-from changelake.connectors.kafka_common import partition_end_offsets, unavailable_error, with_logger
+from changelake.connectors.kafka_common import partition_end_offsets, reader_config, unavailable_error, with_logger
 from changelake.connectors.kafka_table.options import KafkaTableOptions, ScanBoundedMode, ScanStartupMode
 from changelake.formats.errors import DecodeError
 
@@ -107,7 +107,7 @@ class KafkaTableSource:
 
     # -- lifecycle --------------------------------------------------------------------------------
     def consumer_config(self) -> dict[str, Any]:
-        conf: dict[str, Any] = dict(self.options.properties)
+        conf: dict[str, Any] = reader_config(self.options.properties)
         conf.setdefault("group.id", f"changelake-kafka-table-{uuid.uuid4().hex[:12]}")
         conf["enable.auto.commit"] = False
         conf["enable.partition.eof"] = True

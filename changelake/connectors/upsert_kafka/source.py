@@ -86,6 +86,7 @@ from changelake.connectors.kafka_common import (
     lag_of,
     partition_end_offsets,
     partition_watermarks,
+    reader_config,
     unavailable_error,
     with_logger,
 )
@@ -230,8 +231,9 @@ class UpsertKafkaSource:
     # -- lifecycle --------------------------------------------------------------------------------
     def consumer_config(self) -> dict[str, Any]:
         """librdkafka consumer config: ``properties.*`` plus a generated ``group.id`` when none is
-        given, no auto commit, earliest reset and partition-EOF events (for bounded reads)."""
-        conf: dict[str, Any] = dict(self.options.properties)
+        given, no auto commit, earliest reset, partition-EOF events (for bounded reads) and
+        :func:`~changelake.connectors.kafka_common.reader_config`'s fetch defaults."""
+        conf: dict[str, Any] = reader_config(self.options.properties)
         conf["bootstrap.servers"] = self.options.bootstrap_servers
         conf.setdefault("group.id", f"changelake-upsert-kafka-{uuid.uuid4().hex[:12]}")
         conf["enable.auto.commit"] = False
