@@ -105,8 +105,10 @@ class MySqlSource:
     TIMESTAMP key column. A poll that returned an event of a table with such a key column is
     not vouched for (``last_poll_keyed`` False: the stage checks its keys and refuses the NULL).
     A TRUNCATE / DROP TABLE whose table definition the binlog reader cannot know (the table gone
-    from information_schema before the reader got there, and no table map of it read) gets the
-    schema of the last event of its table this source emitted, as the stage would give it.
+    from information_schema before the reader got there, no table map of it read since it was
+    created) gets the schema of the last event of its table this source emitted, whatever the
+    pipeline's stage: what the stage gave it in the default set-up; with a transform, the rule
+    now transforms that schema instead of the stage taking the last one it wrote for the table.
     """
 
     #: row kinds this source produces (Flink's ChangelogMode.all()).
