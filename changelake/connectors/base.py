@@ -52,6 +52,9 @@ ability                                 what the runner does with it
                                         items (Arrow) beside events; the stage routes and
                                         transforms them whole, or takes their per-record
                                         ``fallback``
+:class:`GuaranteesKeys` (source)        a poll whose events the source vouches for
+                                        (``last_poll_keyed``) skips a stage that has no
+                                        transform, route or append-only reading
 =====================================  =====================================================
 
 Every source and sink declares ``changelog_mode``: the row kinds it produces or accepts (Flink's
@@ -71,7 +74,7 @@ from changelake.changelog.side_records import SideRecord
 __all__ = [
     "ChangelogSource", "ChangelogSink", "BufferedSink", "LakeSink", "ReportsMetrics", "PartitionedChangelogSource",
     "RejectsRecords", "ReportsBadRecords", "EmitsSideRecords", "WritesSideRecords", "CommitsInBackground",
-    "EmitsChangeBatches", "WritesChangeBatches", "CountsAbsorbedChanges",
+    "EmitsChangeBatches", "WritesChangeBatches", "CountsAbsorbedChanges", "GuaranteesKeys",
 ]
 
 
@@ -258,6 +261,26 @@ class RejectsRecords(Protocol):
 
     def reject(self, event: DataChangeEvent, error: BaseException, table: str) -> None:
         """Skip or dead-letter the record of ``event``, or raise RecordError."""
+
+
+@runtime_checkable
+class GuaranteesKeys(Protocol):
+    """A source that says, after each poll, whether the pipeline stage's key check and schema
+    completion (:mod:`changelake.pipeline.stage`) have anything to do on the events it returned
+    (the ``mysql`` source). A stage without transform, route or append-only reading then has no
+    work for them (:meth:`~changelake.pipeline.stage.Stage.passes_through`), and the loop hands
+    them to the sink as they are.
+
+    ``last_poll_keyed`` True guarantees, for every event the last poll returned: a change event
+    (``c``, ``r``, ``u``, ``d``) carries its schema, and its key row(s) (``after``; ``before`` of a
+    ``d``; both of a ``u``) hold every primary-key column of that schema, non-NULL; a TRUNCATE /
+    DROP TABLE (``t``, no rows) carries its table's schema, or none when no earlier event of that
+    table from this source carried one (the schema the stage would give it: the last one it saw of
+    the table). False promises nothing: the stage takes those events as from any source.
+    """
+
+    #: after each poll: True when the guarantee above holds for every event it returned
+    last_poll_keyed: bool
 
 
 @runtime_checkable

@@ -4,7 +4,8 @@
 
     sink.open(); start = sink.stored_position()
     source = make_source(start); source.open()
-    repeat: events = source.poll()      -> stage.apply(events)   (transform, route, key check)
+    repeat: events = source.poll()      -> stage.apply(events)   (transform, route, key check;
+                                           skipped when it has no work: see below)
             sink.write(events)          -> sink.commit(source.position)
             idle poll: sink.flush(force=False)  (a buffering sink, e.g. a lake)
     until the stop policy says so; then sink.flush() and close both.
@@ -20,7 +21,12 @@ reports which commits became durable; ``on_batch`` and :class:`RunStats` count t
 What the loop uses of a source and a sink beyond :class:`~changelake.connectors.base.ChangelogSource`
 and :class:`~changelake.connectors.base.ChangelogSink` is the optional abilities declared in
 :mod:`changelake.connectors.base` (buffering, metrics, partitioned position, rejecting a record,
-bad-record counts), each checked once with ``isinstance``.
+bad-record counts, keys the stage need not check), each checked once with ``isinstance``.
+
+A stage without transform, route or append-only reading has no work for the events of a poll
+that a :class:`~changelake.connectors.base.GuaranteesKeys` source vouches for
+(``last_poll_keyed``; :meth:`~changelake.pipeline.stage.Stage.passes_through`, asked once): the
+loop writes those events as they are, exactly what the stage would have returned.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from changelake.connectors.base import (
     CommitsInBackground,
     ChangelogSource,
     EmitsSideRecords,
+    GuaranteesKeys,
     PartitionedChangelogSource,
     RejectsRecords,
     ReportsBadRecords,
@@ -193,6 +200,8 @@ def _run_loop(
         reject = source.reject if isinstance(source, RejectsRecords) else None
         side_source = source if isinstance(source, EmitsSideRecords) else None
         side_sink = sink if isinstance(sink, WritesSideRecords) else None
+        # a stage without work for the events of a poll the source vouches for (last_poll_keyed)
+        keyed = source if isinstance(source, GuaranteesKeys) and stage.passes_through(source) else None
         # the columnar lane: a source that polls ChangeBatch items into a sink that takes them
         lane = (source if columnar and isinstance(source, EmitsChangeBatches) and source.change_batches
                 else None)
@@ -236,7 +245,10 @@ def _run_loop(
                     current = source.position
                 else:
                     events = source.poll(max_events=batch_size, timeout_s=poll_timeout)
-                    out = stage.apply(events, reject) if events else []
+                    if keyed is not None and keyed.last_poll_keyed:
+                        out = events  # Stage.passes_through: what stage.apply would return
+                    else:
+                        out = stage.apply(events, reject) if events else []
                     # The position also moves past idle or uncaptured traffic (binlog) and transaction
                     # markers (Kafka): commit it even when a poll returned nothing.
                     current = source.position

@@ -10,6 +10,10 @@ The events of one source record share one ``position`` object (a Kafka record ma
 they pass or fail together: a record whose events cannot be transformed, routed or keyed is handed
 to the source's ``reject`` (``kafka``: skipped with ``<format>.ignore-parse-errors`` and copied to
 ``dead-letter.topic``, else raised as ``RecordError``), or, for a source without ``reject``, raised.
+
+Without transform, route and append-only reading, the stage has no work for the events of a poll
+its source vouches for (:meth:`Stage.passes_through`,
+:class:`~changelake.connectors.base.GuaranteesKeys`): the loop writes them as they are.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from changelake.changelog.transform import (
 )
 from changelake.changelog.rowkind import RowKind
 from changelake.changelog.types import TypeRoot
+from changelake.connectors.base import GuaranteesKeys
 from changelake.errors import PipelineDataError
 from changelake.pipeline.definition import PipelineDefinition
 
@@ -68,6 +73,26 @@ class Stage:
         self.behavior = str(defn.pipeline.get("schema.change.behavior") or "").lower() or None
         #: Flink CDC's ``scan.read-changelog-as-append-only.enabled`` (a source option): every change an insert.
         self.append_only = str(defn.source.get("scan.read-changelog-as-append-only.enabled", "false")).lower() == "true"
+
+    def passes_through(self, source: object) -> bool:
+        """True when this stage has nothing to do on the events of a poll of ``source`` after which
+        it says ``last_poll_keyed`` (asked once, before the source's first poll; a stage that
+        has seen no event yet).
+
+        So when there is no ``transform`` rule, no ``route`` rule, no
+        ``scan.read-changelog-as-append-only.enabled``, and ``source`` is a
+        :class:`~changelake.connectors.base.GuaranteesKeys`. :meth:`apply` would then return the
+        events themselves, in order: no rule transforms an event (``Transformer.apply_events``
+        gives each back) nor routes it (``Router.route_event`` gives ``[event]``); each carries its
+        schema with its key columns non-NULL, so :func:`checked_schema` passes and returns that
+        schema (the event is kept as it is, nothing is rejected); a TRUNCATE without schema would
+        take the table's last schema in ``_known``, but the source gives it that schema itself, or
+        has emitted no event of the table with one (so ``_known``, only ever filled from the
+        source's events, has none). ``_known`` is read by nothing else: a poll that skips the
+        stage leaves nothing a later :meth:`apply` would read differently.
+        """
+        return (not self.transformer.rules and not self.router.rules and not self.append_only
+                and not self._known and isinstance(source, GuaranteesKeys))
 
     def check_source(self, produced: frozenset[RowKind]) -> None:
         """Refuse a ``filter`` on an upsert changelog: a source whose updates come as +U without

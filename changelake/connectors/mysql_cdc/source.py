@@ -31,9 +31,10 @@ import time
 from dataclasses import replace
 from typing import Any, Mapping
 
-from changelake.changelog.event import DROP_TABLE, DataChangeEvent
+from changelake.changelog.event import DROP_TABLE, DataChangeEvent, Op
 from changelake.changelog.rowkind import RETRACT, RowKind
-from changelake.changelog.schema import TableId
+from changelake.changelog.schema import Schema, TableId
+from changelake.changelog.types import TypeRoot
 from changelake.connectors.errors import OptionValidationError, SourceError
 from changelake.connectors.mysql_cdc.binlog.reader import BinlogReader, ProcessBinlogReader, Progress, ReaderConfig
 from changelake.connectors.mysql_cdc.connection import close_quietly, is_connection_loss, text_connection
@@ -73,6 +74,11 @@ __all__ = ["MySqlSource"]
 
 log = logging.getLogger(__name__)
 
+#: column types whose non-NULL MySQL values this source may give as None: zero and partial dates
+#: (``0000-00-00``, ``2024-01-00``) of DATE, DATETIME and TIMESTAMP (:mod:`.values`,
+#: ``binlog/row_decoder.py``), which MariaDB's default ``sql_mode`` accepts in a primary key
+_MAY_READ_AS_NONE = frozenset({TypeRoot.DATE, TypeRoot.TIMESTAMP, TypeRoot.TIMESTAMP_LTZ})
+
 
 class MySqlSource:
     """Change events of the captured tables: an initial snapshot (``op`` r), then the binlog (c/u/d/t).
@@ -88,6 +94,21 @@ class MySqlSource:
     table schema at the event, ``ts_ms`` (commit time in ms from the binlog header, second
     resolution; 0 for snapshot rows) and ``position`` (JSON-serialisable, the position *after* the
     event). Changelog mode: all kinds (+I, -U, +U, -D), as Flink CDC's MySQL source.
+
+    Keys (:class:`~changelake.connectors.base.GuaranteesKeys`): every change event carries its
+    table's schema (the snapshot readers' and the binlog table map's, ``metadata.list`` columns
+    appended), and its rows are whole: the snapshot selects every column, and the binlog reader
+    refuses a row image that is not FULL (``BinlogSettingsError`` at :meth:`open` for
+    ``binlog_row_image`` != FULL, ``RowImageError`` for a rows event whose image lacks a column).
+    MySQL and MariaDB make every primary-key column NOT NULL, so a key value is missing only where
+    this source reads a non-NULL value as None: a zero or partial date in a DATE, DATETIME or
+    TIMESTAMP key column. A poll that returned an event of a table with such a key column is
+    not vouched for (``last_poll_keyed`` False: the stage checks its keys and refuses the NULL).
+    A TRUNCATE / DROP TABLE whose table definition the binlog reader cannot know (the table gone
+    from information_schema before the reader got there, no table map of it read since it was
+    created) gets the schema of the last event of its table this source emitted, whatever the
+    pipeline's stage: what the stage gave it in the default set-up; with a transform, the rule
+    now transforms that schema instead of the stage taking the last one it wrote for the table.
     """
 
     #: row kinds this source produces (Flink's ChangelogMode.all()).
@@ -161,6 +182,14 @@ class MySqlSource:
         #: after an incremental snapshot: chunks, backfills (chunks whose watermarks differed),
         #: backfilled_changes, peak_buffered_rows, parallelism (for logs and tests).
         self.snapshot_stats: dict[str, int] = {}
+        #: GuaranteesKeys: the last poll's events need no key check nor schema (see the class doc)
+        self.last_poll_keyed = True
+        #: the schema of the last event emitted per table (a schema-less TRUNCATE / DROP TABLE's)
+        self._emitted_schemas: dict[TableId, Schema] = {}
+        #: per schema (by id): True when no key column may be read as None (``_MAY_READ_AS_NONE``)
+        self._keys_never_none: dict[int, tuple[Schema, bool]] = {}
+        #: set for good by a change event without schema (none is emitted): no poll is vouched for
+        self._unkeyed = False
 
     def __repr__(self) -> str:
         return f"MySqlSource(options={self.options!r}, position={self.position!r})"
@@ -354,7 +383,8 @@ class MySqlSource:
 
     # -- reading --------------------------------------------------------------------------------
     def poll(self, max_events: int = 1000, timeout_s: float = 1.0) -> list[DataChangeEvent]:
-        """Up to ``max_events`` change events, waiting at most about ``timeout_s`` seconds.
+        """Up to ``max_events`` change events, waiting at most about ``timeout_s`` seconds;
+        ``last_poll_keyed`` says whether they need the stage's key check (see the class doc).
 
         Raises:
             SourceError: the binlog reader failed: BinlogConnectionLostError (no connection within
@@ -362,6 +392,50 @@ class MySqlSource:
                 UnsupportedBinlogEventError / XaTransactionError (an event it must not skip),
                 or an undecodable value.
         """
+        events = self._poll(max_events, timeout_s)
+        self.last_poll_keyed = self._keyed(events)
+        return events
+
+    def _keyed(self, events: list[DataChangeEvent]) -> bool:
+        """True when no event of ``events`` needs the stage's key check or schema (the
+        :class:`~changelake.connectors.base.GuaranteesKeys` guarantee); gives a TRUNCATE / DROP
+        TABLE without schema (in place) the schema of the last event of its table emitted, as the
+        stage would. One pass; the key's column types are looked at once per schema."""
+        keyed = not self._unkeyed
+        emitted = self._emitted_schemas
+        table: TableId | None = None
+        schema: Schema | None = None
+        for i, event in enumerate(events):
+            if event.schema is None:
+                table = None
+                if event.op is Op.TRUNCATE:
+                    last = emitted.get(event.table)
+                    if last is not None:
+                        events[i] = replace(event, schema=last)
+                    continue
+                # not emitted by this source (every row event carries its schema): the stage infers
+                # one, which later truncates of the table would get; none is vouched for from here on
+                emitted.pop(event.table, None)
+                self._unkeyed = True
+                keyed = False
+                continue
+            if event.schema is schema and event.table is table:
+                continue  # a run of one table's events (one rows event, one snapshot chunk)
+            schema, table = event.schema, event.table
+            emitted[table] = schema
+            if keyed:
+                hit = self._keys_never_none.get(id(schema))
+                if hit is None or hit[0] is not schema:
+                    if len(self._keys_never_none) > 10000:
+                        self._keys_never_none.clear()
+                    hit = self._keys_never_none[id(schema)] = (schema, all(
+                        k in schema and schema.column(k).type.root not in _MAY_READ_AS_NONE
+                        for k in schema.primary_key))
+                keyed = hit[1]
+        return keyed
+
+    def _poll(self, max_events: int, timeout_s: float) -> list[DataChangeEvent]:
+        """:meth:`poll` without its ``last_poll_keyed``."""
         if self._snapshot is not None:
             self._signals_during_snapshot()
             events = self._snapshot.read(max_events) if not self._snapshot.done else []
