@@ -584,18 +584,10 @@ class KafkaPipelineSource:
                 # back to a partition seen earlier in this poll: its last run goes on
                 run = runs.pop() if runs else [None, [], [], []]
             offset: int = msg.offset() or 0  # (None only for a message that is no record)
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    self._pos[tp] = max(self._pos.get(tp, 0), offset)
+            if err is not None or (bounded and offset >= end):
+                if self._not_a_record(consumer, err, tp, offset):
                     continue
-                if self._rejoin_if_unreleased(err):
-                    break
-                raise SourceError(f"error reading topic {tp[0]!r} partition {tp[1]}: {err.str()}")
-            if bounded and offset >= end:
-                if tp not in self._paused:
-                    consumer.pause([TopicPartition(*tp)])
-                    self._paused.add(tp)
-                continue
+                break
             last[tp] = offset
             headers = msg.headers()
             value = msg.value()
@@ -633,7 +625,7 @@ class KafkaPipelineSource:
         n = len(msgs)
         if n < MIN_GROUP:
             return None
-        if [m.error() for m in msgs].count(None) != n:
+        if any(m.error() is not None for m in msgs):  # (a KafkaError cannot be compared with None)
             return None
         partitions = [m.partition() for m in msgs]
         topics = [m.topic() for m in msgs]
@@ -712,21 +704,35 @@ class KafkaPipelineSource:
                 tp = (str(at[0]), int(at[1] or 0))
                 end = self._end.get(tp, 0) if bounded else 0
             offset = int(msg.offset() or 0)
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    self._pos[tp] = max(self._pos.get(tp, 0), offset)
+            if err is not None or (bounded and offset >= end):
+                if self._not_a_record(consumer, err, tp, offset):
                     continue
-                if self._rejoin_if_unreleased(err):
-                    break
-                raise SourceError(f"error reading topic {tp[0]!r} partition {tp[1]}: {err.str()}")
-            if bounded and offset >= end:
-                if tp not in self._paused:
-                    consumer.pause([TopicPartition(*tp)])
-                    self._paused.add(tp)
-                continue
+                break
             self._pos[tp] = offset + 1
             out.append(msg)
         return out
+
+    def _not_a_record(self, consumer: Consumer, err: KafkaError | None, tp: TopicPartitionKey, offset: int) -> bool:
+        """A consumed message that is not a record to return (``err``, or at or past the bounded
+        end of ``tp``), as :meth:`_consume` and :meth:`poll_groups` take it: True to go on with
+        the poll (an end-of-partition event moves the position to ``offset``; a record past the
+        end pauses its partition), False to end it (KIP-848's UNRELEASED_INSTANCE_ID: the group is
+        joined again, :meth:`_rejoin_if_unreleased`).
+
+        Raises:
+            SourceError: any other consumer error (names topic and partition).
+        """
+        if err is None:
+            if tp not in self._paused:
+                consumer.pause([TopicPartition(*tp)])
+                self._paused.add(tp)
+            return True
+        if err.code() == KafkaError._PARTITION_EOF:
+            self._pos[tp] = max(self._pos.get(tp, 0), offset)
+            return True
+        if self._rejoin_if_unreleased(err):
+            return False
+        raise SourceError(f"error reading topic {tp[0]!r} partition {tp[1]}: {err.str()}")
 
     def _rejoin_if_unreleased(self, err: KafkaError) -> bool:
         """True when ``err`` is KIP-848's UNRELEASED_INSTANCE_ID: the broker still has a member for
