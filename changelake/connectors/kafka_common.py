@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterable, Mapping, TypeVar
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from changelake.connectors.errors import ConnectorError, KafkaUnavailableError
+from changelake.connectors.errors import ConnectorError, KafkaUnavailableError, SourceError
 from changelake.connectors.options import PROPERTIES_PREFIX
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "RepeatedMessageFilter",
     "client_logger",
     "client_properties",
+    "consumer_error",
     "ensure_topics",
     "end_offsets",
     "lag_of",
@@ -168,6 +169,31 @@ def reader_config(conf: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(conf)
     out.setdefault("fetch.queue.backoff.ms", READER_FETCH_QUEUE_BACKOFF_MS)
     return out
+
+
+def consumer_error(err: KafkaError, topic: str | None, partition: int | None, offset: int | None,
+                   reading: str) -> SourceError:
+    """The :class:`~changelake.connectors.errors.SourceError` of a consumed message that carries
+    a Kafka error other than end-of-partition (which the readers take as the end): one message
+    text for every record reader.
+
+    Args:
+        err: the message's ``error()``.
+        topic, partition, offset: the message's ``topic()``, ``partition()``, ``offset()`` (an
+            offset below 0, librdkafka's "invalid", is left out).
+        reading: what the consumer reads, for an error of the consumer itself, e.g.
+            ``"topics ['a', 'b']"``.
+
+    A partition's error names it: ``Kafka error on topic 't' partition 3 at offset 17: <error>``.
+    librdkafka gives an error of the consumer itself (a fatal error, a group the broker refuses)
+    in a message without a topic; that one names what the consumer reads instead:
+    ``Kafka consumer error (reading topics ['a']): <error>`` (``fatal`` added when it is).
+    """
+    fatal = " (fatal)" if err.fatal() else ""
+    if topic is None:
+        return SourceError(f"Kafka consumer error (reading {reading}): {err.str()}{fatal}")
+    at = f" at offset {offset}" if offset is not None and offset >= 0 else ""
+    return SourceError(f"Kafka error on topic {topic!r} partition {partition or 0}{at}: {err.str()}{fatal}")
 
 
 def _servers(conf: Mapping[str, Any] | str) -> str:

@@ -66,6 +66,7 @@ from changelake.connectors.kafka.truncate_scope import schema_change_of, scope_o
 from changelake.connectors.kafka.sink_options import ValueFormat
 from changelake.connectors.kafka.source_options import BoundedMode, KafkaSourceOptions, StartupMode
 from changelake.connectors.kafka_common import (
+    consumer_error,
     partition_end_offsets,
     partition_lag,
     partition_watermarks,
@@ -585,7 +586,7 @@ class KafkaPipelineSource:
                 run = runs.pop() if runs else [None, [], [], []]
             offset: int = msg.offset() or 0  # (None only for a message that is no record)
             if err is not None or (bounded and offset >= end):
-                if self._not_a_record(consumer, err, tp, offset):
+                if self._not_a_record(consumer, msg, err, tp, offset):
                     continue
                 break
             last[tp] = offset
@@ -705,14 +706,15 @@ class KafkaPipelineSource:
                 end = self._end.get(tp, 0) if bounded else 0
             offset = int(msg.offset() or 0)
             if err is not None or (bounded and offset >= end):
-                if self._not_a_record(consumer, err, tp, offset):
+                if self._not_a_record(consumer, msg, err, tp, offset):
                     continue
                 break
             self._pos[tp] = offset + 1
             out.append(msg)
         return out
 
-    def _not_a_record(self, consumer: Consumer, err: KafkaError | None, tp: TopicPartitionKey, offset: int) -> bool:
+    def _not_a_record(self, consumer: Consumer, msg: Any, err: KafkaError | None, tp: TopicPartitionKey,
+                      offset: int) -> bool:
         """A consumed message that is not a record to return (``err``, or at or past the bounded
         end of ``tp``), as :meth:`_consume` and :meth:`poll_groups` take it: True to go on with
         the poll (an end-of-partition event moves the position to ``offset``; a record past the
@@ -720,7 +722,8 @@ class KafkaPipelineSource:
         joined again, :meth:`_rejoin_if_unreleased`).
 
         Raises:
-            SourceError: any other consumer error (names topic and partition).
+            SourceError: any other consumer error (names topic, partition and offset, or for an
+                error of the consumer itself its topics: :func:`~changelake.connectors.kafka_common.consumer_error`).
         """
         if err is None:
             if tp not in self._paused:
@@ -732,7 +735,9 @@ class KafkaPipelineSource:
             return True
         if self._rejoin_if_unreleased(err):
             return False
-        raise SourceError(f"error reading topic {tp[0]!r} partition {tp[1]}: {err.str()}")
+        opts = self.options
+        reading = f"topic-pattern {opts.topic_pattern.pattern!r}" if opts.topic_pattern is not None else f"topics {list(opts.topics)}"
+        raise consumer_error(err, msg.topic(), tp[1], offset, reading)
 
     def _rejoin_if_unreleased(self, err: KafkaError) -> bool:
         """True when ``err`` is KIP-848's UNRELEASED_INSTANCE_ID: the broker still has a member for

@@ -22,7 +22,8 @@ from changelake.changelog.row import ChangelogRow
 from changelake.changelog.rowkind import RowKind
 from changelake.changelog.schema import Schema
 from changelake.connectors.errors import ConnectorError, SourceError
-from changelake.connectors.kafka_common import partition_end_offsets, reader_config, unavailable_error, with_logger
+from changelake.connectors.kafka_common import (consumer_error, partition_end_offsets, reader_config, unavailable_error,
+                                                 with_logger)
 from changelake.connectors.kafka_table.options import KafkaTableOptions, ScanBoundedMode, ScanStartupMode
 from changelake.formats.errors import DecodeError
 
@@ -332,7 +333,7 @@ class KafkaTableSource:
                     if self._stop is not None and off >= self._stop.get(tp, 0):
                         self._eof.add(tp)
                     continue
-                raise SourceError(f"kafka source error on topic {tp[0]!r} partition {tp[1]}: {err}")
+                raise consumer_error(err, m.topic(), tp[1], off, self._topics_text())
             if self._stop is not None and off >= self._stop.get(tp, 0):
                 self._eof.add(tp)
                 continue

@@ -83,6 +83,7 @@ from changelake.changelog.schema import Schema
 from changelake.changelog.state import KeyStateStore, MemoryKeyStateStore, encode_key
 from changelake.connectors.errors import ConnectorError, SourceError
 from changelake.connectors.kafka_common import (
+    consumer_error,
     lag_of,
     partition_end_offsets,
     partition_watermarks,
@@ -474,7 +475,7 @@ class UpsertKafkaSource:
                         self._advance(tp, offset)
                         self._check_end(consumer, tp, offset)
                         continue
-                    raise SourceError(f"Kafka error on topic {tp[0]!r} partition {tp[1]}: {err.str()}")
+                    raise consumer_error(err, msg.topic(), tp[1], offset, self._topic_label())
                 if ends is not None and (tp in self._done or offset >= ends.get(tp, 0)):
                     self._check_end(consumer, tp, offset)
                     continue
