@@ -33,7 +33,7 @@ test: setup
 	@# PYTHONDONTWRITEBYTECODE is set (about 1 s per process that imports the platform, on 2 cores)
 	@$(BIN)/python -m compileall -q -j 0 changelake cli resources assets sensors platform_defs >/dev/null
 	@PYTHONWARNINGS=ignore $(BIN)/dg check defs >/dev/null
-	@$(BIN)/mypy --strict changelake/changelog changelake/formats changelake/connectors changelake/pipeline changelake/pageviews changelake/services.py changelake/state_dir.py changelake/options.py changelake/errors.py
+	@$(BIN)/mypy --strict changelake/changelog changelake/formats changelake/connectors changelake/pipeline changelake/pageviews changelake/services.py changelake/state_dir.py changelake/collector.py changelake/options.py changelake/errors.py
 	@$(BIN)/pytest -q -p no:cacheprovider --durations=20
 
 test-browser: setup

@@ -53,7 +53,7 @@ from changelake.connectors.base import (
     WritesSideRecords,
 )
 from changelake.pipeline.clock import StopClock
-from changelake.pipeline.collector import young_generation
+from changelake.collector import young_generation
 from changelake.pipeline.stage import Stage
 from changelake.pipeline.stats import RunStats
 
@@ -165,7 +165,7 @@ def run_loop(
         after the last durable commit is kept, a restart reads it again.
 
     The run goes with the collector's young-generation threshold raised
-    (:func:`~changelake.pipeline.collector.young_generation`: per-record allocations would
+    (:func:`~changelake.collector.young_generation`: per-record allocations would
     otherwise trigger full collections of the whole heap every ~30k records).
     """
     with young_generation():

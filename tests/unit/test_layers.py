@@ -34,7 +34,7 @@ ENGINE = {
     "pipeline": {"changelog", "formats", "connectors", "checks", "pipeline"},
     "pageviews": {"changelog", "formats", "connectors", "pageviews"},
 }
-ENGINE_ROOT = {"changelake", "changelake.errors", "changelake.options", "changelake.state_dir"}
+ENGINE_ROOT = {"changelake", "changelake.collector", "changelake.errors", "changelake.options", "changelake.state_dir"}
 
 
 def _imports(path: Path) -> set[str]:

@@ -75,6 +75,7 @@ from typing import Any, Callable, Mapping
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from changelake.changelog.errors import KeyStateError
+from changelake.collector import young_generation
 from changelake.changelog.change_batch import ChangeBatch, batch_arrow_schema
 from changelake.changelog.normalize import ENCODED_STATE_MARK, ChangelogNormalize
 from changelake.changelog.row import ChangelogRow
@@ -417,12 +418,19 @@ class UpsertKafkaSource:
             raise ConnectorError("the upsert-kafka source is not open; call open() first")
         if self.is_bounded_end_reached():
             return []
-        messages = consumer.consume(max_events, timeout_s)
-        return columnar.poll_batches(self, consumer, messages)
+        with young_generation():  # as poll()
+            messages = consumer.consume(max_events, timeout_s)
+            return columnar.poll_batches(self, consumer, messages)
 
     def poll(self, timeout_s: float = 1.0, max_records: int = 500) -> list[ChangelogRow]:
         """Fetch up to ``max_records`` records (waiting at most ``timeout_s`` seconds) and return
         the changelog rows they produce, then commit the key state (unless disabled).
+
+        The poll runs with the cyclic garbage collector's young-generation threshold raised
+        (:func:`~changelake.collector.young_generation`; a no-op inside the runner loop, which
+        raises it for the whole run): a poll allocates a few container objects per record, and
+        at CPython's default threshold their promotions set off full collections of the whole
+        imported heap (measured: 4-5 per 200,000 records, 10-15 % of the poll time).
 
         Raises SourceError (null key with ``fail``, Kafka errors; names topic/partition/offset),
         DecodeError (undecodable key/value; position filled in)."""
@@ -431,8 +439,9 @@ class UpsertKafkaSource:
             raise ConnectorError("the upsert-kafka source is not open; call open() first")
         if self.is_bounded_end_reached():
             return []
-        messages = consumer.consume(max_records, timeout_s)
-        return self._poll_messages(consumer, messages)
+        with young_generation():
+            messages = consumer.consume(max_records, timeout_s)
+            return self._poll_messages(consumer, messages)
 
     def _poll_messages(self, consumer: Consumer, messages: list[Any]) -> list[ChangelogRow]:
         """:meth:`poll`'s work on the consumed ``messages``: the changelog rows, the key state,
