@@ -118,8 +118,30 @@ class OffsetsCheckedTransaction(Transaction):
     """
 
     def __init__(self, table: Table, planned: Mapping[str, int]) -> None:
+        self._metadata_cache: tuple[Any, Any, Any] | None = None
         super().__init__(table)
         self._planned = dict(planned)
+
+    @property
+    def table_metadata(self) -> Any:
+        """The table's metadata with the staged updates applied, computed once per staged state.
+
+        pyiceberg 0.12's ``Transaction.table_metadata`` replays every staged update and deep-copies
+        the whole metadata (snapshot list included) on every read, and one commit reads it about
+        60 times, so a commit's cost grew with the table's snapshot history (measured: a 20-row
+        commit took 0.2 s on a table of 19 snapshots, 1.1 s at 199, 2.7 s at 599; iceberg-python
+        #2673). As iceberg-python PR #3302 (approved upstream, closed unmerged) does, the result
+        is kept while neither the table's metadata nor the staged updates (an immutable tuple,
+        rebound by every stage) are replaced; the metadata is a frozen model that its readers
+        do not change.
+        """
+        base, updates = self._table.metadata, self._updates
+        cached = self._metadata_cache
+        if cached is not None and cached[0] is base and cached[1] is updates:
+            return cached[2]
+        metadata = super().table_metadata
+        self._metadata_cache = (base, updates, metadata)
+        return metadata
 
     def _rebuild_snapshot_updates(self) -> None:
         # Called by pyiceberg's retry loop after refreshing the table, before rebasing.
