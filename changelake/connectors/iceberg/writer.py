@@ -132,10 +132,12 @@ class OffsetsCheckedTransaction(Transaction):
         commit took 0.2 s on a table of 19 snapshots, 1.1 s at 199, 2.7 s at 599; iceberg-python
         #2673). As iceberg-python PR #3302 (approved upstream, closed unmerged) does, the result
         is kept while neither the table's metadata nor the staged updates (an immutable tuple,
-        rebound by every stage) are replaced; the metadata is a frozen model that its readers
-        do not change.
+        rebound by every stage) are replaced, and with nothing staged it is the table's own; the
+        metadata is a frozen model that its readers do not change.
         """
         base, updates = self._table.metadata, self._updates
+        if not updates:
+            return base  # nothing staged: the table's own metadata (pyiceberg would return a deep copy of it)
         cached = self._metadata_cache
         if cached is not None and cached[0] is base and cached[1] is updates:
             return cached[2]
