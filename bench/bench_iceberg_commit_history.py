@@ -8,7 +8,8 @@ times (iceberg-python #2673): a commit's cost follows the table's history, not i
 staged state. This bench writes ``--commits`` small upsert commits (``--rows`` rows each, keys
 changing, as a live stream at ``commit.interval`` does) to two tables side by side, one commit
 to each in turn: ``cached`` (the sink as it is) and ``pyiceberg`` (the same sink with pyiceberg's
-own property put back). At each ``--at`` depth it prints the median commit time of the last
+own property put back), with the collector's young-generation threshold raised as the runner
+loop raises it for a run (:func:`changelake.collector.young_generation`). At each ``--at`` depth it prints the median commit time of the last
 ``--window`` commits of each arm and their ratio. Two snapshots per commit (the copy-on-write
 overwrite and the append); ``history.expire.max-snapshot-age-ms`` is 5 days by default, so a
 table committed every 10 s holds about 17,000 of them before it may expire any.
@@ -27,6 +28,7 @@ from pathlib import Path
 from pyiceberg.table import Transaction
 
 from changelake.changelog.row import ChangelogRow
+from changelake.collector import young_generation
 from changelake.changelog.rowkind import RowKind
 from changelake.changelog.schema import Schema, TableId
 from changelake.changelog.types import parse_data_type
@@ -59,7 +61,7 @@ def main() -> None:
     times: dict[str, list[float]] = {name: [] for name in arms}
     print(f"{args.commits} commits of {args.rows} changed rows per table, the two tables in turn")
     print(f"{'commits':>8} {'snapshots':>9} {'cached ms':>10} {'pyiceberg ms':>13} {'pyiceberg / cached':>19}")
-    with sink:
+    with sink, young_generation():
         for i in range(1, args.commits + 1):
             rows = [ChangelogRow(RowKind.UPDATE_AFTER, {"id": k, "name": f"v{i}"})
                     for k in range(i % 500, i % 500 + args.rows)]

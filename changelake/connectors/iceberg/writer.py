@@ -186,6 +186,8 @@ class IcebergSink(LakeTableSink):
         self._tables: dict[tuple[str, str], Table] = {}
         self._creation_hint: tuple[int, int] = (0, 1)  # (rows, topic partitions) of the write in progress
         self._rows_rewritten = 0  # rows the last commit's copy-on-write delete wrote back
+        #: tables refreshed in the write attempt in progress (None outside :meth:`write`)
+        self._fresh: set[tuple[str, str]] | None = None
 
     def _open_catalog(self) -> Catalog:
         return open_catalog(self.options)
@@ -234,17 +236,30 @@ class IcebergSink(LakeTableSink):
         return ".".join(self.identifier(table_id))
 
     def load_table(self, table_id: TableId) -> Table | None:
-        """The lake table of ``table_id``, refreshed from the catalog, or None if it does not exist."""
+        """The lake table of ``table_id``, refreshed from the catalog, or None if it does not exist.
+
+        Inside one attempt of :meth:`write` the table is refreshed once: the write's later reads
+        get the same table (its own commits update it in place), so a write reads the catalog
+        and parses the table's metadata file once, not three times (a cost that grows with the
+        snapshot history). A commit that another writer's commit made stale fails the
+        catalog's check and is retried on a refreshed table, as before.
+        """
         ident = self.identifier(table_id)
         table = self._tables.get(ident)
+        fresh = self._fresh
         if table is not None:
-            return table.refresh()
-        catalog: Catalog = self.catalog
-        try:
-            table = catalog.load_table(ident)
-        except NoSuchTableError:
-            return None
-        self._tables[ident] = table
+            if fresh is not None and ident in fresh:
+                return table
+            table = table.refresh()
+        else:
+            catalog: Catalog = self.catalog
+            try:
+                table = catalog.load_table(ident)
+            except NoSuchTableError:
+                return None
+            self._tables[ident] = table
+        if fresh is not None:
+            fresh.add(ident)
         return table
 
     def primary_key(self, table_id: TableId) -> list[str]:
@@ -323,6 +338,8 @@ class IcebergSink(LakeTableSink):
             except CommitFailedException:
                 if attempt + 1 == attempts:
                     raise
+                if self._fresh is not None:  # the next try plans on the winner's table
+                    self._fresh.discard(self.identifier(table_id))
                 time.sleep(random.uniform(0.02, 0.1) * (attempt + 1))  # jitter: writers do not retry in step
         raise AssertionError("unreachable")
 
@@ -405,6 +422,7 @@ class IcebergSink(LakeTableSink):
         self._creation_hint = (sum(r.num_rows if isinstance(r, ChangeBatch) else 1 for r in rows), len(offsets) or 1)
         attempts = self._commit_attempts()
         for attempt in range(attempts):
+            self._fresh = set()  # each attempt refreshes the table once (load_table)
             try:
                 return super().write(table_id, rows, schema, offsets)
             except IcebergCommitError as exc:
@@ -412,6 +430,8 @@ class IcebergSink(LakeTableSink):
                     raise
                 self.commit_redos += 1
                 time.sleep(random.uniform(0.02, 0.1) * (attempt + 1))  # jitter: writers do not retry in step
+            finally:
+                self._fresh = None
         raise AssertionError("unreachable")
 
     def _commit_batch(

@@ -48,3 +48,28 @@ def test_a_commit_computes_the_staged_metadata_once_per_staged_state(tmp_path: P
     rows = {r["id"]: r["name"] for r in read_table(sink.options, T).to_pylist()}
     # the last commit's keys 0-3 at v3; keys 4 and 5 from earlier commits (v2: 2-5, v1: 1-4)
     assert rows == {0: "v3", 1: "v3", 2: "v3", 3: "v3", 4: "v2", 5: "v2"}
+
+
+def test_a_write_refreshes_the_table_once_and_sees_another_writers_commit(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "catalog").mkdir()
+    options = IcebergSinkOptions.sql(f"sqlite:///{tmp_path}/catalog/c.db", f"file://{tmp_path}/wh")
+    ours, other = IcebergSink(options), IcebergSink(options)
+    refreshes: list[str] = []
+    original = pyiceberg_table.Table.refresh
+
+    def counted(self):  # type: ignore[no-untyped-def]
+        refreshes.append(str(self.name()))
+        return original(self)
+
+    with ours, other:
+        ours.write(T, _rows(0), SCHEMA, {"t/0": 1})
+        monkeypatch.setattr(pyiceberg_table.Table, "refresh", counted)
+        ours.write(T, _rows(1), SCHEMA, {"t/0": 2})
+        assert len(refreshes) == 1, refreshes  # was 3: the write's first read, ensure_table, its schema check
+        other.write(T, _rows(2), SCHEMA, {"t/1": 5})  # another writer's commit, between two of ours
+        refreshes.clear()
+        ours.write(T, _rows(3), SCHEMA, {"t/0": 3})
+        assert len(refreshes) == 1, refreshes
+        monkeypatch.undo()
+        assert ours.committed_offsets(T) == {"t/0": 3, "t/1": 5}  # planned on the winner's table, nothing lost
