@@ -735,9 +735,7 @@ class KafkaPipelineSource:
             return True
         if self._rejoin_if_unreleased(err):
             return False
-        opts = self.options
-        reading = f"topic-pattern {opts.topic_pattern.pattern!r}" if opts.topic_pattern is not None else f"topics {list(opts.topics)}"
-        raise consumer_error(err, msg.topic(), tp[1], offset, reading)
+        raise consumer_error(err, msg.topic(), tp[1], offset, self._topic_text())
 
     def _rejoin_if_unreleased(self, err: KafkaError) -> bool:
         """True when ``err`` is KIP-848's UNRELEASED_INSTANCE_ID: the broker still has a member for

@@ -68,7 +68,7 @@ def test_kafka_pipeline_source_names_its_topics_for_an_error_of_the_consumer() -
     source = KafkaPipelineSource({"properties.bootstrap.servers": "x:1", "topic": "shop.orders;shop.items",
                                   "value.format": "debezium-json"}, "g")
     msg = _Message(FATAL, None, None, -1001)
-    with pytest.raises(SourceError, match=r"^Kafka consumer error \(reading topics \['shop.orders', 'shop.items'\]\)"):
+    with pytest.raises(SourceError, match=r"^Kafka consumer error \(reading topic\(s\) \['shop.orders', 'shop.items'\]\)"):
         source._not_a_record(None, msg, FATAL, (str(msg.topic()), 0), -1001)  # type: ignore[arg-type]
     msg = _Message(PARTITION, "shop.orders", 2, 40)
     with pytest.raises(SourceError, match=r"^Kafka error on topic 'shop.orders' partition 2 at offset 40: "):
