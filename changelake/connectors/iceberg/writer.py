@@ -184,7 +184,6 @@ class IcebergSink(LakeTableSink):
     def __init__(self, options: IcebergSinkOptions) -> None:
         super().__init__(options)
         self._tables: dict[tuple[str, str], Table] = {}
-        self._creation_hint: tuple[int, int] = (0, 1)  # (rows, topic partitions) of the write in progress
         self._rows_rewritten = 0  # rows the last commit's copy-on-write delete wrote back
         #: tables refreshed in the write attempt in progress (None outside :meth:`write`)
         self._fresh: set[tuple[str, str]] | None = None
@@ -291,7 +290,7 @@ class IcebergSink(LakeTableSink):
             namespace, _ = self.identifier(table_id)
             ensure_namespace(self.catalog, namespace)
             iceberg_schema = iceberg_schema_of(schema, table=name)
-            rows, partitions = self._creation_hint
+            rows, partitions = self.creation_hint  # set by write(): see _partition_spec
             table = self.catalog.create_table_if_not_exists(
                 self.identifier(table_id),
                 schema=iceberg_schema,
@@ -418,8 +417,6 @@ class IcebergSink(LakeTableSink):
                 default 20) times first: Iceberg's optimistic concurrency with the offsets checked
                 inside the commit (:class:`OffsetsCheckedTransaction`).
         """
-        # What a table created by this write is sized from (see _partition_spec).
-        self._creation_hint = (sum(r.num_rows if isinstance(r, ChangeBatch) else 1 for r in rows), len(offsets) or 1)
         attempts = self._commit_attempts()
         for attempt in range(attempts):
             self._fresh = set()  # each attempt refreshes the table once (load_table)

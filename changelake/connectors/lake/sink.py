@@ -151,6 +151,9 @@ class LakeTableSink:
         #: what schema changes do to the lake (set by the lake sink factory from the pipeline)
         self.schema_change_policy = SchemaChangePolicy()
         self._early: list[WriteResult] = []  # tables flushed by add() (schema change), reported by flush()
+        #: ``(rows, topic partitions)`` of the write in progress: what a table that write creates
+        #: is sized from (Iceberg's key buckets, Paimon's ``bucket``)
+        self.creation_hint: tuple[int, int] = (0, 1)
 
     # -- lifecycle -----------------------------------------------------------------------------
     def open(self) -> None:
@@ -294,6 +297,7 @@ class LakeTableSink:
                 before it and a restart stops at the same change without a new commit.
             the table format's type, schema-evolution and commit errors (names the table).
         """
+        self.creation_hint = (sum(r.num_rows if isinstance(r, ChangeBatch) else 1 for r in rows), len(offsets) or 1)
         name = self.table_name(table_id)
         if name not in self._sources:  # the source table an earlier run or another worker recorded
             recorded = self.recorded_source(table_id)

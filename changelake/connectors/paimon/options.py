@@ -51,6 +51,9 @@ __all__ = [
     "PaimonSinkOptions",
     "parse_sink_options",
     "default_warehouse",
+    "BUCKET_OPTION",
+    "ROWS_PER_BUCKET",
+    "default_bucket_count",
 ]
 
 #: The sink's ``type`` (Flink CDC factory identifier).
@@ -145,6 +148,35 @@ def _validate_catalog(props: dict[str, str]) -> None:
                     f"'{CATALOG_PROPERTIES_PREFIX}{required}' is required when '{key}' is 'rest'",
                     option=CATALOG_PROPERTIES_PREFIX + required,
                 )
+
+
+#: Paimon's table option of the bucket count of a primary-key table (``-1``: dynamic buckets).
+BUCKET_OPTION = "bucket"
+#: Rows per bucket a new table is sized for: Paimon's ``dynamic-bucket.target-row-num`` default.
+ROWS_PER_BUCKET = 2_000_000
+_MAX_BUCKETS = 1024
+
+
+def default_bucket_count(rows: int) -> int:
+    """The fixed ``bucket`` count of a table the sink creates without ``table.properties.bucket``:
+    the smallest power of two >= ``rows / ROWS_PER_BUCKET`` (the rows of the table's first commit,
+    as Iceberg's key buckets are sized), at least 1 and at most 1024.
+
+    Fixed buckets rather than Paimon's dynamic bucket mode (``bucket = -1``, its default for a
+    primary-key table): a dynamic-bucket writer loads and rewrites the table's key -> bucket
+    hash index on every commit, so a commit's cost follows the table's key count (measured with
+    pypaimon-rust 0.4: a 50,000-row update commit on a 1M-row table took 0.15 s in the writer
+    against 0.03 s on 100k rows, 0.02 s for both with fixed buckets) and, with pypaimon's
+    one writer per commit, its history (a one-row commit 35 ms after 15 commits, 320 ms after
+    405, against 24 / 95 ms with one fixed bucket). Flink's Paimon sink writes fixed buckets the
+    same way (a bucket per writer task); a table that outgrows its count is rescaled by Paimon's
+    own ``INSERT OVERWRITE``.
+    """
+    want = -(-max(rows, 0) // ROWS_PER_BUCKET)
+    n = 1
+    while n < want:
+        n *= 2
+    return min(n, _MAX_BUCKETS)
 
 
 def _validate_table_properties(props: Mapping[str, str]) -> None:

@@ -44,7 +44,7 @@ from changelake.connectors.paimon.evolve import (
 )
 from changelake.connectors.paimon.catalog import DEFAULT_DATABASE, identifier, load_table, open_catalog
 from changelake.connectors.paimon.offsets import next_commit_identifier, read_committed_offsets
-from changelake.connectors.paimon.options import ROW_KIND_FIELD, PaimonSinkOptions
+from changelake.connectors.paimon.options import BUCKET_OPTION, ROW_KIND_FIELD, PaimonSinkOptions, default_bucket_count
 from changelake.connectors.paimon.types import arrow_type_of, to_arrow_array
 
 __all__ = ["WriteResult", "PaimonSink", "open_catalog", "DEFAULT_DATABASE", "CHECKPOINT_TABLE"]
@@ -192,6 +192,11 @@ class PaimonSink(LakeTableSink):
     def ensure_table(self, table_id: TableId, schema: Schema) -> Any:
         """Create the lake table of ``table_id`` or evolve it to accept rows of ``schema``.
 
+        A new table gets the ``table.properties.*`` options and, unless they set ``bucket``, a fixed
+        bucket count sized from the rows of the write creating it
+        (:func:`~changelake.connectors.paimon.options.default_bucket_count`: 1 up to 2M rows);
+        an existing table keeps its bucket mode.
+
         Raises:
             PaimonSinkError: ``schema`` has no primary key, a bad ``partition.key``, or an existing
                 table without a primary key or without the sink's row-kind column.
@@ -201,10 +206,13 @@ class PaimonSink(LakeTableSink):
         name = self.identifier(table_id)
         table = self.load_table(table_id)
         if table is None:
+            options = dict(self.options.table_properties)
+            # fixed buckets sized from the first commit unless the user set them (see default_bucket_count)
+            options.setdefault(BUCKET_OPTION, str(default_bucket_count(self.creation_hint[0])))
             paimon_schema = paimon_schema_of(
                 schema,
                 table=name,
-                options=self.options.table_properties,
+                options=options,
                 partition_keys=self.options.partition_keys.get(table_id, ()),
             )
             self.catalog.create_database(table_id.database or DEFAULT_DATABASE, True)

@@ -209,14 +209,19 @@ def _delete_row_counts(sink, table=T):
     return [f.delete_row_count or 0 for s in splits for f in s.files]
 
 
-def test_rust_writer_continues_a_table_the_python_writer_wrote(tmp_path):
+@pytest.mark.parametrize("buckets", [
+    # Paimon's dynamic bucket mode (a table an older changelake created): several buckets
+    {"table.properties.bucket": -1, "table.properties.dynamic-bucket.target-row-num": 300},
+    {"table.properties.bucket": 4},  # fixed buckets (the sink's default mode)
+], ids=["dynamic-buckets", "fixed-buckets"])
+def test_rust_writer_continues_a_table_the_python_writer_wrote(tmp_path, buckets):
     """A lake written by pypaimon's Python writer, then by Paimon's Rust writer (the sink's
     default since pypaimon-rust): updates and deletes of keys in the old files, deletes of keys
-    never held, several dynamic buckets; the merged rows are the last change per key."""
+    never held, several buckets (dynamic or fixed); the merged rows are the last change per key."""
     import random
 
     python_writer = PaimonSinkOptions.filesystem(tmp_path / "wh", **{
-        "table.properties.dynamic-bucket.target-row-num": 300, "table.properties.write.native.enabled": False})
+        **buckets, "table.properties.write.native.enabled": False})
     default = PaimonSinkOptions.filesystem(tmp_path / "wh")
     rng = random.Random(18)
     state: dict[int, dict] = {}
@@ -301,3 +306,46 @@ def test_delete_with_a_key_whose_first_column_is_not_the_tables_first(options):
                    schema, {"t/0": 2})
         sink.write(T, [ChangelogRow(RowKind.DELETE, {"id": 1, "amount": 10, "src": "order_1"})], schema, {"t/0": 3})
     assert rows_of(options) == [{"id": 1, "amount": 20, "src": "order_2"}]
+
+
+def _bucket_option(sink, table=T):
+    return sink.load_table(table).options.options.to_map().get("bucket")
+
+
+def test_default_bucket_count_follows_the_first_commits_rows():
+    from changelake.connectors.paimon.options import ROWS_PER_BUCKET, default_bucket_count
+
+    assert [default_bucket_count(n) for n in (0, 1, ROWS_PER_BUCKET)] == [1, 1, 1]
+    assert default_bucket_count(ROWS_PER_BUCKET + 1) == 2
+    assert default_bucket_count(5 * ROWS_PER_BUCKET) == 8  # a power of two
+    assert default_bucket_count(10**12) == 1024
+
+
+def test_new_tables_get_fixed_buckets_unless_the_user_sets_them(tmp_path):
+    """Tables the sink creates (data tables and the checkpoint table) have a fixed ``bucket``
+    count, not Paimon's dynamic bucket mode, whose writer loads the table's whole key index on
+    every commit; ``table.properties.bucket`` wins (``-1`` keeps dynamic buckets), and a table
+    that exists keeps its mode. The rows read back are the same in every mode."""
+    from changelake.connectors.paimon.writer import CHECKPOINT_TABLE
+
+    rows = [ChangelogRow.insert({"id": i, "name": f"n{i}", "qty": i}) for i in range(50)]
+    later = [ChangelogRow(RowKind.UPDATE_AFTER, {"id": i, "name": "u", "qty": -i}) for i in range(0, 50, 7)]
+    later += [ChangelogRow(RowKind.DELETE, {"id": i, "name": None, "qty": None}) for i in range(3, 50, 11)]
+    expected = {r.values["id"]: r.values for r in rows + later if r.kind is not RowKind.DELETE}
+    for i in range(3, 50, 11):
+        expected.pop(i)
+    for label, extra, want in [("default", {}, "1"), ("fixed", {"table.properties.bucket": 4}, "4"),
+                               ("dynamic", {"table.properties.bucket": -1}, "-1")]:
+        options = PaimonSinkOptions.filesystem(tmp_path / label, **extra)
+        with PaimonSink(options) as sink:
+            sink.write(T, rows, SCHEMA, {"t/0": 50})
+            sink.write(T, later, SCHEMA, {"t/0": 60})
+            sink.write_checkpoint("p", {"t/0": 60})
+            assert (_bucket_option(sink), _bucket_option(sink, CHECKPOINT_TABLE)) == (want, want), label
+            assert sink.read_checkpoint("p") == {"t/0": 60}
+        assert rows_of(options) == sorted(expected.values(), key=lambda r: r["id"]), label
+    # a dynamic-bucket table written on by a sink whose default is fixed buckets keeps its mode
+    with PaimonSink(PaimonSinkOptions.filesystem(tmp_path / "dynamic")) as sink:
+        sink.write(T, [ChangelogRow(RowKind.UPDATE_AFTER, {"id": 1, "name": "again", "qty": 1})], SCHEMA, {"t/0": 61})
+        assert _bucket_option(sink) == "-1"
+    assert {r["id"]: r["name"] for r in rows_of(PaimonSinkOptions.filesystem(tmp_path / "dynamic"))}[1] == "again"
