@@ -151,9 +151,7 @@ class LakeTableSink:
         #: what schema changes do to the lake (set by the lake sink factory from the pipeline)
         self.schema_change_policy = SchemaChangePolicy()
         self._early: list[WriteResult] = []  # tables flushed by add() (schema change), reported by flush()
-        #: ``(rows, topic partitions)`` of the write in progress: what a table that write creates
-        #: is sized from (Iceberg's key buckets, Paimon's ``bucket``)
-        self.creation_hint: tuple[int, int] = (0, 1)
+        self._writing: tuple[Sequence[BatchItem | ChangeBatch], int] = ((), 1)  # see creation_hint
 
     # -- lifecycle -----------------------------------------------------------------------------
     def open(self) -> None:
@@ -180,6 +178,13 @@ class LakeTableSink:
         if self._catalog is None:
             raise self._not_open()
         return self._catalog
+
+    @property
+    def creation_hint(self) -> tuple[int, int]:
+        """``(rows, topic partitions)`` of the write in progress (``(0, 1)`` outside one): what a
+        table that write creates is sized from (Iceberg's key buckets, Paimon's ``bucket``)."""
+        rows, partitions = self._writing
+        return sum(r.num_rows if isinstance(r, ChangeBatch) else 1 for r in rows), partitions
 
     # -- the table format's part ---------------------------------------------------------------
     def _open_catalog(self) -> Any:
@@ -297,7 +302,15 @@ class LakeTableSink:
                 before it and a restart stops at the same change without a new commit.
             the table format's type, schema-evolution and commit errors (names the table).
         """
-        self.creation_hint = (sum(r.num_rows if isinstance(r, ChangeBatch) else 1 for r in rows), len(offsets) or 1)
+        self._writing = (rows, len(offsets) or 1)
+        try:
+            return self._write(table_id, rows, schema, offsets)
+        finally:
+            self._writing = ((), 1)  # the batch is not kept alive past its write
+
+    def _write(self, table_id: TableId, rows: Sequence[BatchItem | ChangeBatch], schema: Schema,
+               offsets: Mapping[str, int]) -> WriteResult:
+        """:meth:`write`'s work."""
         name = self.table_name(table_id)
         if name not in self._sources:  # the source table an earlier run or another worker recorded
             recorded = self.recorded_source(table_id)
