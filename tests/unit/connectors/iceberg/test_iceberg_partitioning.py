@@ -175,3 +175,15 @@ def test_a_schema_change_in_the_middle_of_a_buffered_batch_evolves_a_bucketed_ta
     assert len(rows) == 100
     assert rows[10]["note"] == "v2" and rows[10]["n"] == 1 and rows[10]["at"].day == 2
     assert rows[11]["note"] is None and rows[11]["n"] == 0
+
+
+def test_a_new_tables_buckets_are_sized_from_the_write_that_creates_it(tmp_path):
+    """The topic partitions of the creating write (16 here) and its rows size the key buckets; a
+    later write's size does not change the spec."""
+    offsets = {f"shop.orders/{p}": 1 for p in range(16)}
+    with IcebergSink(_options(tmp_path)) as sink:
+        sink.write(T, [_row(RowKind.INSERT, k, 0) for k in range(100)], SCHEMA, offsets)
+        assert [str(f.transform) for f in sink.load_table(T).spec().fields] == ["bucket[16]"]
+        sink.write(T, [_row(RowKind.INSERT, k, 0) for k in range(100, 200)], SCHEMA, {"shop.orders/0": 2})
+        assert [str(f.transform) for f in sink.load_table(T).spec().fields] == ["bucket[16]"]
+        assert sink.creation_hint == (0, 1)  # outside a write

@@ -349,3 +349,19 @@ def test_new_tables_get_fixed_buckets_unless_the_user_sets_them(tmp_path):
         sink.write(T, [ChangelogRow(RowKind.UPDATE_AFTER, {"id": 1, "name": "again", "qty": 1})], SCHEMA, {"t/0": 61})
         assert _bucket_option(sink) == "-1"
     assert {r["id"]: r["name"] for r in rows_of(PaimonSinkOptions.filesystem(tmp_path / "dynamic"))}[1] == "again"
+
+
+def test_the_bucket_count_is_sized_from_the_rows_of_the_creating_write(tmp_path, monkeypatch):
+    """The rows of the write that creates a table size its fixed buckets (2M rows a bucket;
+    10 here, so 50 rows make 8 buckets), read back exactly."""
+    from changelake.connectors.paimon import options as paimon_options
+
+    monkeypatch.setattr(paimon_options, "ROWS_PER_BUCKET", 10)
+    options = PaimonSinkOptions.filesystem(tmp_path / "wh")
+    rows = [ChangelogRow.insert({"id": i, "name": f"n{i}", "qty": i}) for i in range(50)]
+    with PaimonSink(options) as sink:
+        sink.write(T, rows, SCHEMA, {"t/0": 50})
+        assert _bucket_option(sink) == "8"
+        buckets = {s.bucket for s in sink.load_table(T).new_read_builder().new_scan().plan().splits()}
+        assert len(buckets) > 1
+    assert rows_of(options) == [r.values for r in rows]
