@@ -590,12 +590,17 @@ class LakeTableSink:
         written by a single-process run) and the per-partition entries
         ``<CHECKPOINT_KEY>@<topic>/<partition>`` (written by parallel workers,
         :meth:`write_checkpoint_entries`). Each only ever names offsets every table has absorbed,
-        so their maximum does too.
+        so their maximum does too. Both come from one read of the properties whose key starts
+        with :attr:`CHECKPOINT_KEY` (a Paimon lake scans its checkpoint table once, not twice).
         """
-        text = self.read_pipeline_property(self.CHECKPOINT_KEY.format(pipeline=pipeline))
+        checkpoint_key = self.CHECKPOINT_KEY.format(pipeline=pipeline)
+        found = self.read_pipeline_properties(checkpoint_key)
+        text = found.get(checkpoint_key)
         offsets = decode_offsets(text) if text else {}
         prefix = self._entry_prefix(pipeline)
-        for key, value in self.read_pipeline_properties(prefix).items():
+        for key, value in found.items():
+            if not key.startswith(prefix):
+                continue  # the map itself, or another pipeline's key that starts with this one's
             tp = key[len(prefix):].rpartition("@")[0]  # Kafka topic names have no '@'
             if tp:
                 offsets[tp] = max(int(value), offsets.get(tp, 0))

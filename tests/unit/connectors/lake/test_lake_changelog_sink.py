@@ -139,3 +139,19 @@ def test_data_errors_name_the_record_and_the_table(tmp_path):
     with pytest.raises(PipelineDataError, match="table db.t has no primary key") as info:
         positioned.write([DataChangeEvent(T, Op.CREATE, None, {"id": 1}, NO_PK)])
     assert info.value.topic is None and info.value.table == "db.t"
+
+
+@pytest.mark.parametrize("kind", ["iceberg", "paimon"])
+def test_read_checkpoint_takes_the_map_and_the_entries_of_its_own_pipeline_only(kind, tmp_path):
+    """One read serves the checkpoint map and the per-partition entries; the properties of a
+    pipeline whose name starts with this one's (its keys start with this checkpoint key) are
+    not taken for this pipeline's."""
+    with lake(kind, tmp_path) as sink:
+        sink.write_checkpoint("p", {"db.t/0": 5, "db.t/1": 3})
+        sink.write_checkpoint_entries("p", {"db.t/1": 8}, writer="w1")
+        sink.write_checkpoint("p.kafka-offsets-2", {"db.t/0": 99, "db.t/2": 99})
+        sink.write_checkpoint("p2", {"db.t/0": 98, "db.t/3": 98})
+        sink.write_checkpoint_entries("p2", {"db.t/1": 97}, writer="w1")
+        assert sink.read_checkpoint("p") == {"db.t/0": 5, "db.t/1": 8}
+        assert sink.read_checkpoint("p2") == {"db.t/0": 98, "db.t/1": 97, "db.t/3": 98}
+        assert sink.read_checkpoint("other") == {}
