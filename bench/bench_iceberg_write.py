@@ -125,7 +125,8 @@ def main() -> None:
     parser.add_argument("--lakes", default="iceberg,paimon", help="lakes to run, comma-separated (default both)")
     parser.add_argument("--workloads", default=",".join(WORKLOADS), help="workloads, comma-separated (default all)")
     parser.add_argument("--paimon-bucket", default=None,
-                        help="Paimon 'bucket' table property (default: Paimon's, -1 = dynamic)")
+                        help="Paimon 'bucket' table property (default: the sink's, a fixed count from the first "
+                             "write's rows; -1 = Paimon's dynamic buckets)")
     parser.add_argument("--paimon-deletion-vectors", action="store_true",
                         help="create the Paimon table with deletion-vectors.enabled (as the seed)")
     parser.add_argument("--with-upsert", action="store_true",

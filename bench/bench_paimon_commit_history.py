@@ -53,7 +53,7 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=5, help="commits per median (default 5)")
     parser.add_argument("--mode", action="append", choices=sorted(MODES), default=None, help="bucket modes (default all)")
     args = parser.parse_args()
-    depths = sorted(set(args.at or [10, 100, 200, args.commits]))
+    depths = sorted({d for d in (args.at or [10, 100, 200]) if d <= args.commits} | {args.commits})
     modes = args.mode or list(MODES)
     print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; {args.table_rows:,}-row table, "
           f"{args.commits} commits of {args.rows} random-key upserts, each with a checkpoint write")

@@ -125,8 +125,8 @@ class LakeTableSink:
 
     Subclasses set :attr:`CHECKPOINT_KEY` and implement the table format's part: ``_open_catalog``,
     ``table_name``, ``load_table``, ``ensure_table``, ``_read_committed_offsets``,
-    ``_commit_batch``, ``last_commit_ms``, ``read_table``, ``read_pipeline_property`` and
-    ``write_pipeline_property``. ``options`` needs ``commit_max_rows`` (rows) and
+    ``_commit_batch``, ``last_commit_ms``, ``read_table``, ``read_pipeline_property``,
+    ``read_pipeline_properties`` and ``write_pipeline_property``. ``options`` needs ``commit_max_rows`` (rows) and
     ``commit_interval_s`` (seconds).
 
     Lifecycle: construct (options only, no I/O) -> :meth:`open` -> :meth:`add` ... :meth:`flush`
@@ -302,11 +302,13 @@ class LakeTableSink:
                 before it and a restart stops at the same change without a new commit.
             the table format's type, schema-evolution and commit errors (names the table).
         """
-        self._writing = (rows, len(offsets) or 1)
+        outer, self._writing = self._writing, (rows, len(offsets) or 1)
         try:
             return self._write(table_id, rows, schema, offsets)
         finally:
-            self._writing = ((), 1)  # the batch is not kept alive past its write
+            # the batch is not kept past its write; a write nested in another (Paimon's pipeline
+            # properties are a table) gives the outer one its hint back
+            self._writing = outer
 
     def _write(self, table_id: TableId, rows: Sequence[BatchItem | ChangeBatch], schema: Schema,
                offsets: Mapping[str, int]) -> WriteResult:

@@ -54,6 +54,7 @@ __all__ = [
     "BUCKET_OPTION",
     "ROWS_PER_BUCKET",
     "default_bucket_count",
+    "uses_default_buckets",
 ]
 
 #: The sink's ``type`` (Flink CDC factory identifier).
@@ -158,9 +159,11 @@ _MAX_BUCKETS = 1024
 
 
 def default_bucket_count(rows: int) -> int:
-    """The fixed ``bucket`` count of a table the sink creates without ``table.properties.bucket``:
-    the smallest power of two >= ``rows / ROWS_PER_BUCKET`` (the rows of the table's first commit,
-    as Iceberg's key buckets are sized), at least 1 and at most 1024.
+    """The fixed ``bucket`` count of a table the sink creates without ``table.properties.bucket``
+    (or ``dynamic-bucket.*`` options): the smallest power of two >= ``rows / ROWS_PER_BUCKET``
+    (``rows``: the changelog rows of the write that creates the table, as Iceberg's key buckets
+    are sized; at most ``commit.max-rows``, so 1 unless that is above 2M), at least 1 and at
+    most 1024.
 
     Fixed buckets rather than Paimon's dynamic bucket mode (``bucket = -1``, its default for a
     primary-key table): a dynamic-bucket writer loads and rewrites the table's key -> bucket
@@ -168,15 +171,20 @@ def default_bucket_count(rows: int) -> int:
     pypaimon-rust 0.4: a 50,000-row update commit on a 1M-row table took 0.15 s in the writer
     against 0.03 s on 100k rows, 0.02 s for both with fixed buckets) and, with pypaimon's
     one writer per commit, its history (a 20-row commit 35 ms after 15 commits, 320 ms after
-    405, against 24 / 95 ms with one fixed bucket). Flink's Paimon sink writes fixed buckets the
-    same way (a bucket per writer task); a table that outgrows its count is rescaled by Paimon's
-    own ``INSERT OVERWRITE``.
+    405, against 24 / 95 ms with one fixed bucket). A table that outgrows its count is rescaled
+    by Paimon's own ``INSERT OVERWRITE`` (or created with ``table.properties.bucket``).
     """
     want = -(-max(rows, 0) // ROWS_PER_BUCKET)
     n = 1
     while n < want:
         n *= 2
     return min(n, _MAX_BUCKETS)
+
+
+def uses_default_buckets(table_properties: Mapping[str, str]) -> bool:
+    """True when ``table_properties`` leave the bucket mode to the sink: no ``bucket`` and no
+    ``dynamic-bucket.*`` option (which asks for Paimon's dynamic buckets)."""
+    return BUCKET_OPTION not in table_properties and not any(k.startswith("dynamic-bucket.") for k in table_properties)
 
 
 def _validate_table_properties(props: Mapping[str, str]) -> None:

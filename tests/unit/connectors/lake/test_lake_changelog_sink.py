@@ -150,6 +150,7 @@ def test_read_checkpoint_takes_the_map_and_the_entries_of_its_own_pipeline_only(
         sink.write_checkpoint("p", {"db.t/0": 5, "db.t/1": 3})
         sink.write_checkpoint_entries("p", {"db.t/1": 8}, writer="w1")
         sink.write_checkpoint("p.kafka-offsets-2", {"db.t/0": 99, "db.t/2": 99})
+        sink.write_checkpoint_entries("p.kafka-offsets-2", {"db.t/1": 96, "db.t/4": 96}, writer="w1")
         sink.write_checkpoint("p2", {"db.t/0": 98, "db.t/3": 98})
         sink.write_checkpoint_entries("p2", {"db.t/1": 97}, writer="w1")
         assert sink.read_checkpoint("p") == {"db.t/0": 5, "db.t/1": 8}
