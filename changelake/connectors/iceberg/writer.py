@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.catalog import Catalog
@@ -680,27 +681,75 @@ def _rewrite_plan(table: Table, keys: pa.Table, primary_key: list[str]) -> _Rewr
         candidates.append(task)
     if not candidates:
         return _Rewrite([], [])
-    scan = ArrowScan(table.metadata, table.io, schema, AlwaysTrue())
-    value_set = None
-    changed = None
-    if len(primary_key) == 1:
-        value_set = key_array
-    else:
-        changed = set(zip(*(keys.column(k).to_pylist() for k in primary_key)))
-
-    def kept_rows(task: Any) -> pa.Table:
-        rows = scan.to_table([task])
-        if value_set is not None:
-            hit = pc.is_in(rows.column(first), value_set=value_set.cast(rows.schema.field(first).type))
-        else:
-            lake_keys = zip(*(rows.column(k).to_pylist() for k in primary_key))
-            hit = pa.array([k in changed for k in lake_keys], type=pa.bool_())  # type: ignore[operator]
-        return rows.filter(pc.invert(hit))
-
-    # a pool of its own: each read runs on pyiceberg's executor, which must not wait on itself
+    read = _file_reader(table)
+    # a pool of its own: pyiceberg's reads run on its executor, which must not wait on itself
     with ThreadPoolExecutor(max_workers=min(4, len(candidates))) as pool:
-        kept = list(pool.map(kept_rows, candidates))
+        rows = list(pool.map(read, candidates))
+    changed = _changed_rows(rows, keys, primary_key)
+    kept = []
+    start = 0
+    for part in rows:
+        kept.append(part.filter(pc.invert(changed.slice(start, part.num_rows))))
+        start += part.num_rows
     return _Rewrite(candidates, kept)
+
+
+def _file_reader(table: Table) -> Callable[[Any], pa.Table]:
+    """A function reading one scan task's rows in the table's current schema (Arrow fields
+    without metadata, as pyiceberg's ``ArrowScan`` gives them).
+
+    A Parquet file written in the current schema, exactly (the same Arrow fields, types,
+    nullability and Parquet field ids, as the sink writes it) and with no delete files, is read
+    whole with pyarrow: a tenth of a second less per million rows than ``ArrowScan``, whose
+    per-file projection and name mapping cost about 2 ms a file. Every other file (an older
+    schema, another engine's types, delete files, not Parquet) is read by ``ArrowScan``, which
+    projects it by field id and applies its deletes.
+    """
+    import pyarrow.parquet as pq
+    from pyiceberg.manifest import FileFormat
+
+    schema = table.schema()
+    scan = ArrowScan(table.metadata, table.io, schema, AlwaysTrue())
+    stored = schema.as_arrow()
+    plain = pa.schema([f.remove_metadata() for f in stored])
+
+    def read(task: Any) -> pa.Table:
+        data_file = task.file
+        if not task.delete_files and data_file.file_format == FileFormat.PARQUET:
+            with table.io.new_input(data_file.file_path).open() as stream:
+                parquet = pq.ParquetFile(stream)
+                if parquet.schema_arrow.equals(stored, check_metadata=True):
+                    return parquet.read().cast(plain)
+        return scan.to_table([task])
+
+    return read
+
+
+def _changed_rows(parts: list[pa.Table], keys: pa.Table, primary_key: list[str]) -> pa.ChunkedArray:
+    """A boolean per row of ``parts`` (in order, as one chunked array): whether its key is one
+    of ``keys`` (key columns, no nulls). One lookup over every part: ``is_in`` builds its hash
+    set of the keys once (once per part cost a hash set of 50,000 keys for each of 80 files, a
+    tenth of a second), and a composite key is matched by one hash semi-join (Arrow's join
+    takes every key type MySQL has), not row by row."""
+    # one type per key column (a file read by ArrowScan and one read whole agree; cast is a no-op then)
+    key_schema = parts[0].select(primary_key).schema
+    if len(primary_key) == 1:
+        first = primary_key[0]
+        column = pa.chunked_array([c for part in parts for c in part.column(first).cast(key_schema.field(0).type).chunks],
+                                  type=key_schema.field(0).type)
+        value_set = keys.column(first).combine_chunks().cast(column.type)
+        return pc.is_in(column, value_set=value_set)
+    rows = pa.concat_tables([part.select(primary_key).cast(key_schema) for part in parts])
+    lake_keys = rows.append_column(_ROW_POSITION, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
+    typed = pa.table([keys.column(k).cast(rows.schema.field(k).type) for k in primary_key], names=primary_key)
+    hit = lake_keys.join(typed, keys=primary_key, join_type="left semi").column(_ROW_POSITION)
+    mask = np.zeros(rows.num_rows, dtype=bool)
+    mask[hit.to_numpy()] = True
+    return pa.chunked_array([pa.array(mask)])
+
+
+#: a column name no table has, for the row positions of :func:`_changed_rows`'s join
+_ROW_POSITION = "__changelake_row_position"
 
 
 def _rewritten_files(metadata: Any, io: Any, plan: _Rewrite, arrow_schema: pa.Schema,
@@ -734,6 +783,10 @@ def _rewritten_files(metadata: Any, io: Any, plan: _Rewrite, arrow_schema: pa.Sc
     write_uuid = uuid.uuid4()
     tasks: list[Any] = []
     for values, (partition, parts) in groups.items():
+        if len(primary_key) == 1:
+            # each file is sorted by key: in the order of their first keys, files of disjoint key
+            # ranges (one per load commit) concatenate sorted, and _sorted only checks the order
+            parts.sort(key=lambda part: part.column(primary_key[0])[0].as_py())
         rows = _sorted(pa.concat_tables(parts), primary_key).cast(arrow_schema)
         key = None
         if spec.fields:
