@@ -493,7 +493,7 @@ class IcebergSink(LakeTableSink):
         primary_key = list(schema.primary_key)
         # Sorted by key, so each file's key range stays narrow and the next commit's filter prunes files.
         upserts = _sorted(upserts, primary_key)
-        plan = _Rewrite([], [])
+        plan = _Rewrite([])
         if not truncate and keys is not None:
             # Copy-on-write of only the files that hold a changed key (partition, key range, then
             # the rows), planned here: pyiceberg's delete(In(pk, keys)) re-projects every key
@@ -504,26 +504,24 @@ class IcebergSink(LakeTableSink):
         try:
             # planned against the offsets the batch was filtered with (read from this same metadata)
             with OffsetsCheckedTransaction(table, read_committed_offsets(table)) as tx:
-                rewritten = plan.rows_kept
-                self._rows_rewritten = rewritten
-                summary = {**props, **write_amplification(rewritten, upserted, changed)}
+                rewritten = 0
                 if truncate:
                     with warnings.catch_warnings():
                         warnings.filterwarnings("ignore", message="Delete operation did not match any records")
                         tx.delete(AlwaysTrue(), snapshot_properties=props)
-                    tx.append(upserts, snapshot_properties=summary)
-                else:
-                    if plan.files:
-                        # As pyiceberg's delete: one overwrite snapshot replaces the files with
-                        # their kept rows (per partition, sorted by key); the new images follow in
-                        # an append snapshot.
-                        with tx.update_snapshot(snapshot_properties=props).overwrite() as overwrite:
-                            for task in plan.files:
-                                overwrite.delete_data_file(task.file)
-                            for data_file in _rewritten_files(tx.table_metadata, table.io, plan, arrow_schema,
-                                                                      primary_key):
-                                overwrite.append_data_file(data_file)
-                    tx.append(upserts, snapshot_properties=summary)
+                elif plan.files:
+                    # As pyiceberg's delete: one overwrite snapshot replaces the files with their
+                    # kept rows (per partition, sorted by key); the new images follow in an
+                    # append snapshot.
+                    with tx.update_snapshot(snapshot_properties=props).overwrite() as overwrite:
+                        for task in plan.files:
+                            overwrite.delete_data_file(task.file)
+                        data_files, rewritten = _rewritten_files(tx.table_metadata, table.io, plan, arrow_schema,
+                                                                 primary_key)
+                        for data_file in data_files:
+                            overwrite.append_data_file(data_file)
+                self._rows_rewritten = rewritten
+                tx.append(upserts, snapshot_properties={**props, **write_amplification(rewritten, upserted, changed)})
         except (CommitFailedException, CommitStateUnknownException, ValidationException) as exc:
             table.refresh()
             stored = read_committed_offsets(table)
@@ -622,27 +620,24 @@ def _keys_to_arrow(
 
 @dataclass(frozen=True)
 class _Rewrite:
-    """A copy-on-write plan: the data files to replace and, per file, its rows to keep."""
+    """A copy-on-write plan: the data files to replace, the changed ``keys`` (key columns) whose
+    rows they lose, and ``read`` (one file's rows, see :func:`_file_reader`)."""
 
     files: list[Any]
-    #: per replaced file (same order), the rows whose key is not changed (may be empty)
-    kept: list[pa.Table]
-
-    @property
-    def rows_kept(self) -> int:
-        return sum(t.num_rows for t in self.kept)
+    keys: pa.Table | None = None
+    read: Callable[[Any], pa.Table] | None = None
 
 
 def _rewrite_plan(table: Table, keys: pa.Table, primary_key: list[str]) -> _Rewrite:
-    """The data files a copy-on-write of changed ``keys`` must rewrite, and their rows to keep.
+    """The data files a copy-on-write of changed ``keys`` must rewrite (none are read here).
 
     A live data file is kept out when its partition cannot hold a key (partition fields that
     transform the first key column: identity, bucket, truncate; the keys are transformed as one
     Arrow array) or when no key falls in its ``[lower, upper]`` bounds of the first key column
     (keys all outside a file's bounds, e.g. new inserts past the table's largest key, are ruled
-    out from the keys' min and max without sorting them). The files left are read (in
-    parallel), and their rows whose key is not changed are kept, file by file (to be written
-    again, per partition, in the same commit: :func:`_rewritten_files`).
+    out from the keys' min and max without sorting them). The files left are read, and their
+    rows whose key is not changed written again, partition by partition, in the commit
+    (:func:`_rewritten_files`).
     """
     first = primary_key[0]
     schema = table.schema()
@@ -650,7 +645,7 @@ def _rewrite_plan(table: Table, keys: pa.Table, primary_key: list[str]) -> _Rewr
     spec = table.spec()
     key_array = keys.column(first).combine_chunks()
     if not len(key_array):
-        return _Rewrite([], [])
+        return _Rewrite([])
     partition_values: dict[int, set[Any]] = {}
     for pos, partition_field in enumerate(spec.fields):
         transform = partition_field.transform
@@ -679,19 +674,7 @@ def _rewrite_plan(table: Table, keys: pa.Table, primary_key: list[str]) -> _Rewr
             if not _may_hold(data_file, field, sorted_keys):
                 continue
         candidates.append(task)
-    if not candidates:
-        return _Rewrite([], [])
-    read = _file_reader(table)
-    # a pool of its own: pyiceberg's reads run on its executor, which must not wait on itself
-    with ThreadPoolExecutor(max_workers=min(4, len(candidates))) as pool:
-        rows = list(pool.map(read, candidates))
-    changed = _changed_rows(rows, keys, primary_key)
-    kept = []
-    start = 0
-    for part in rows:
-        kept.append(part.filter(pc.invert(changed.slice(start, part.num_rows))))
-        start += part.num_rows
-    return _Rewrite(candidates, kept)
+    return _Rewrite(candidates, keys, _file_reader(table)) if candidates else _Rewrite([])
 
 
 def _file_reader(table: Table) -> Callable[[Any], pa.Table]:
@@ -725,13 +708,14 @@ def _file_reader(table: Table) -> Callable[[Any], pa.Table]:
     return read
 
 
-def _changed_rows(parts: list[pa.Table], keys: pa.Table, primary_key: list[str]) -> pa.ChunkedArray:
+def _changed_rows(parts: list[pa.Table], keys: pa.Table, primary_key: Sequence[str]) -> pa.ChunkedArray:
     """A boolean per row of ``parts`` (in order, as one chunked array): whether its key is one
     of ``keys`` (key columns, no nulls). One lookup over every part: ``is_in`` builds its hash
     set of the keys once (once per part cost a hash set of 50,000 keys for each of 80 files, a
     tenth of a second), and a composite key is matched by one hash semi-join (Arrow's join
     takes every key type MySQL has), not row by row."""
     # one type per key column (a file read by ArrowScan and one read whole agree; cast is a no-op then)
+    primary_key = list(primary_key)
     key_schema = parts[0].select(primary_key).schema
     if len(primary_key) == 1:
         first = primary_key[0]
@@ -753,36 +737,54 @@ _ROW_POSITION = "__changelake_row_position"
 
 
 def _rewritten_files(metadata: Any, io: Any, plan: _Rewrite, arrow_schema: pa.Schema,
-                     primary_key: Sequence[str]) -> list[Any]:
-    """The data files of the rows ``plan`` keeps: per partition of the current spec, the kept
-    rows of its replaced files in one run sorted by key (files of
-    ``write.target-file-size-bytes``), written with that partition's value as it is (no
-    transform of the rows again); the kept rows of files of an older spec go through pyiceberg's
-    partitioning writer."""
+                     primary_key: Sequence[str]) -> tuple[list[Any], int]:
+    """The data files of the rows ``plan``'s files keep, and how many rows they hold.
+
+    Partition by partition of the current spec (two at a time, so the memory held is that of two
+    partitions, not of every file rewritten): its files are read (:attr:`_Rewrite.read`, in
+    parallel), the rows of changed keys dropped (:func:`_changed_rows`), and the rest written in
+    one run sorted by key (files of ``write.target-file-size-bytes``) with that partition's value
+    as it is (no transform of the rows again). The kept rows of files of an older spec go through
+    pyiceberg's partitioning writer.
+    """
     from pyiceberg.io.pyarrow import bin_pack_arrow_table
     from pyiceberg.table import TableProperties
     from pyiceberg.utils.properties import property_as_int
 
+    assert plan.keys is not None and plan.read is not None
+    keys, read = plan.keys, plan.read
     spec = metadata.spec()
     iceberg_schema = metadata.schema()
     task_schema = pyarrow_to_schema(arrow_schema, name_mapping=iceberg_schema.name_mapping,
                                     format_version=metadata.format_version)
     target = property_as_int(metadata.properties, TableProperties.WRITE_TARGET_FILE_SIZE_BYTES,
                              TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT) or 512 * 1024 * 1024
-    groups: dict[tuple[Any, ...], tuple[Any, list[pa.Table]]] = {}
+    groups: dict[tuple[Any, ...], list[Any]] = {}
     other = []
-    for task, rows in zip(plan.files, plan.kept):
-        if not rows.num_rows:
-            continue
+    for task in plan.files:
         if task.file.spec_id != spec.spec_id:
-            other.append(rows.cast(arrow_schema))
+            other.append(task)
             continue
         partition = task.file.partition
-        values = tuple(partition[pos] for pos in range(len(spec.fields)))
-        groups.setdefault(values, (partition, []))[1].append(rows)
-    write_uuid = uuid.uuid4()
-    tasks: list[Any] = []
-    for values, (partition, parts) in groups.items():
+        groups.setdefault(tuple(partition[pos] for pos in range(len(spec.fields))), []).append(task)
+
+    def kept(tasks: list[Any]) -> list[pa.Table]:
+        # a pool of its own: pyiceberg's reads run on its executor, which must not wait on itself
+        with ThreadPoolExecutor(max_workers=min(4, len(tasks))) as pool:
+            parts = list(pool.map(read, tasks))
+        changed = _changed_rows(parts, keys, primary_key)
+        out, start = [], 0
+        for part in parts:
+            rows = part.filter(pc.invert(changed.slice(start, part.num_rows)))
+            start += part.num_rows
+            if rows.num_rows:
+                out.append(rows)
+        return out
+
+    def rewrite(values: tuple[Any, ...], tasks: list[Any]) -> tuple[list[Any], int]:
+        parts = kept(tasks)
+        if not parts:
+            return [], 0
         if len(primary_key) == 1:
             # each file is sorted by key: in the order of their first keys, files of disjoint key
             # ranges (one per load commit) concatenate sorted, and _sorted only checks the order
@@ -792,13 +794,22 @@ def _rewritten_files(metadata: Any, io: Any, plan: _Rewrite, arrow_schema: pa.Sc
         if spec.fields:
             key = PartitionKey(field_values=[PartitionFieldValue(f, v) for f, v in zip(spec.fields, values)],
                                partition_spec=spec, schema=iceberg_schema)
-        for batches in bin_pack_arrow_table(rows, target):
-            tasks.append(WriteTask(write_uuid=write_uuid, task_id=len(tasks), schema=task_schema,
-                                   record_batches=batches, partition_key=key))
-    out = list(write_file(io, metadata, iter(tasks))) if tasks else []
+        write_uuid = uuid.uuid4()
+        tasks_out = [WriteTask(write_uuid=write_uuid, task_id=i, schema=task_schema, record_batches=batches,
+                               partition_key=key) for i, batches in enumerate(bin_pack_arrow_table(rows, target))]
+        return list(write_file(io, metadata, iter(tasks_out))), rows.num_rows
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        done = list(pool.map(lambda group: rewrite(*group), groups.items()))
+    files = [data_file for written, _ in done for data_file in written]
+    rows_kept = sum(n for _, n in done)
     if other:
-        out.extend(_dataframe_to_data_files(metadata, pa.concat_tables(other), io))
-    return out
+        parts = kept(other)
+        if parts:
+            rows = pa.concat_tables([part.cast(arrow_schema) for part in parts])
+            files.extend(_dataframe_to_data_files(metadata, rows, io))
+            rows_kept += rows.num_rows
+    return files, rows_kept
 
 
 def _may_hold(data_file: Any, field: Any, sorted_keys: list[Any], within: bool = False) -> bool:
