@@ -679,7 +679,8 @@ def _rewrite_plan(table: Table, keys: pa.Table, primary_key: list[str]) -> _Rewr
 
 def _file_reader(table: Table) -> Callable[[Any], pa.Table]:
     """A function reading one scan task's rows in the table's current schema (Arrow fields
-    without metadata, as pyiceberg's ``ArrowScan`` gives them).
+    without Parquet field ids, as pyiceberg's ``ArrowScan`` gives them; the types of a file
+    written by another engine may be Arrow's small ones, e.g. ``string``).
 
     A Parquet file written in the current schema, exactly (the same Arrow fields, types,
     nullability and Parquet field ids, as the sink writes it) and with no delete files, is read
@@ -789,7 +790,9 @@ def _rewritten_files(metadata: Any, io: Any, plan: _Rewrite, arrow_schema: pa.Sc
             # each file is sorted by key: in the order of their first keys, files of disjoint key
             # ranges (one per load commit) concatenate sorted, and _sorted only checks the order
             parts.sort(key=lambda part: part.column(primary_key[0])[0].as_py())
-        rows = _sorted(pa.concat_tables(parts), primary_key).cast(arrow_schema)
+        # in the table's types: another engine's file (Spark's string, not large_string) can
+        # share a partition with the sink's files
+        rows = _sorted(pa.concat_tables([part.cast(arrow_schema) for part in parts]), primary_key)
         key = None
         if spec.fields:
             key = PartitionKey(field_values=[PartitionFieldValue(f, v) for f, v in zip(spec.fields, values)],

@@ -393,7 +393,7 @@ def test_composite_keys_of_every_kind_upsert_and_delete(
     sink: IcebergSink, options: IcebergSinkOptions, key_type: str, keys: list[Any]
 ) -> None:
     # the second key column of every kind: the copy-on-write matches composite keys in one
-    # hash join (or row by row where Arrow's join does not take the type)
+    # hash semi-join of Arrow's
     schema = Schema.of([("r", t("INT NOT NULL")), ("k", t(key_type + " NOT NULL")), ("n", t("INT"))], ["r", "k"])
     sink.write(T, [row(I, r=1, k=keys[0], n=1), row(I, r=1, k=keys[1], n=2), row(I, r=2, k=keys[0], n=3),
                    row(I, r=2, k=keys[1], n=4)], schema, {"k/0": 4})
@@ -464,3 +464,27 @@ def test_update_that_changes_the_primary_key_deletes_the_old_key(sink: IcebergSi
     sink.write(T, [row(I, id=1, name="a", qty=1), row(I, id=2, name="b", qty=2)], SIMPLE, {"orders/0": 2})
     sink.write(T, [row(U_BEFORE, id=1, name="a", qty=1), row(U_AFTER, id=7, name="a", qty=1)], SIMPLE, {"orders/0": 4})
     assert lake(options) == [{"id": 2, "name": "b", "qty": 2}, {"id": 7, "name": "a", "qty": 1}]
+
+
+def test_copy_on_write_of_a_partition_holding_another_engines_file(tmp_path: Path) -> None:
+    """A Parquet file another engine wrote (Arrow's small ``string``, no field ids), added to an
+    unpartitioned table beside the sink's own file: one commit rewrites both together."""
+    import pyarrow.parquet as pq
+
+    (tmp_path / "catalog").mkdir()
+    options = IcebergSinkOptions.sql(f"sqlite:///{tmp_path}/catalog/catalog.db", f"file://{tmp_path}/warehouse",
+                                     **{"bucket-by-key": "false"})
+    schema = Schema.of([("id", t("BIGINT NOT NULL")), ("v", t("STRING"))], ["id"])
+    foreign = tmp_path / "foreign.parquet"
+    pq.write_table(pa.table({"id": pa.array(range(10, 15), pa.int64()), "v": pa.array(["ext"] * 5, pa.string())},
+                            schema=pa.schema([pa.field("id", pa.int64(), False), pa.field("v", pa.string())])),
+                   foreign)
+    with IcebergSink(options) as sink:
+        sink.write(T, [row(I, id=i, v="sink") for i in range(5)], schema, {"orders/0": 5})
+        table = sink.load_table(T)
+        assert table is not None and not table.spec().fields
+        table.add_files([f"file://{foreign}"])
+        sink.write(T, [row(U_AFTER, id=1, v="u"), row(U_AFTER, id=11, v="u"), row(D, id=12)], schema, {"orders/0": 8})
+    expected = {i: "sink" for i in range(5)} | {i: "ext" for i in (10, 11, 13, 14)} | {1: "u", 11: "u"}
+    assert {r["id"]: r["v"] for r in lake(options)} == expected
+    assert len(read_table(options, T)) == 9
