@@ -711,20 +711,18 @@ def _file_reader(table: Table) -> Callable[[Any], pa.Table]:
 
 def _changed_rows(parts: list[pa.Table], keys: pa.Table, primary_key: Sequence[str]) -> pa.ChunkedArray:
     """A boolean per row of ``parts`` (in order, as one chunked array): whether its key is one
-    of ``keys`` (key columns, no nulls). One lookup over every part: ``is_in`` builds its hash
+    of ``keys`` (key columns, no nulls; the parts in one schema). One lookup over every part: ``is_in`` builds its hash
     set of the keys once (once per part cost a hash set of 50,000 keys for each of 80 files, a
     tenth of a second), and a composite key is matched by one hash semi-join (Arrow's join
     takes every key type MySQL has), not row by row."""
-    # one type per key column (a file read by ArrowScan and one read whole agree; cast is a no-op then)
     primary_key = list(primary_key)
-    key_schema = parts[0].select(primary_key).schema
     if len(primary_key) == 1:
         first = primary_key[0]
-        column = pa.chunked_array([c for part in parts for c in part.column(first).cast(key_schema.field(0).type).chunks],
-                                  type=key_schema.field(0).type)
+        column = pa.chunked_array([c for part in parts for c in part.column(first).chunks],
+                                  type=parts[0].schema.field(first).type)
         value_set = keys.column(first).combine_chunks().cast(column.type)
         return pc.is_in(column, value_set=value_set)
-    rows = pa.concat_tables([part.select(primary_key).cast(key_schema) for part in parts])
+    rows = pa.concat_tables([part.select(primary_key) for part in parts])
     lake_keys = rows.append_column(_ROW_POSITION, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
     typed = pa.table([keys.column(k).cast(rows.schema.field(k).type) for k in primary_key], names=primary_key)
     hit = lake_keys.join(typed, keys=primary_key, join_type="left semi").column(_ROW_POSITION)
@@ -770,9 +768,11 @@ def _rewritten_files(metadata: Any, io: Any, plan: _Rewrite, arrow_schema: pa.Sc
         groups.setdefault(tuple(partition[pos] for pos in range(len(spec.fields))), []).append(task)
 
     def kept(tasks: list[Any]) -> list[pa.Table]:
-        # a pool of its own: pyiceberg's reads run on its executor, which must not wait on itself
+        # a pool of its own: pyiceberg's reads run on its executor, which must not wait on itself;
+        # each file in the table's types (another engine's file, Spark's string, not large_string,
+        # can share a partition with the sink's files)
         with ThreadPoolExecutor(max_workers=min(4, len(tasks))) as pool:
-            parts = list(pool.map(read, tasks))
+            parts = list(pool.map(lambda task: read(task).cast(arrow_schema), tasks))
         changed = _changed_rows(parts, keys, primary_key)
         out, start = [], 0
         for part in parts:
@@ -790,9 +790,7 @@ def _rewritten_files(metadata: Any, io: Any, plan: _Rewrite, arrow_schema: pa.Sc
             # each file is sorted by key: in the order of their first keys, files of disjoint key
             # ranges (one per load commit) concatenate sorted, and _sorted only checks the order
             parts.sort(key=lambda part: part.column(primary_key[0])[0].as_py())
-        # in the table's types: another engine's file (Spark's string, not large_string) can
-        # share a partition with the sink's files
-        rows = _sorted(pa.concat_tables([part.cast(arrow_schema) for part in parts]), primary_key)
+        rows = _sorted(pa.concat_tables(parts), primary_key)
         key = None
         if spec.fields:
             key = PartitionKey(field_values=[PartitionFieldValue(f, v) for f, v in zip(spec.fields, values)],
@@ -809,7 +807,7 @@ def _rewritten_files(metadata: Any, io: Any, plan: _Rewrite, arrow_schema: pa.Sc
     if other:
         parts = kept(other)
         if parts:
-            rows = pa.concat_tables([part.cast(arrow_schema) for part in parts])
+            rows = pa.concat_tables(parts)
             files.extend(_dataframe_to_data_files(metadata, rows, io))
             rows_kept += rows.num_rows
     return files, rows_kept
